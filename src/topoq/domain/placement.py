@@ -1,0 +1,82 @@
+"""The outcome of a placement query: where every pod goes, or why the workload does not fit."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+
+class PlacementReason(StrEnum):
+    """Why a pod set was not placed. Paired with a human message and the numbers behind it."""
+
+    TOPOLOGY_UNSATISFIABLE = "TOPOLOGY_UNSATISFIABLE"
+    """Enough capacity exists, but no single domain of the requested level holds the pods."""
+    INSUFFICIENT_CAPACITY = "INSUFFICIENT_CAPACITY"
+    """Not enough free capacity on the eligible nodes of the whole topology."""
+    NO_ELIGIBLE_NODES = "NO_ELIGIBLE_NODES"
+    """Selectors, affinity or untolerated taints exclude every node of the topology."""
+    GROUP_UNSATISFIABLE = "GROUP_UNSATISFIABLE"
+    """Each member fits alone, but no single domain holds the whole pod-set group."""
+    GANG_INCOMPLETE = "GANG_INCOMPLETE"
+    """This pod set would fit, but another pod set of the workload does not (all or nothing)."""
+
+
+class ExclusionCause(StrEnum):
+    """Why a node cannot take even one pod of a pod set."""
+
+    NOT_IN_TOPOLOGY = "not_in_topology"
+    TAINT_NOT_TOLERATED = "taint_not_tolerated"
+    SELECTOR_MISMATCH = "selector_mismatch"
+    NO_FREE_POD_SLOT = "no_free_pod_slot"
+
+    @staticmethod
+    def too_little(resource: str) -> str:
+        return f"too_little_free_{resource}"
+
+
+@dataclass(frozen=True)
+class DomainAssignment:
+    """``count`` consecutive pods, ranks from ``first_rank``, in one leaf of the topology.
+
+    ``node`` is the node's name when leaves are hosts, ``None`` when the leaf pools several nodes.
+    ``domain`` maps every level's node label to this leaf's value, highest level first.
+    """
+
+    node: str | None
+    domain: Mapping[str, str]
+    count: int
+    first_rank: int
+
+
+@dataclass(frozen=True)
+class PodSetDiagnosis:
+    reason: PlacementReason
+    message: str
+    numbers: Mapping[str, int | str] = field(default_factory=dict)
+    excluded_nodes: Mapping[str, int] = field(default_factory=dict)
+    relaxation: str | None = None
+
+
+@dataclass(frozen=True)
+class PodSetOutcome:
+    name: str
+    count: int
+    assignments: tuple[DomainAssignment, ...] = ()
+    diagnosis: PodSetDiagnosis | None = None
+    span: Mapping[str, int] = field(default_factory=dict)
+    """How many distinct domains of each level the assigned pods use."""
+
+    @property
+    def assigned(self) -> bool:
+        return self.diagnosis is None
+
+
+@dataclass(frozen=True)
+class PlacementResult:
+    workload: str
+    pod_sets: tuple[PodSetOutcome, ...]
+
+    @property
+    def admitted(self) -> bool:
+        return all(outcome.assigned for outcome in self.pod_sets)

@@ -1,0 +1,85 @@
+"""Kubernetes resource quantities ("500m", "16Gi", "1e3") as exact integers.
+
+Canonical units: ``cpu`` in millicores, every other resource in whole units (bytes for memory,
+devices for GPUs), rounded up as Kubernetes does for non-cpu values.
+"""
+
+from __future__ import annotations
+
+import re
+from decimal import ROUND_CEILING, Decimal, InvalidOperation
+
+from topoq.domain.errors import InvalidInputError
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+NVIDIA_GPU = "nvidia.com/gpu"
+NEURON_DEVICE = "aws.amazon.com/neurondevice"
+NEURON_CORE = "aws.amazon.com/neuroncore"
+EFA = "vpc.amazonaws.com/efa"
+
+MILLI_RESOURCES = frozenset({CPU})
+
+_BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
+_DECIMAL_SUFFIXES = {
+    "n": Decimal("1e-9"),
+    "u": Decimal("1e-6"),
+    "m": Decimal("1e-3"),
+    "": Decimal(1),
+    "k": Decimal("1e3"),
+    "M": Decimal("1e6"),
+    "G": Decimal("1e9"),
+    "T": Decimal("1e12"),
+    "P": Decimal("1e15"),
+    "E": Decimal("1e18"),
+}
+_QUANTITY = re.compile(
+    r"^(?P<number>[+-]?(?:\d+(?:\.\d*)?|\.\d+))(?P<suffix>Ki|Mi|Gi|Ti|Pi|Ei|[numkMGTPE]|[eE][+-]?\d+)?$"
+)
+
+
+def quantity_value(text: str | int | float) -> Decimal:
+    """The exact value of a Kubernetes quantity, e.g. ``"16Gi"`` → 17179869184."""
+    if isinstance(text, bool):
+        raise InvalidInputError(f"{text!r} is not a quantity", hint="use a number such as 8 or '16Gi'")
+    if isinstance(text, int | float):
+        return Decimal(str(text))
+    match = _QUANTITY.match(str(text).strip())
+    if match is None:
+        raise InvalidInputError(
+            f"{text!r} is not a Kubernetes quantity",
+            hint="use a number with an optional suffix: 500m, 2, 16Gi, 16G, 1e3",
+        )
+    try:
+        number = Decimal(match["number"])
+    except InvalidOperation as error:  # pragma: no cover - the regex admits only numbers
+        raise InvalidInputError(f"{text!r} is not a Kubernetes quantity") from error
+    suffix = match["suffix"] or ""
+    if suffix in _BINARY_SUFFIXES:
+        return number * _BINARY_SUFFIXES[suffix]
+    if suffix in _DECIMAL_SUFFIXES:
+        return number * _DECIMAL_SUFFIXES[suffix]
+    return number * (Decimal(10) ** int(suffix[1:]))
+
+
+def parse_quantity(resource: str, text: str | int | float) -> int:
+    """A quantity of ``resource`` in canonical integer units (millicores for cpu)."""
+    value = quantity_value(text)
+    if value < 0:
+        raise InvalidInputError(f"{resource}: {text!r} is negative", hint="quantities must be >= 0")
+    if resource in MILLI_RESOURCES:
+        value *= 1000
+    return int(value.to_integral_value(rounding=ROUND_CEILING))
+
+
+def format_quantity(resource: str, amount: int) -> str:
+    """The shortest readable Kubernetes quantity for a canonical amount."""
+    if resource in MILLI_RESOURCES:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if resource in (MEMORY, EPHEMERAL_STORAGE) and amount:
+        for suffix, factor in sorted(_BINARY_SUFFIXES.items(), key=lambda item: -item[1]):
+            if amount % factor == 0:
+                return f"{amount // factor}{suffix}"
+    return str(amount)

@@ -55,7 +55,8 @@ class PodSetDiagnosis:
     message: str
     numbers: Mapping[str, int | str] = field(default_factory=dict)
     excluded_nodes: Mapping[str, int] = field(default_factory=dict)
-    relaxation: str | None = None
+    relaxations: tuple[str, ...] = ()
+    """Changes that would make the pod set fit now, smallest first."""
 
 
 @dataclass(frozen=True)

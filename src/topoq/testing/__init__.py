@@ -1,0 +1,1 @@
+"""Builders for tests, examples and benchmarks: small clusters, pod sets and workloads."""

@@ -1,0 +1,142 @@
+"""Why a pod set does not fit: a reason code, the numbers behind it, the nodes each cause
+excluded, and the smallest changes that would make it fit now."""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import replace
+
+import numpy as np
+
+from topoq.core.eligibility import Eligibility
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.fit import Room
+from topoq.core.placement.request import Demand, SearchPlan
+from topoq.core.placement.search import place_in_topology
+from topoq.core.tree import TopologyTree
+from topoq.domain.placement import ExclusionCause, PlacementReason, PodSetDiagnosis
+from topoq.domain.quantity import PODS
+from topoq.domain.workload import PodSetSpec
+
+
+def diagnose(
+    ledger: CapacityLedger,
+    pod_set: PodSetSpec,
+    plan: SearchPlan,
+    demand: Demand,
+    eligibility: Eligibility,
+    room: Room,
+) -> PodSetDiagnosis:
+    tree = ledger.tree
+    excluded = excluded_nodes(ledger, demand, eligibility)
+    if not len(tree.nodes) or not eligibility.mask.any():
+        return PodSetDiagnosis(
+            PlacementReason.NO_ELIGIBLE_NODES,
+            f"no node of the topology is eligible for pod set {pod_set.name!r}: "
+            + _causes_text(excluded),
+            {"requested_pods": pod_set.count, "topology_nodes": len(tree.nodes)},
+            excluded,
+            ("tolerate the nodes' taints or loosen the node selector/affinity",),
+        )
+    if demand.missing:
+        missing = ", ".join(demand.missing)
+        return PodSetDiagnosis(
+            PlacementReason.INSUFFICIENT_CAPACITY,
+            f"no node of the topology offers {missing}",
+            {"requested_pods": pod_set.count},
+            excluded,
+            (f"remove the request for {missing} or add nodes that offer it",),
+        )
+    if room.total < pod_set.count:
+        return _insufficient(pod_set, room, excluded)
+    return _unsatisfiable(tree, pod_set, plan, room, excluded)
+
+
+def _insufficient(pod_set: PodSetSpec, room: Room, excluded: dict[str, int]) -> PodSetDiagnosis:
+    total = room.total
+    relaxations = (f"reduce the count to {total}",) if total else ()
+    return PodSetDiagnosis(
+        PlacementReason.INSUFFICIENT_CAPACITY,
+        f"only {total} of {pod_set.count} pods fit in the free capacity of the eligible nodes",
+        {"requested_pods": pod_set.count, "pods_fit_in_topology": total,
+         "short_by": pod_set.count - total},
+        excluded,
+        (*relaxations, "wait for running work to finish, or add nodes"),
+    )
+
+
+def _unsatisfiable(
+    tree: TopologyTree, pod_set: PodSetSpec, plan: SearchPlan, room: Room, excluded: dict[str, int]
+) -> PodSetDiagnosis:
+    level = plan.strictest_level
+    label = tree.spec.levels[level]
+    room_here = room.at(level)
+    closest = int(np.lexsort((np.arange(len(room_here)), -room_here))[0])
+    best = int(room_here[closest])
+    closest_name = tree.levels[level].name(closest)
+    count = pod_set.count
+    relaxations = _relaxations(tree, plan, room, count, best, closest_name)
+    return PodSetDiagnosis(
+        PlacementReason.TOPOLOGY_UNSATISFIABLE,
+        f"at most {best} of {count} pods fit in any one {label} domain; the closest, "
+        f"{closest_name}, is short by {count - best}",
+        {"requested_pods": count, "level": label, "max_pods_in_one_domain": best,
+         "closest_domain": closest_name, "short_by": count - best,
+         "pods_fit_in_topology": room.total},
+        excluded,
+        relaxations,
+    )
+
+
+def _relaxations(
+    tree: TopologyTree, plan: SearchPlan, room: Room, count: int, best: int, closest: str
+) -> tuple[str, ...]:
+    label = tree.spec.levels[plan.strictest_level]
+    found: list[str] = []
+    for level in range(plan.strictest_level - 1, -1, -1):
+        room_here = room.at(level)
+        if len(room_here) and int(room_here.max()) >= count:
+            domain = tree.levels[level].name(int(np.argmax(room_here)))
+            found.append(f"require {tree.spec.levels[level]} instead of {label} "
+                         f"({domain} has room for all {count} pods)")
+            break
+    if not plan.split_at_top:
+        relaxed = replace(plan, search_levels=tuple(range(plan.search_levels[0], -1, -1)),
+                          split_at_top=True)
+        leaves = place_in_topology(tree, room, relaxed, count)
+        if leaves is not None:
+            spanned = len({tree.levels[plan.strictest_level].domain_of_node[
+                tree.leaf_level.node_start[leaf]] for leaf, _ in leaves})
+            found.append(f"make {label} preferred instead of required "
+                         f"(the pods would span {spanned} {label} domains)")
+    if best > 0:
+        found.append(f"reduce the count to {best} (room in {closest})")
+    return tuple(found)
+
+
+def excluded_nodes(ledger: CapacityLedger, demand: Demand, eligibility: Eligibility) -> dict[str, int]:
+    """Nodes that cannot take even one pod, counted under their first cause."""
+    tree = ledger.tree
+    causes: Counter[str] = Counter()
+    for node in tree.excluded:
+        causes[node.reason.value] += 1
+    causes.update(eligibility.excluded)
+    if demand.missing or not len(demand.columns) or not len(tree.nodes):
+        return dict(causes)
+    wanted = demand.vector[demand.columns]
+    per_resource = ledger.free[:, demand.columns] // wanted
+    blocked = eligibility.mask & (per_resource.min(axis=1) == 0)
+    if blocked.any():
+        binding = np.argmin(per_resource[blocked], axis=1)
+        for column, number in zip(*np.unique(binding, return_counts=True), strict=True):
+            name = tree.resource_names[int(demand.columns[column])]
+            cause = (ExclusionCause.NO_FREE_POD_SLOT.value if name == PODS
+                     else ExclusionCause.too_little(name))
+            causes[cause] += int(number)
+    return dict(causes)
+
+
+def _causes_text(excluded: dict[str, int]) -> str:
+    if not excluded:
+        return "the topology has no nodes"
+    return ", ".join(f"{count} {cause.replace('_', ' ')}" for cause, count in excluded.items())

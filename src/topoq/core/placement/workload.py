@@ -1,0 +1,225 @@
+"""Placing a whole workload, all or nothing: pod sets in order, groups together, each on the
+capacity the earlier ones left (a scratch ledger; the caller's ledger is never changed)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from topoq.core.eligibility import Eligibility, eligibility_of
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.diagnosis import diagnose
+from topoq.core.placement.fit import Room, pods_per_leaf, room_by_level
+from topoq.core.placement.request import Demand, SearchPlan, demand_of, plan_search
+from topoq.core.placement.search import LeafTake, descend, place_in_topology, rank_domains
+from topoq.domain.errors import InvalidRequestError
+from topoq.domain.placement import (
+    DomainAssignment,
+    PlacementReason,
+    PlacementResult,
+    PodSetDiagnosis,
+    PodSetOutcome,
+)
+from topoq.domain.workload import PodSetSpec, WorkloadSpec
+
+MAX_GROUP_TRIALS = 64
+"""Candidate domains tried for a pod-set group before giving up (each is a full trial)."""
+
+
+@dataclass(frozen=True)
+class PodSetQuery:
+    """A pod set with everything derived from the tree that placing it needs."""
+
+    pod_set: PodSetSpec
+    plan: SearchPlan
+    demand: Demand
+    eligibility: Eligibility
+
+    def room(self, ledger: CapacityLedger) -> Room:
+        return room_by_level(ledger.tree, pods_per_leaf(ledger, self.demand, self.eligibility),
+                             self.plan)
+
+    def charge(self, ledger: CapacityLedger, leaves: Sequence[LeafTake]) -> None:
+        tree = ledger.tree
+        for leaf, pods in leaves:
+            amount = self.demand.vector * pods
+            if tree.leaves_are_nodes:
+                ledger.charge_node(leaf, amount)
+                continue
+            start, end = tree.leaf_level.node_start[leaf], tree.leaf_level.node_start[leaf + 1]
+            ledger.charge_pool(
+                (node for node in range(start, end) if self.eligibility.mask[node]), amount
+            )
+
+    def diagnose(self, ledger: CapacityLedger) -> PodSetDiagnosis:
+        return diagnose(ledger, self.pod_set, self.plan, self.demand, self.eligibility,
+                        self.room(ledger))
+
+
+def find_placement(ledger: CapacityLedger, workload: WorkloadSpec) -> PlacementResult:
+    """Where every pod of ``workload`` goes, or why it does not fit. ``ledger`` is unchanged."""
+    return place_workload(ledger, workload)[0]
+
+
+def place_workload(
+    ledger: CapacityLedger, workload: WorkloadSpec
+) -> tuple[PlacementResult, CapacityLedger]:
+    """The placement and the capacity left after it (the input ledger when nothing fits)."""
+    queries = {ps.name: _query(ledger, ps) for ps in workload.pod_sets}
+    scratch = ledger.scratch()
+    placed: dict[str, list[LeafTake]] = {}
+    for unit in _placement_units(workload):
+        members = [queries[pod_set.name] for pod_set in unit]
+        found = _place_unit(scratch, members)
+        if isinstance(found, tuple):
+            failed_name, diagnosis = found
+            return _refusal(workload, failed_name, diagnosis), ledger
+        placed.update(found)
+    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
+    return PlacementResult(workload.name, outcomes), scratch
+
+
+def _query(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
+    tree = ledger.tree
+    return PodSetQuery(pod_set, plan_search(tree.spec, pod_set), demand_of(tree, pod_set.requests),
+                       eligibility_of(tree, pod_set))
+
+
+def _placement_units(workload: WorkloadSpec) -> list[list[PodSetSpec]]:
+    """Pod sets in order; the members of a group form one unit at the first member's place."""
+    units: list[list[PodSetSpec]] = []
+    by_group: dict[str, list[PodSetSpec]] = {}
+    for pod_set in workload.pod_sets:
+        group = pod_set.topology.group
+        if group is None:
+            units.append([pod_set])
+        elif group in by_group:
+            _check_group_member(by_group[group][0], pod_set, group)
+            by_group[group].append(pod_set)
+        else:
+            by_group[group] = [pod_set]
+            units.append(by_group[group])
+    return units
+
+
+def _check_group_member(first: PodSetSpec, member: PodSetSpec, group: str) -> None:
+    mine, theirs = member.topology, first.topology
+    if (mine.required, mine.preferred) != (theirs.required, theirs.preferred):
+        raise InvalidRequestError(
+            f"pod sets {first.name!r} and {member.name!r} share group {group!r} but request "
+            "different topology levels", where=f"pod set {member.name!r}",
+            hint="give every member of a group the same required/preferred level",
+        )
+
+
+PlacedUnit = dict[str, list[LeafTake]]
+Failure = tuple[str, PodSetDiagnosis]
+
+
+def _place_unit(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+    """Place one pod set, or a group in one shared domain; charge ``scratch`` on success."""
+    for query in members:
+        leaves = place_in_topology(scratch.tree, query.room(scratch), query.plan, query.pod_set.count)
+        if leaves is None:
+            return query.pod_set.name, query.diagnose(scratch)
+        if len(members) == 1:
+            query.charge(scratch, leaves)
+            return {query.pod_set.name: leaves}
+    return _place_group(scratch, members)
+
+
+def _place_group(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+    ordered = sorted(members, key=lambda query: -query.pod_set.count)
+    primary = ordered[0]
+    rooms = [query.room(scratch) for query in ordered]
+    tree = scratch.tree
+    for level in primary.plan.search_levels:
+        fits_all = np.ones(tree.levels[level].size, dtype=np.bool_)
+        for query, room in zip(ordered, rooms, strict=True):
+            fits_all &= room.at(level) >= query.pod_set.count
+        candidates = np.flatnonzero(fits_all)
+        if not len(candidates):
+            continue
+        ranked = rank_domains(tree, rooms[0], level, candidates, primary.pod_set.count)
+        for domain in ranked[:MAX_GROUP_TRIALS]:
+            placed = _try_group_in(scratch, ordered, level, int(domain))
+            if placed is not None:
+                return placed
+    if primary.plan.split_at_top:
+        return _place_members_apart(scratch, ordered)
+    return primary.pod_set.name, _group_diagnosis(tree.spec.levels[primary.plan.strictest_level],
+                                                  ordered)
+
+
+def _try_group_in(
+    scratch: CapacityLedger, members: list[PodSetQuery], level: int, domain: int
+) -> PlacedUnit | None:
+    trial = scratch.scratch()
+    placed: PlacedUnit = {}
+    for query in members:
+        room = query.room(trial)
+        if room.at(level)[domain] < query.pod_set.count:
+            return None
+        leaves = descend(trial.tree, room, level, domain, query.pod_set.count)
+        query.charge(trial, leaves)
+        placed[query.pod_set.name] = leaves
+    for query in members:
+        query.charge(scratch, placed[query.pod_set.name])
+    return placed
+
+
+def _place_members_apart(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+    trial = scratch.scratch()
+    placed: PlacedUnit = {}
+    for query in members:
+        leaves = place_in_topology(trial.tree, query.room(trial), query.plan, query.pod_set.count)
+        if leaves is None:
+            return query.pod_set.name, query.diagnose(trial)
+        query.charge(trial, leaves)
+        placed[query.pod_set.name] = leaves
+    for query in members:
+        query.charge(scratch, placed[query.pod_set.name])
+    return placed
+
+
+def _group_diagnosis(label: str, members: list[PodSetQuery]) -> PodSetDiagnosis:
+    names = ", ".join(repr(query.pod_set.name) for query in members)
+    group = members[0].pod_set.topology.group
+    return PodSetDiagnosis(
+        PlacementReason.GROUP_UNSATISFIABLE,
+        f"each pod set of group {group!r} fits alone, but no single {label} domain holds "
+        f"{names} together",
+        {"level": label, "group": str(group),
+         "requested_pods": sum(query.pod_set.count for query in members)},
+        {},
+        (f"require a higher level than {label} for the group", "split the group"),
+    )
+
+
+def _refusal(workload: WorkloadSpec, failed: str, diagnosis: PodSetDiagnosis) -> PlacementResult:
+    outcomes = []
+    for pod_set in workload.pod_sets:
+        if pod_set.name == failed:
+            outcomes.append(PodSetOutcome(pod_set.name, pod_set.count, diagnosis=diagnosis))
+            continue
+        outcomes.append(PodSetOutcome(pod_set.name, pod_set.count, diagnosis=PodSetDiagnosis(
+            PlacementReason.GANG_INCOMPLETE,
+            f"not placed: pod set {failed!r} of the same workload does not fit (all or nothing)",
+        )))
+    return PlacementResult(workload.name, tuple(outcomes))
+
+
+def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]) -> PodSetOutcome:
+    tree = ledger.tree
+    leaf_level = tree.depth - 1
+    assignments: list[DomainAssignment] = []
+    rank = 0
+    for leaf, pods in leaves:
+        node = tree.nodes[leaf].name if tree.leaves_are_nodes else None
+        assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
+        rank += pods
+    first_nodes = tree.leaf_level.node_start[[leaf for leaf, _ in leaves]]
+    span = {level.label: len(set(level.domain_of_node[first_nodes].tolist())) for level in tree.levels}
+    return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=span)

@@ -55,7 +55,7 @@ def room_by_level(tree: TopologyTree, leaf_pods: IntArray, plan: SearchPlan) -> 
         child_start = tree.levels[level].child_start
         if child_start is not None:
             room = _range_sums(by_level[level + 1], child_start)
-        if plan.spread is not None and plan.spread[0] == level:
+        if plan.spread is not None and level >= plan.spread[0]:  # at or below the spread level
             room = np.minimum(room, plan.spread[1])
         unit = plan.units[level]
         if unit > 1:

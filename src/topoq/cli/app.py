@@ -1,0 +1,167 @@
+"""The ``topoq`` command. Heavy modules are imported inside each command, so start-up stays fast."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, NoReturn
+
+import typer
+
+EXIT_BAD_INPUT = 2
+
+app = typer.Typer(
+    name="topoq",
+    help="Topology-aware gang placement and governance for shared GPU clusters.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    add_completion=False,
+)
+topology_app = typer.Typer(
+    help="Read, check, draw and convert cluster topologies.", no_args_is_help=True
+)
+app.add_typer(topology_app, name="topology")
+
+
+class Output(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+
+
+class ExportFormat(StrEnum):
+    SLURM_TREE = "slurm-tree"
+    SLURM_BLOCK = "slurm-block"
+    KUEUE = "kueue"
+    LABELS = "labels"
+    NODELIST = "nodelist"
+    CLUSTER = "cluster"
+
+
+ClusterOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--nodes", "--cluster", "-n",
+        help="The cluster: a Kubernetes NodeList (kubectl get nodes -o json), the JSON of "
+        "'aws ec2 describe-instance-topology', a Slurm topology.conf, or a topoq cluster file. "
+        "Default: topoq's example cluster.",
+        show_default=False,
+    ),
+]
+TopologyOption = Annotated[
+    Path | None,
+    typer.Option("--topology", "-t", help="A Kueue Topology (its levels override the cluster's).",
+                 show_default=False),
+]
+PodsOption = Annotated[
+    Path | None,
+    typer.Option("--pods", "-p", help="A PodList of running pods whose requests use capacity.",
+                 show_default=False),
+]
+InstanceTypeOption = Annotated[
+    str | None,
+    typer.Option("--instance-type", help="Capacity of each node of a Slurm topology.conf "
+                 "(default p5.48xlarge).", show_default=False),
+]
+OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table or json.")]
+
+
+@app.command()
+def place(
+    workload: Annotated[Path, typer.Option(
+        "--workload", "-w", help="A Kueue Workload, a topoq job file or a HyperPod PyTorch job.")],
+    nodes: ClusterOption = None,
+    topology: TopologyOption = None,
+    pods: PodsOption = None,
+    instance_type: InstanceTypeOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Place a workload on the cluster as a gang: where every pod goes, or why it cannot."""
+    from topoq.cli.commands import run_place
+
+    guarded(lambda: run_place(workload, nodes, topology, pods, instance_type, output.value))
+
+
+@topology_app.command("show")
+def topology_show(
+    nodes: ClusterOption = None,
+    topology: TopologyOption = None,
+    pods: PodsOption = None,
+    instance_type: InstanceTypeOption = None,
+    depth: Annotated[int | None, typer.Option(
+        help="Levels to draw (default: all, or all but the hosts on large clusters).")] = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Draw the topology tree with free/total accelerators per domain."""
+    from topoq.cli.commands import run_topology_show
+
+    guarded(lambda: run_topology_show(nodes, topology, pods, instance_type, depth, output.value))
+
+
+@topology_app.command("validate")
+def topology_validate(
+    nodes: ClusterOption = None,
+    topology: TopologyOption = None,
+    instance_type: InstanceTypeOption = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Check a topology: structure errors fail (exit 2); left-out nodes are reported."""
+    from topoq.cli.commands import run_topology_validate
+
+    guarded(lambda: run_topology_validate(nodes, topology, instance_type, output.value))
+
+
+@topology_app.command("export")
+def topology_export(
+    to: Annotated[ExportFormat, typer.Option("--to", help="The format to write.")],
+    nodes: ClusterOption = None,
+    topology: TopologyOption = None,
+    instance_type: InstanceTypeOption = None,
+    out: Annotated[Path | None, typer.Option(
+        "--out", help="Write to this file instead of standard output.")] = None,
+) -> None:
+    """Convert the topology: Slurm topology.conf (tree or block), a Kueue Topology, the kubectl
+    label commands, a NodeList, or a topoq cluster file."""
+    from topoq.cli.commands import run_topology_export
+
+    guarded(lambda: run_topology_export(to.value, nodes, topology, instance_type, out))
+
+
+@app.command()
+def demo() -> None:
+    """Place a few example jobs on the example cluster and show what happens and why."""
+    from topoq.cli.demo import run_demo
+
+    guarded(run_demo)
+
+
+@app.command()
+def version() -> None:
+    """Print topoq's version."""
+    from topoq import __version__
+
+    typer.echo(__version__)
+
+
+def guarded(action: Callable[[], None]) -> None:
+    """Run a command; bad input ends with a one-line message and exit code 2, no traceback."""
+    from topoq.domain.errors import TopoqError
+
+    try:
+        action()
+    except TopoqError as error:
+        fail(str(error))
+
+
+def fail(message: str) -> NoReturn:
+    typer.echo(f"error: {message}", err=True)
+    raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def main() -> None:
+    try:
+        app()
+    except KeyboardInterrupt:  # pragma: no cover - interactive only
+        sys.exit(130)

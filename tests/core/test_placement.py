@@ -49,62 +49,137 @@ class Case:
 
 # 2 spines × 2 blocks × 4 nodes: s0 = {b0: n00-n03, b1: n04-n07}, s1 = {b2: n08-n11, b3: n12-n15}
 CASES = [
-    Case("required block takes the tightest block that holds the gang",
-         [2, 2, 4], [gpu_pods(3, required=BLOCK)],
-         [[("n01", 1), ("n02", 1), ("n03", 1)]], used={"n00": FULL}),
-    Case("required block is unschedulable when no block has room",
-         [2, 2, 4], [gpu_pods(5, required=BLOCK)], None,
-         reason=PlacementReason.TOPOLOGY_UNSATISFIABLE),
-    Case("preferred block spills into the spine whose blocks hold it with fewest blocks",
-         [2, 2, 4], [gpu_pods(6, preferred=BLOCK)],
-         [[("n00", 1), ("n01", 1), ("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
-         used={"n02": FULL, "n03": FULL}),
-    Case("preferred block splits across spines, as few as possible, when no spine holds it",
-         [2, 2, 4], [gpu_pods(12, preferred=BLOCK)],
-         [[(f"n{i:02d}", 1) for i in [*range(4), *range(8, 16)]]],
-         used={"n04": FULL, "n05": FULL, "n06": FULL, "n07": FULL}),
-    Case("unconstrained pods pack onto the tightest node first",
-         [1, 2, 2], [gpu_pods(2, gpus=2)],
-         [[("n01", 2)]], used={"n01": {NVIDIA_GPU: 4}}),
-    Case("required spine with preferred block stays in one spine even when split over blocks",
-         [2, 2, 4], [gpu_pods(6, required=SPINE, preferred=BLOCK)],
-         [[("n00", 1), ("n01", 1), ("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
-         used={"n02": FULL, "n03": FULL, "n10": FULL}),
-    Case("required spine with preferred block fails rather than leave the spine",
-         [2, 2, 4], [gpu_pods(9, required=SPINE, preferred=BLOCK)], None,
-         reason=PlacementReason.TOPOLOGY_UNSATISFIABLE),
-    Case("slices of 4 skip a block that has only 3 free nodes",
-         [1, 3, 4], [gpu_pods(8, required=SPINE, slices=[(BLOCK, 4)])],
-         [[(f"n{i:02d}", 1) for i in range(4, 12)]], used={"n00": FULL}),
-    Case("slices fail when free nodes are scattered across blocks",
-         [1, 3, 4], [gpu_pods(4, required=SPINE, slices=[(BLOCK, 2)])], None,
-         used={"n00": FULL, "n01": FULL, "n02": FULL, "n04": FULL, "n05": FULL, "n06": FULL,
-               "n08": FULL, "n09": FULL, "n10": FULL},
-         reason=PlacementReason.INSUFFICIENT_CAPACITY),
-    Case("two slice layers: 4 pods per block, 2 per rack",
-         [1, 2, 2, 2], [gpu_pods(4, required=SPINE, slices=[(BLOCK, 4), (RACK, 2)])],
-         [[("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]], used={"n00": FULL}),
-    Case("spread puts at most one pod in each block",
-         [2, 2, 4], [gpu_pods(3, gpus=1, spread=(BLOCK, 1))],
-         [[("n00", 1), ("n04", 1), ("n08", 1)]]),
-    Case("spread fails when there are fewer blocks than pods",
-         [1, 2, 4], [gpu_pods(3, gpus=1, spread=(BLOCK, 1))], None,
-         reason=PlacementReason.INSUFFICIENT_CAPACITY),
-    Case("fractional pods share a node: four 2-GPU pods on one node",
-         [1, 1, 2], [gpu_pods(4, gpus=2, required=HOSTNAME_LABEL)], [[("n00", 4)]]),
-    Case("a pod-slot limit stops placement even with free GPUs",
-         [1, 1, 1], [pod_set("cpu", 3, {CPU: "1"})], None,
-         used={"n00": {"pods": 108}}, reason=PlacementReason.INSUFFICIENT_CAPACITY),
-    Case("group: the leader joins its workers' block",
-         [1, 2, 4], [pod_set("launcher", 1, {CPU: "2"}, required=BLOCK, group="g"),
-                     gpu_pods(4, required=BLOCK, group="g")],
-         [[("n04", 1)], [("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]], used={"n00": FULL}),
-    Case("all or nothing: the second pod set does not fit, so nothing is placed",
-         [1, 1, 4], [gpu_pods(2, name="a"), gpu_pods(3, name="b")], None,
-         reason=PlacementReason.GANG_INCOMPLETE),
-    Case("a later pod set sees the capacity the earlier one took",
-         [1, 1, 4], [gpu_pods(2, name="a", required=BLOCK), gpu_pods(2, name="b", required=BLOCK)],
-         [[("n00", 1), ("n01", 1)], [("n02", 1), ("n03", 1)]]),
+    Case(
+        "required block takes the tightest block that holds the gang",
+        [2, 2, 4],
+        [gpu_pods(3, required=BLOCK)],
+        [[("n01", 1), ("n02", 1), ("n03", 1)]],
+        used={"n00": FULL},
+    ),
+    Case(
+        "required block is unschedulable when no block has room",
+        [2, 2, 4],
+        [gpu_pods(5, required=BLOCK)],
+        None,
+        reason=PlacementReason.TOPOLOGY_UNSATISFIABLE,
+    ),
+    Case(
+        "preferred block spills into the spine whose blocks hold it with fewest blocks",
+        [2, 2, 4],
+        [gpu_pods(6, preferred=BLOCK)],
+        [[("n00", 1), ("n01", 1), ("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
+        used={"n02": FULL, "n03": FULL},
+    ),
+    Case(
+        "preferred block splits across spines, as few as possible, when no spine holds it",
+        [2, 2, 4],
+        [gpu_pods(12, preferred=BLOCK)],
+        [[(f"n{i:02d}", 1) for i in [*range(4), *range(8, 16)]]],
+        used={"n04": FULL, "n05": FULL, "n06": FULL, "n07": FULL},
+    ),
+    Case(
+        "unconstrained pods pack onto the tightest node first",
+        [1, 2, 2],
+        [gpu_pods(2, gpus=2)],
+        [[("n01", 2)]],
+        used={"n01": {NVIDIA_GPU: 4}},
+    ),
+    Case(
+        "required spine with preferred block stays in one spine even when split over blocks",
+        [2, 2, 4],
+        [gpu_pods(6, required=SPINE, preferred=BLOCK)],
+        [[("n00", 1), ("n01", 1), ("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
+        used={"n02": FULL, "n03": FULL, "n10": FULL},
+    ),
+    Case(
+        "required spine with preferred block fails rather than leave the spine",
+        [2, 2, 4],
+        [gpu_pods(9, required=SPINE, preferred=BLOCK)],
+        None,
+        reason=PlacementReason.TOPOLOGY_UNSATISFIABLE,
+    ),
+    Case(
+        "slices of 4 skip a block that has only 3 free nodes",
+        [1, 3, 4],
+        [gpu_pods(8, required=SPINE, slices=[(BLOCK, 4)])],
+        [[(f"n{i:02d}", 1) for i in range(4, 12)]],
+        used={"n00": FULL},
+    ),
+    Case(
+        "slices fail when free nodes are scattered across blocks",
+        [1, 3, 4],
+        [gpu_pods(4, required=SPINE, slices=[(BLOCK, 2)])],
+        None,
+        used={
+            "n00": FULL,
+            "n01": FULL,
+            "n02": FULL,
+            "n04": FULL,
+            "n05": FULL,
+            "n06": FULL,
+            "n08": FULL,
+            "n09": FULL,
+            "n10": FULL,
+        },
+        reason=PlacementReason.INSUFFICIENT_CAPACITY,
+    ),
+    Case(
+        "two slice layers: 4 pods per block, 2 per rack",
+        [1, 2, 2, 2],
+        [gpu_pods(4, required=SPINE, slices=[(BLOCK, 4), (RACK, 2)])],
+        [[("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
+        used={"n00": FULL},
+    ),
+    Case(
+        "spread puts at most one pod in each block",
+        [2, 2, 4],
+        [gpu_pods(3, gpus=1, spread=(BLOCK, 1))],
+        [[("n00", 1), ("n04", 1), ("n08", 1)]],
+    ),
+    Case(
+        "spread fails when there are fewer blocks than pods",
+        [1, 2, 4],
+        [gpu_pods(3, gpus=1, spread=(BLOCK, 1))],
+        None,
+        reason=PlacementReason.INSUFFICIENT_CAPACITY,
+    ),
+    Case(
+        "fractional pods share a node: four 2-GPU pods on one node",
+        [1, 1, 2],
+        [gpu_pods(4, gpus=2, required=HOSTNAME_LABEL)],
+        [[("n00", 4)]],
+    ),
+    Case(
+        "a pod-slot limit stops placement even with free GPUs",
+        [1, 1, 1],
+        [pod_set("cpu", 3, {CPU: "1"})],
+        None,
+        used={"n00": {"pods": 108}},
+        reason=PlacementReason.INSUFFICIENT_CAPACITY,
+    ),
+    Case(
+        "group: the leader joins its workers' block",
+        [1, 2, 4],
+        [
+            pod_set("launcher", 1, {CPU: "2"}, required=BLOCK, group="g"),
+            gpu_pods(4, required=BLOCK, group="g"),
+        ],
+        [[("n04", 1)], [("n04", 1), ("n05", 1), ("n06", 1), ("n07", 1)]],
+        used={"n00": FULL},
+    ),
+    Case(
+        "all or nothing: the second pod set does not fit, so nothing is placed",
+        [1, 1, 4],
+        [gpu_pods(2, name="a"), gpu_pods(3, name="b")],
+        None,
+        reason=PlacementReason.GANG_INCOMPLETE,
+    ),
+    Case(
+        "a later pod set sees the capacity the earlier one took",
+        [1, 1, 4],
+        [gpu_pods(2, name="a", required=BLOCK), gpu_pods(2, name="b", required=BLOCK)],
+        [[("n00", 1), ("n01", 1)], [("n02", 1), ("n03", 1)]],
+    ),
 ]
 
 
@@ -159,8 +234,10 @@ def test_excluded_nodes_are_counted_per_cause() -> None:
     gpu_taint = Taint("nvidia.com/gpu", TaintEffect.NO_SCHEDULE, "true")
     tainted, spec = cluster([1, 1, 2], taints=[gpu_taint])
     plain, _ = cluster([1, 1, 2], labels={"pool": "cpu"})
-    plain = [type(n)(f"c{i}", dict(n.labels) | {HOSTNAME_LABEL: f"c{i}"}, n.allocatable)
-             for i, n in enumerate(plain)]
+    plain = [
+        type(n)(f"c{i}", dict(n.labels) | {HOSTNAME_LABEL: f"c{i}"}, n.allocatable)
+        for i, n in enumerate(plain)
+    ]
     _, ledger = tree_and_ledger([*tainted, *plain], spec, {"c0": FULL})
     wants_gpu_pool = gpu_pods(4, node_selector={"pool": "gpu"})
     diagnosis = find_placement(ledger, workload(wants_gpu_pool)).pod_sets[0].diagnosis
@@ -176,8 +253,9 @@ def test_tolerations_and_affinity_select_nodes() -> None:
     tolerate = Toleration("nvidia.com/gpu", TolerationOperator.EXISTS)
     only_b1 = NodeSelectorTerm((SelectorRequirement(BLOCK, SelectorOperator.IN, ("b1",)),))
     assert not find_placement(ledger, workload(gpu_pods(1))).admitted
-    result = find_placement(ledger, workload(
-        pod_set("w", 2, FULL, tolerations=[tolerate], affinity=[only_b1])))
+    result = find_placement(
+        ledger, workload(pod_set("w", 2, FULL, tolerations=[tolerate], affinity=[only_b1]))
+    )
     assert nodes_of(result) == [("n02", 1), ("n03", 1)]
 
 
@@ -187,7 +265,8 @@ def test_pooled_leaves_report_domains_without_nodes() -> None:
     result = find_placement(ledger, workload(gpu_pods(6, gpus=4, required=BLOCK)))
     assignments = result.pod_sets[0].assignments
     assert [(a.node, dict(a.domain), a.count) for a in assignments] == [
-        (None, {SPINE: "s0", BLOCK: "b0"}, 6)]
+        (None, {SPINE: "s0", BLOCK: "b0"}, 6)
+    ]
 
 
 def test_pooled_leaf_charge_keeps_every_node_non_negative() -> None:
@@ -214,9 +293,15 @@ def test_failed_placement_leaves_the_ledger_unchanged() -> None:
     ("pod_set_kwargs", "message"),
     [
         ({"required": "rack"}, "required topology 'rack' is not a level"),
-        ({"required": BLOCK, "slices": [(SPINE, 2)]}, "slice level spine is above the pod set's level"),
+        (
+            {"required": BLOCK, "slices": [(SPINE, 2)]},
+            "slice level spine is above the pod set's level",
+        ),
         ({"required": BLOCK, "preferred": SPINE}, "preferred level spine is above required level"),
-        ({"required": SPINE, "slices": [(HOSTNAME_LABEL, 2), (BLOCK, 1)]}, "is not below the slice"),
+        (
+            {"required": SPINE, "slices": [(HOSTNAME_LABEL, 2), (BLOCK, 1)]},
+            "is not below the slice",
+        ),
     ],
 )
 def test_invalid_requests_are_rejected_with_a_clear_message(

@@ -21,13 +21,16 @@ from topoq.testing.builders import cluster, gpu_pods
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> tuple[list[NodeSpec], TopologySpec, dict[str, Resources], WorkloadSpec]:
+def scenarios(
+    draw: st.DrawFn,
+) -> tuple[list[NodeSpec], TopologySpec, dict[str, Resources], WorkloadSpec]:
     depth = draw(st.integers(1, 3))
     shape = [draw(st.integers(1, 3)) for _ in range(depth)] + [draw(st.integers(1, 4))]
     nodes, spec = cluster(shape, hostname_level=draw(st.booleans()))
     used = {
         node.name: Resources({NVIDIA_GPU: draw(st.integers(0, 8))})
-        for node in nodes if draw(st.booleans())
+        for node in nodes
+        if draw(st.booleans())
     }
     pod_sets = [draw(pod_sets_for(spec, f"ps{i}")) for i in range(draw(st.integers(1, 2)))]
     return nodes, spec, used, WorkloadSpec("job", tuple(pod_sets))
@@ -48,16 +51,23 @@ def pod_sets_for(draw: st.DrawFn, spec: TopologySpec, name: str) -> PodSetSpec:
     size = draw(st.sampled_from([1, 2, 3]))
     count = size * draw(st.integers(1, 5))
     if size > 1 and draw(st.booleans()):
-        floor = required_at if mode in ("required", "both") else (
-            preferred_at if mode == "preferred" else 0)
+        floor = (
+            required_at
+            if mode in ("required", "both")
+            else (preferred_at if mode == "preferred" else 0)
+        )
         topology["slices"] = [(levels[draw(st.integers(floor, len(levels) - 1))], size)]
     elif draw(st.booleans()):
-        topology["spread"] = (levels[draw(st.integers(0, len(levels) - 1))], draw(st.integers(1, 3)))
+        topology["spread"] = (
+            levels[draw(st.integers(0, len(levels) - 1))],
+            draw(st.integers(1, 3)),
+        )
     return gpu_pods(count, gpus=gpus, name=name, **topology)
 
 
-def place(nodes: list[NodeSpec], spec: TopologySpec, used: dict[str, Resources],
-          work: WorkloadSpec) -> tuple[PlacementResult, CapacityLedger, CapacityLedger]:
+def place(
+    nodes: list[NodeSpec], spec: TopologySpec, used: dict[str, Resources], work: WorkloadSpec
+) -> tuple[PlacementResult, CapacityLedger, CapacityLedger]:
     tree = build_tree(nodes, spec)
     ledger = CapacityLedger.with_usage(tree, used)
     result, after = place_workload(ledger, work)
@@ -100,26 +110,35 @@ def test_required_domain_slices_and_spread_hold(scenario: tuple) -> None:  # typ
         request = pod_set.topology
         if request.required is not None:
             level = spec.levels.index(request.required)
-            paths = {tuple(a.domain[label] for label in spec.levels[: level + 1])
-                     for a in result.pod_sets[index].assignments}
+            paths = {
+                tuple(a.domain[label] for label in spec.levels[: level + 1])
+                for a in result.pod_sets[index].assignments
+            }
             assert len(paths) == 1
         for layer in request.slices:
             level = spec.levels.index(layer.level)
-            per_pod = [tuple(a.domain[label] for label in spec.levels[: level + 1])
-                       for a in result.pod_sets[index].assignments for _ in range(a.count)]
+            per_pod = [
+                tuple(a.domain[label] for label in spec.levels[: level + 1])
+                for a in result.pod_sets[index].assignments
+                for _ in range(a.count)
+            ]
             for start in range(0, len(per_pod), layer.size):
-                assert len(set(per_pod[start:start + layer.size])) == 1
+                assert len(set(per_pod[start : start + layer.size])) == 1
         if request.spread is not None:
             level = spec.levels.index(request.spread.level)
-            per_pod = [tuple(a.domain[label] for label in spec.levels[: level + 1])
-                       for a in result.pod_sets[index].assignments for _ in range(a.count)]
+            per_pod = [
+                tuple(a.domain[label] for label in spec.levels[: level + 1])
+                for a in result.pod_sets[index].assignments
+                for _ in range(a.count)
+            ]
             assert max(Counter(per_pod).values()) <= request.spread.max_pods_per_domain
 
 
 @settings(max_examples=150, deadline=None)
 @given(scenarios(), st.randoms(use_true_random=False))
 def test_same_input_gives_the_same_placement_whatever_the_node_order(
-    scenario: tuple, shuffler: random.Random  # type: ignore[type-arg]
+    scenario: tuple,
+    shuffler: random.Random,  # type: ignore[type-arg]
 ) -> None:
     nodes, spec, used, work = scenario
     first, _, _ = place(nodes, spec, used, work)
@@ -144,5 +163,7 @@ def test_required_gang_is_placed_whenever_some_domain_has_room(scenario: tuple) 
     room: Counter[tuple[str, ...]] = Counter()
     for node in nodes:  # the straightforward scan: every node of every domain
         free = 8 - used.get(node.name, Resources()).amount(NVIDIA_GPU)
-        room[tuple(node.labels[label] for label in spec.levels[: level + 1])] += max(free, 0) // gpus
+        room[tuple(node.labels[label] for label in spec.levels[: level + 1])] += (
+            max(free, 0) // gpus
+        )
     assert result.admitted == (max(room.values()) >= pod_set.count)

@@ -43,7 +43,9 @@ class ExportFormat(StrEnum):
 ClusterOption = Annotated[
     Path | None,
     typer.Option(
-        "--nodes", "--cluster", "-n",
+        "--nodes",
+        "--cluster",
+        "-n",
         help="The cluster: a Kubernetes NodeList (kubectl get nodes -o json), the JSON of "
         "'aws ec2 describe-instance-topology', a Slurm topology.conf, or a topoq cluster file. "
         "Default: topoq's example cluster.",
@@ -52,26 +54,41 @@ ClusterOption = Annotated[
 ]
 TopologyOption = Annotated[
     Path | None,
-    typer.Option("--topology", "-t", help="A Kueue Topology (its levels override the cluster's).",
-                 show_default=False),
+    typer.Option(
+        "--topology",
+        "-t",
+        help="A Kueue Topology (its levels override the cluster's).",
+        show_default=False,
+    ),
 ]
 PodsOption = Annotated[
     Path | None,
-    typer.Option("--pods", "-p", help="A PodList of running pods whose requests use capacity.",
-                 show_default=False),
+    typer.Option(
+        "--pods",
+        "-p",
+        help="A PodList of running pods whose requests use capacity.",
+        show_default=False,
+    ),
 ]
 InstanceTypeOption = Annotated[
     str | None,
-    typer.Option("--instance-type", help="Capacity of each node of a Slurm topology.conf "
-                 "(default p5.48xlarge).", show_default=False),
+    typer.Option(
+        "--instance-type",
+        help="Capacity of each node of a Slurm topology.conf (default p5.48xlarge).",
+        show_default=False,
+    ),
 ]
 OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table or json.")]
 
 
 @app.command()
 def place(
-    workload: Annotated[Path, typer.Option(
-        "--workload", "-w", help="A Kueue Workload, a topoq job file or a HyperPod PyTorch job.")],
+    workload: Annotated[
+        Path,
+        typer.Option(
+            "--workload", "-w", help="A Kueue Workload, a topoq job file or a HyperPod PyTorch job."
+        ),
+    ],
     nodes: ClusterOption = None,
     topology: TopologyOption = None,
     pods: PodsOption = None,
@@ -90,8 +107,10 @@ def topology_show(
     topology: TopologyOption = None,
     pods: PodsOption = None,
     instance_type: InstanceTypeOption = None,
-    depth: Annotated[int | None, typer.Option(
-        help="Levels to draw (default: all, or all but the hosts on large clusters).")] = None,
+    depth: Annotated[
+        int | None,
+        typer.Option(help="Levels to draw (default: all, or all but the hosts on large clusters)."),
+    ] = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
     """Draw the topology tree with free/total accelerators per domain."""
@@ -119,8 +138,9 @@ def topology_export(
     nodes: ClusterOption = None,
     topology: TopologyOption = None,
     instance_type: InstanceTypeOption = None,
-    out: Annotated[Path | None, typer.Option(
-        "--out", help="Write to this file instead of standard output.")] = None,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
+    ] = None,
 ) -> None:
     """Convert the topology: Slurm topology.conf (tree or block), a Kueue Topology, the kubectl
     label commands, a NodeList, or a topoq cluster file."""

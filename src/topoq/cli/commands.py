@@ -107,8 +107,9 @@ def run_topology_validate(
         "topology": cluster.topology.name,
         "levels": [{"label": level.label, "domains": level.size} for level in tree.levels],
         "nodes": len(tree.nodes),
-        "excluded": [{"node": e.name, "reason": e.reason.value, "detail": e.detail}
-                     for e in tree.excluded],
+        "excluded": [
+            {"node": e.name, "reason": e.reason.value, "detail": e.detail} for e in tree.excluded
+        ],
         "warnings": list(cluster.warnings),
         "valid": True,
     }
@@ -116,8 +117,9 @@ def run_topology_validate(
         _print_json(summary)
         return
     console = _console()
-    console.print(f"[green]valid[/] {cluster.format.value}: {len(tree.nodes)} nodes in "
-                  f"{tree.depth} levels")
+    console.print(
+        f"[green]valid[/] {cluster.format.value}: {len(tree.nodes)} nodes in {tree.depth} levels"
+    )
     for level in tree.levels:
         console.print(f"  {level.label}: {level.size} domains")
     for warning in cluster.warnings:

@@ -61,8 +61,10 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
     from topoq.discovery.hostlist import compress_hostlist
 
     spans = ", ".join(f"{count} {_short(label)}" for label, count in outcome.span.items())
-    table = Table(title=f"pod set {outcome.name}: {outcome.count} pods assigned, spanning {spans}",
-                  title_justify="left")
+    table = Table(
+        title=f"pod set {outcome.name}: {outcome.count} pods assigned, spanning {spans}",
+        title_justify="left",
+    )
     table.add_column("ranks", justify="right")
     table.add_column("pods", justify="right")
     table.add_column("nodes", overflow="fold")
@@ -72,10 +74,12 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
     for rows in _consecutive_by_domain(outcome.assignments, domain_levels):
         first, last = rows[0].first_rank, rows[-1].first_rank + rows[-1].count - 1
         names = [row.node for row in rows if row.node is not None]
-        table.add_row(str(first) if first == last else f"{first}-{last}",
-                      str(sum(row.count for row in rows)),
-                      compress_hostlist(names) if names else "(pooled)",
-                      *(rows[0].domain.get(label, "") for label in domain_levels))
+        table.add_row(
+            str(first) if first == last else f"{first}-{last}",
+            str(sum(row.count for row in rows)),
+            compress_hostlist(names) if names else "(pooled)",
+            *(rows[0].domain.get(label, "") for label in domain_levels),
+        )
     console.print(table)
 
 
@@ -96,12 +100,15 @@ def _print_unschedulable(console: Console, outcome: PodSetOutcome) -> None:
     diagnosis = outcome.diagnosis
     if diagnosis is None:  # pragma: no cover - callers check
         return
-    console.print(f"pod set [bold]{outcome.name}[/] ({outcome.count} pods): "
-                  f"[red]{diagnosis.reason.value}[/]")
+    console.print(
+        f"pod set [bold]{outcome.name}[/] ({outcome.count} pods): [red]{diagnosis.reason.value}[/]"
+    )
     console.print(f"  {diagnosis.message}", highlight=False)
     if diagnosis.excluded_nodes:
-        causes = ", ".join(f"{count} {cause.replace('_', ' ')}"
-                           for cause, count in diagnosis.excluded_nodes.items())
+        causes = ", ".join(
+            f"{count} {cause.replace('_', ' ')}"
+            for cause, count in diagnosis.excluded_nodes.items()
+        )
         console.print(f"  nodes that cannot take a pod: {causes}", highlight=False)
     for relaxation in diagnosis.relaxations:
         console.print(f"  would fit now if you: {relaxation}", highlight=False)
@@ -128,18 +135,31 @@ def topology_document(ledger: CapacityLedger) -> dict[str, Any]:
         domains = []
         for domain in range(level.size):
             free, total = _free_total(ledger, level_index, domain, column)
-            domains.append({"path": list(level.paths[domain]), "free": free, "total": total,
-                            "nodes": int(level.node_start[domain + 1] - level.node_start[domain])})
+            domains.append(
+                {
+                    "path": list(level.paths[domain]),
+                    "free": free,
+                    "total": total,
+                    "nodes": int(level.node_start[domain + 1] - level.node_start[domain]),
+                }
+            )
         levels.append({"label": level.label, "domains": domains})
-    return {"topology": tree.spec.name, "accelerator": title, "levels": levels,
-            "excluded": [{"node": e.name, "reason": e.reason.value, "detail": e.detail}
-                         for e in tree.excluded]}
+    return {
+        "topology": tree.spec.name,
+        "accelerator": title,
+        "levels": levels,
+        "excluded": [
+            {"node": e.name, "reason": e.reason.value, "detail": e.detail} for e in tree.excluded
+        ],
+    }
 
 
-def _free_total(ledger: CapacityLedger, level: int, domain: int, column: int | None) -> tuple[int, int]:
+def _free_total(
+    ledger: CapacityLedger, level: int, domain: int, column: int | None
+) -> tuple[int, int]:
     if column is None:
         return 0, 0
-    start, end = ledger.tree.levels[level].node_start[domain: domain + 2]
+    start, end = ledger.tree.levels[level].node_start[domain : domain + 2]
     total = int(np.sum(ledger.tree.capacity[start:end, column]))
     return int(ledger.domain_free[level][domain, column]), total
 
@@ -149,8 +169,9 @@ def topology_tree(ledger: CapacityLedger, depth: int) -> Tree:
     title, column = accelerator_column(tree)
     free_all = int(ledger.free[:, column].sum()) if column is not None else 0
     total_all = int(tree.capacity[:, column].sum()) if column is not None else 0
-    root = Tree(f"[bold]{tree.spec.name}[/]: {len(tree.nodes)} nodes, "
-                f"{free_all}/{total_all} {title} free")
+    root = Tree(
+        f"[bold]{tree.spec.name}[/]: {len(tree.nodes)} nodes, {free_all}/{total_all} {title} free"
+    )
     parents: list[Tree] = [root]
     for level_index in range(min(depth, tree.depth)):
         level = tree.levels[level_index]
@@ -159,7 +180,8 @@ def topology_tree(ledger: CapacityLedger, depth: int) -> Tree:
             free, total = _free_total(ledger, level_index, domain, column)
             nodes = int(level.node_start[domain + 1] - level.node_start[domain])
             parent = parents[0] if level.parent is None else parents[int(level.parent[domain])]
-            label = f"{level.paths[domain][-1]}  [dim]{_short(level.label)}[/]  {free}/{total} {title} free"
+            name, kind = level.paths[domain][-1], _short(level.label)
+            label = f"{name}  [dim]{kind}[/]  {free}/{total} {title} free"
             if level_index < tree.depth - 1:
                 label += f"  [dim]({nodes} nodes)[/]"
             current.append(parent.add(label))

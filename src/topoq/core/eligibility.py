@@ -34,8 +34,12 @@ class Eligibility:
 
 
 def eligibility_of(tree: TopologyTree, pod_set: PodSetSpec) -> Eligibility:
-    key = ("eligibility", tuple(sorted(pod_set.node_selector.items())), pod_set.affinity_terms,
-           pod_set.tolerations)
+    key = (
+        "eligibility",
+        tuple(sorted(pod_set.node_selector.items())),
+        pod_set.affinity_terms,
+        pod_set.tolerations,
+    )
     cached = tree.memo(key)
     if isinstance(cached, Eligibility):
         return cached
@@ -98,9 +102,7 @@ def _satisfies(requirement: SelectorRequirement) -> Callable[[str | None], bool]
     return lambda value: requirement.matches({} if value is None else {requirement.key: value})
 
 
-def _label_verdicts(
-    tree: TopologyTree, key: str, test: Callable[[str | None], bool]
-) -> BoolArray:
+def _label_verdicts(tree: TopologyTree, key: str, test: Callable[[str | None], bool]) -> BoolArray:
     codes, values = _label_column(tree, key)
     verdict = np.asarray([test(value) for value in values], dtype=np.bool_)
     return verdict[codes] if len(codes) else np.ones(0, dtype=np.bool_)
@@ -111,7 +113,7 @@ def _label_column(tree: TopologyTree, key: str) -> tuple[npt.NDArray[np.int64], 
     memo_key = ("label-column", key)
     cached = tree.memo(memo_key)
     if isinstance(cached, tuple):
-        return cached  # type: ignore[return-value]  # stored by this function with this shape
+        return cached
     positions: dict[str | None, int] = {}
     codes = np.empty(len(tree.nodes), dtype=np.int64)
     for index, node in enumerate(tree.nodes):

@@ -12,6 +12,7 @@ import numpy as np
 
 from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.node import NodeName
 from topoq.domain.resources import Resources
 
 
@@ -35,11 +36,12 @@ class CapacityLedger:
         ``strict`` (then it names the unknown node). Overcommitted nodes count as full."""
         free = tree.capacity.copy()
         for name, resources in used.items():
-            index = tree.node_index.get(name)
+            index = tree.node_index.get(NodeName(name))
             if index is None:
                 if strict:
-                    raise InvalidInputError(f"usage names unknown node {name!r}",
-                                            hint="list only nodes of the cluster")
+                    raise InvalidInputError(
+                        f"usage names unknown node {name!r}", hint="list only nodes of the cluster"
+                    )
                 continue
             free[index] -= tree.resource_vector(resources)
         np.maximum(free, 0, out=free)

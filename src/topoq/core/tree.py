@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from itertools import pairwise
 
 import numpy as np
 import numpy.typing as npt
@@ -135,8 +136,11 @@ def build_tree(nodes: Iterable[NodeSpec], spec: TopologySpec) -> TopologyTree:
     seen: set[str] = set()
     for node in nodes:
         if node.name in seen:
-            raise TopologyError(f"node {node.name!r} is listed twice", where=f"node {node.name}",
-                                hint="node names must be unique")
+            raise TopologyError(
+                f"node {node.name!r} is listed twice",
+                where=f"node {node.name}",
+                hint="node names must be unique",
+            )
         seen.add(node.name)
         path = _path_of(node, spec, excluded)
         if path is not None:
@@ -157,19 +161,27 @@ def _path_of(
         excluded.append(ExcludedNode(node.name, ExclusionReason.NOT_READY, "the node is not Ready"))
         return None
     if node.unschedulable:
-        excluded.append(ExcludedNode(node.name, ExclusionReason.CORDONED,
-                                     "the node is cordoned (spec.unschedulable)"))
+        excluded.append(
+            ExcludedNode(
+                node.name, ExclusionReason.CORDONED, "the node is cordoned (spec.unschedulable)"
+            )
+        )
         return None
     missing = [label for label in spec.levels if not node.labels.get(label)]
     if missing:
-        excluded.append(ExcludedNode(node.name, ExclusionReason.MISSING_LEVEL_LABEL,
-                                     f"the node has no label {missing[0]}"))
+        excluded.append(
+            ExcludedNode(
+                node.name,
+                ExclusionReason.MISSING_LEVEL_LABEL,
+                f"the node has no label {missing[0]}",
+            )
+        )
         return None
     return tuple(node.labels[label] for label in spec.levels)
 
 
 def _reject_shared_hosts(included: Sequence[tuple[tuple[str, ...], NodeSpec]]) -> None:
-    for (path, node), (next_path, next_node) in zip(included, included[1:], strict=False):
+    for (path, node), (next_path, next_node) in pairwise(included):
         if path == next_path:
             raise TopologyError(
                 f"nodes {node.name!r} and {next_node.name!r} have the same hostname {path[-1]!r}",
@@ -208,12 +220,21 @@ def _link_levels(levels: list[LevelIndex]) -> None:
         child_start = None
         if level > 0:
             first_nodes = current.node_start[:-1]
-            parent = levels[level - 1].domain_of_node[first_nodes] if len(first_nodes) else (
-                np.zeros(0, dtype=np.int64))
+            parent = (
+                levels[level - 1].domain_of_node[first_nodes]
+                if len(first_nodes)
+                else (np.zeros(0, dtype=np.int64))
+            )
         if level + 1 < len(levels):
             below = levels[level + 1]
-            child_start = np.searchsorted(below.node_start[:-1], current.node_start).astype(np.int64)
+            child_start = np.searchsorted(below.node_start[:-1], current.node_start).astype(
+                np.int64
+            )
         levels[level] = LevelIndex(
-            current.label, current.paths, current.node_start, child_start, parent,
+            current.label,
+            current.paths,
+            current.node_start,
+            child_start,
+            parent,
             current.domain_of_node,
         )

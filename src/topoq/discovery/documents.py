@@ -26,7 +26,9 @@ def read_document(path: Path | str) -> Any:
 
 def parse_document(text: str, *, source: str) -> Any:
     if not text.strip():
-        raise InvalidInputError("the file is empty", where=source, hint="give a JSON or YAML document")
+        raise InvalidInputError(
+            "the file is empty", where=source, hint="give a JSON or YAML document"
+        )
     stripped = text.lstrip()
     if stripped.startswith(("{", "[")):
         try:
@@ -47,9 +49,8 @@ def parse_document(text: str, *, source: str) -> Any:
 class Fields:
     """Typed access to a mapping from a document; every error names the path to the field.
 
-    >>> Fields({"count": "x"}, "workload.yaml: spec.podSets[0]").integer("count")
-    Traceback (most recent call last):
-    topoq.domain.errors.InvalidInputError: workload.yaml: spec.podSets[0].count: expected an integer, got 'x'
+    ``Fields({"count": "x"}, "job.yaml: spec").integer("count")`` raises
+    ``InvalidInputError("job.yaml: spec.count: expected an integer, got 'x'")``.
     """
 
     def __init__(self, value: object, where: str) -> None:
@@ -71,7 +72,9 @@ class Fields:
     def required(self, key: str) -> Any:
         value = self.data.get(key)
         if value is None:
-            raise InvalidInputError("is missing", where=self.path(key), hint=f"add the field {key!r}")
+            raise InvalidInputError(
+                "is missing", where=self.path(key), hint=f"add the field {key!r}"
+            )
         return value
 
     def text(self, key: str, default: str | None = None) -> str:
@@ -98,7 +101,9 @@ class Fields:
         try:
             return int(value)
         except ValueError:
-            raise InvalidInputError(f"expected an integer, got {value!r}", where=self.path(key)) from None
+            raise InvalidInputError(
+                f"expected an integer, got {value!r}", where=self.path(key)
+            ) from None
 
     def boolean(self, key: str, default: bool = False) -> bool:
         value = self.data.get(key)
@@ -128,7 +133,9 @@ class Fields:
         return value
 
     def records(self, key: str) -> list[Fields]:
-        return [Fields(item, f"{self.path(key)}[{index}]") for index, item in enumerate(self.items(key))]
+        return [
+            Fields(item, f"{self.path(key)}[{index}]") for index, item in enumerate(self.items(key))
+        ]
 
 
 def _kind(value: object) -> str:

@@ -83,7 +83,7 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 def normalize_instance_type(name: str) -> str:
     """``ml.p5.48xlarge`` → ``p5.48xlarge``."""
     name = name.strip()
-    return name[len(SAGEMAKER_PREFIX):] if name.startswith(SAGEMAKER_PREFIX) else name
+    return name[len(SAGEMAKER_PREFIX) :] if name.startswith(SAGEMAKER_PREFIX) else name
 
 
 def find_instance_type(name: str) -> InstanceType | None:

@@ -58,21 +58,24 @@ def load_cluster(
     cluster = _read_cluster(path, slurm_instance_type) if path is not None else _example()
     if topology is not None:
         spec = topology_from_kueue(read_document(topology), source=str(topology))
-        cluster = LoadedCluster(cluster.name, cluster.format, cluster.nodes, spec, cluster.used,
-                                cluster.warnings)
+        cluster = LoadedCluster(
+            cluster.name, cluster.format, cluster.nodes, spec, cluster.used, cluster.warnings
+        )
     if pods is not None:
         usage = dict(cluster.used)
         for node, resources in usage_from_podlist(read_document(pods), source=str(pods)).items():
             usage[node] = usage.get(node, Resources()) + resources
-        cluster = LoadedCluster(cluster.name, cluster.format, cluster.nodes, cluster.topology,
-                                usage, cluster.warnings)
+        cluster = LoadedCluster(
+            cluster.name, cluster.format, cluster.nodes, cluster.topology, usage, cluster.warnings
+        )
     return cluster
 
 
 def _example() -> LoadedCluster:
     example = load_example_cluster()
-    return LoadedCluster(example.name, ClusterFormat.TOPOQ, example.nodes, example.topology,
-                         example.used)
+    return LoadedCluster(
+        example.name, ClusterFormat.TOPOQ, example.nodes, example.topology, example.used
+    )
 
 
 def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCluster:
@@ -87,27 +90,32 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
     if _SLURM_LINE.search(text):
         return _slurm(text, source, name, slurm_instance_type)
     stripped = text.lstrip()
-    documents = documents_in_text(text, source=source) if stripped.startswith("{") else [
-        parse_document(text, source=source)]
+    documents = (
+        documents_in_text(text, source=source)
+        if stripped.startswith("{")
+        else [parse_document(text, source=source)]
+    )
     first = documents[0] if documents else None
     if isinstance(first, list) or (isinstance(first, Mapping) and "Instances" in first):
         imported = cluster_from_instance_topology(documents, source=source)
-        return LoadedCluster(name, ClusterFormat.AWS, imported.nodes, imported.topology,
-                             warnings=imported.warnings)
+        return LoadedCluster(
+            name, ClusterFormat.AWS, imported.nodes, imported.topology, warnings=imported.warnings
+        )
     kind = first.get("kind") if isinstance(first, Mapping) else None
     if kind in _NODE_KINDS:
         nodes = nodes_from_nodelist(first, source=source)
         spec, warnings = _levels_from_labels(nodes)
-        return LoadedCluster(name, ClusterFormat.KUBERNETES, tuple(nodes), spec,
-                             warnings=warnings)
+        return LoadedCluster(name, ClusterFormat.KUBERNETES, tuple(nodes), spec, warnings=warnings)
     if kind == "Cluster":
         cluster = cluster_from_document(first, source=source, default_name=name)
-        return LoadedCluster(cluster.name, ClusterFormat.TOPOQ, cluster.nodes, cluster.topology,
-                             cluster.used)
+        return LoadedCluster(
+            cluster.name, ClusterFormat.TOPOQ, cluster.nodes, cluster.topology, cluster.used
+        )
     raise InvalidInputError(
-        f"cannot tell what kind of cluster description this is (kind: {kind!r})", where=source,
+        f"cannot tell what kind of cluster description this is (kind: {kind!r})",
+        where=source,
         hint="give a Kubernetes NodeList, the JSON of 'aws ec2 describe-instance-topology', a "
-             "Slurm topology.conf, or a topoq cluster file (kind: Cluster)",
+        "Slurm topology.conf, or a topoq cluster file (kind: Cluster)",
     )
 
 
@@ -116,14 +124,21 @@ def _slurm(text: str, source: str, name: str, instance_type: str | None) -> Load
     instance = find_instance_type(chosen)
     if instance is None:
         raise InvalidInputError(
-            f"unknown instance type {chosen!r} for the Slurm nodes", where=source,
+            f"unknown instance type {chosen!r} for the Slurm nodes",
+            where=source,
             hint="use one of: " + ", ".join(known_instance_types()),
         )
-    nodes, spec = cluster_from_slurm(parse_topology_conf(text, source=source),
-                                     node_resources=instance.allocatable())
-    warnings = () if instance_type else (
-        f"topology.conf has no node capacity: each node is taken to be a {chosen} "
-        "(choose another with --instance-type)",)
+    nodes, spec = cluster_from_slurm(
+        parse_topology_conf(text, source=source), node_resources=instance.allocatable()
+    )
+    warnings = (
+        ()
+        if instance_type
+        else (
+            f"topology.conf has no node capacity: each node is taken to be a {chosen} "
+            "(choose another with --instance-type)",
+        )
+    )
     return LoadedCluster(name, ClusterFormat.SLURM, tuple(nodes), spec, warnings=warnings)
 
 
@@ -134,6 +149,8 @@ def _levels_from_labels(nodes: list[NodeSpec]) -> tuple[TopologySpec, tuple[str,
     if AWS_ULTRASERVER_LABEL in present:
         levels.append(AWS_ULTRASERVER_LABEL)
     levels.append(HOSTNAME_LABEL)
-    warning = ("no Kueue Topology given (--topology): levels taken from the nodes' labels: "
-               + ", ".join(levels))
+    warning = (
+        "no Kueue Topology given (--topology): levels taken from the nodes' labels: "
+        + ", ".join(levels)
+    )
     return TopologySpec("from-node-labels", tuple(levels)), (warning,)

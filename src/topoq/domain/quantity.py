@@ -43,7 +43,9 @@ _QUANTITY = re.compile(
 def quantity_value(text: str | int | float) -> Decimal:
     """The exact value of a Kubernetes quantity, e.g. ``"16Gi"`` → 17179869184."""
     if isinstance(text, bool):
-        raise InvalidInputError(f"{text!r} is not a quantity", hint="use a number such as 8 or '16Gi'")
+        raise InvalidInputError(
+            f"{text!r} is not a quantity", hint="use a number such as 8 or '16Gi'"
+        )
     if isinstance(text, int | float):
         return Decimal(str(text))
     match = _QUANTITY.match(str(text).strip())

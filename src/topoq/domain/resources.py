@@ -25,7 +25,8 @@ class Resources(Mapping[str, int]):
         for name, text in (quantities or {}).items():
             if not isinstance(text, str | int | float):
                 raise InvalidInputError(
-                    f"resource {name!r} has value {text!r}", where=where or None,
+                    f"resource {name!r} has value {text!r}",
+                    where=where or None,
                     hint="give a quantity such as 8, '500m' or '16Gi'",
                 )
             try:

@@ -23,27 +23,33 @@ class TopologySpec:
     def __post_init__(self) -> None:
         if not self.levels:
             raise TopologyError(
-                "the topology has no levels", where=f"topology {self.name!r}",
+                "the topology has no levels",
+                where=f"topology {self.name!r}",
                 hint="list at least one node label, e.g. kubernetes.io/hostname",
             )
         if len(self.levels) > MAX_LEVELS:
             raise TopologyError(
-                f"the topology has {len(self.levels)} levels", where=f"topology {self.name!r}",
+                f"the topology has {len(self.levels)} levels",
+                where=f"topology {self.name!r}",
                 hint=f"use at most {MAX_LEVELS}",
             )
         seen: set[str] = set()
         for level in self.levels:
             if not level:
-                raise TopologyError("a level has an empty node label", where=f"topology {self.name!r}")
+                raise TopologyError(
+                    "a level has an empty node label", where=f"topology {self.name!r}"
+                )
             if level in seen:
                 raise TopologyError(
-                    f"level {level!r} is listed twice", where=f"topology {self.name!r}",
+                    f"level {level!r} is listed twice",
+                    where=f"topology {self.name!r}",
                     hint="each level must be a distinct node label",
                 )
             seen.add(level)
         if HOSTNAME_LABEL in self.levels[:-1]:
             raise TopologyError(
-                f"{HOSTNAME_LABEL} is not the lowest level", where=f"topology {self.name!r}",
+                f"{HOSTNAME_LABEL} is not the lowest level",
+                where=f"topology {self.name!r}",
                 hint="a host cannot contain other domains; move it to the end of the list",
             )
 

@@ -65,7 +65,9 @@ class SelectorRequirement:
             case SelectorOperator.DOES_NOT_EXIST:
                 return value is None
             case SelectorOperator.GT | SelectorOperator.LT:
-                return _compare_integer(value, self.values, greater=self.operator is SelectorOperator.GT)
+                return _compare_integer(
+                    value, self.values, greater=self.operator is SelectorOperator.GT
+                )
 
 
 def _compare_integer(value: str | None, values: tuple[str, ...], *, greater: bool) -> bool:
@@ -135,12 +137,15 @@ class PodSetSpec:
         if not self.name:
             raise InvalidRequestError("a pod set has no name", hint="give every pod set a name")
         if self.count < 1:
-            raise InvalidRequestError(f"count is {self.count}", where=where, hint="count must be >= 1")
+            raise InvalidRequestError(
+                f"count is {self.count}", where=where, hint="count must be >= 1"
+            )
         _check_slices(self.topology.slices, self.count, where)
         spread = self.topology.spread
         if spread is not None and spread.max_pods_per_domain < 1:
             raise InvalidRequestError(
-                f"spread allows {spread.max_pods_per_domain} pods per domain", where=where,
+                f"spread allows {spread.max_pods_per_domain} pods per domain",
+                where=where,
                 hint="max pods per domain must be >= 1",
             )
 
@@ -151,17 +156,22 @@ class PodSetSpec:
 def _check_slices(slices: tuple[SliceConstraint, ...], count: int, where: str) -> None:
     if len(slices) > MAX_SLICE_LAYERS:
         raise InvalidRequestError(
-            f"{len(slices)} slice layers requested", where=where,
+            f"{len(slices)} slice layers requested",
+            where=where,
             hint=f"use at most {MAX_SLICE_LAYERS}, outermost first",
         )
     outer_size, outer_name = count, "the pod count"
     for layer in slices:
         if layer.size < 1:
-            raise InvalidRequestError(f"slice size {layer.size} at {layer.level}", where=where,
-                                      hint="slice sizes must be >= 1")
+            raise InvalidRequestError(
+                f"slice size {layer.size} at {layer.level}",
+                where=where,
+                hint="slice sizes must be >= 1",
+            )
         if outer_size % layer.size:
             raise InvalidRequestError(
-                f"slice size {layer.size} does not divide {outer_name} ({outer_size})", where=where,
+                f"slice size {layer.size} does not divide {outer_name} ({outer_size})",
+                where=where,
                 hint="choose a slice size that divides it, or change the count",
             )
         outer_size, outer_name = layer.size, f"the slice size above ({layer.size})"
@@ -177,13 +187,17 @@ class WorkloadSpec:
 
     def __post_init__(self) -> None:
         if not self.pod_sets:
-            raise InvalidRequestError("the workload has no pod sets", where=f"workload {self.name!r}",
-                                      hint="add at least one pod set with a count")
+            raise InvalidRequestError(
+                "the workload has no pod sets",
+                where=f"workload {self.name!r}",
+                hint="add at least one pod set with a count",
+            )
         names = [pod_set.name for pod_set in self.pod_sets]
         duplicates = sorted({name for name in names if names.count(name) > 1})
         if duplicates:
             raise InvalidRequestError(
-                f"pod set names repeat: {', '.join(duplicates)}", where=f"workload {self.name!r}",
+                f"pod set names repeat: {', '.join(duplicates)}",
+                where=f"workload {self.name!r}",
                 hint="give each pod set a distinct name",
             )
 

@@ -7,10 +7,11 @@ numbered across the cluster (``b0 … b3``) and nodes ``n00 …`` so expected pl
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from topoq.core.ledger import CapacityLedger
 from topoq.core.tree import TopologyTree, build_tree
-from topoq.domain.node import HOSTNAME_LABEL, NodeSpec, Taint
+from topoq.domain.node import HOSTNAME_LABEL, NodeName, NodeSpec, Taint
 from topoq.domain.quantity import CPU, MEMORY, NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
@@ -31,7 +32,9 @@ DEFAULT_LEVEL_NAMES = (SPINE, BLOCK, RACK)
 _PREFIXES = {SPINE: "s", BLOCK: "b", RACK: "r"}
 
 
-def node_resources(gpus: int = 8, cpu: str = "96", memory: str = "1Ti", pods: int = 110) -> Resources:
+def node_resources(
+    gpus: int = 8, cpu: str = "96", memory: str = "1Ti", pods: int = 110
+) -> Resources:
     return Resources.parse({NVIDIA_GPU: gpus, CPU: cpu, MEMORY: memory, "pods": pods})
 
 
@@ -58,7 +61,7 @@ def cluster(
             for _ in range(shape[-1]):
                 name = f"n{len(nodes):0{max(2, digits)}d}"
                 node_labels = dict(labels or {}) | path | {HOSTNAME_LABEL: name}
-                nodes.append(NodeSpec(name, node_labels, allocatable, tuple(taints)))
+                nodes.append(NodeSpec(NodeName(name), node_labels, allocatable, tuple(taints)))
             return
         for _ in range(shape[depth]):
             label = level_names[depth]
@@ -79,7 +82,9 @@ def _product(shape: Sequence[int]) -> int:
 
 
 def tree_and_ledger(
-    nodes: Sequence[NodeSpec], spec: TopologySpec, used: Mapping[str, Mapping[str, object]] | None = None
+    nodes: Sequence[NodeSpec],
+    spec: TopologySpec,
+    used: Mapping[str, Mapping[str, object]] | None = None,
 ) -> tuple[TopologyTree, CapacityLedger]:
     """The tree and a ledger with ``used`` (node name → quantities) already taken."""
     tree = build_tree(nodes, spec)
@@ -87,7 +92,7 @@ def tree_and_ledger(
     return tree, CapacityLedger.with_usage(tree, usage, strict=True)
 
 
-def gpu_pods(count: int, gpus: int = 8, name: str = "workers", **topology: object) -> PodSetSpec:
+def gpu_pods(count: int, gpus: int = 8, name: str = "workers", **topology: Any) -> PodSetSpec:
     """A pod set of ``count`` pods with ``gpus`` GPUs each; ``topology`` keywords as in
     :func:`topology_request`."""
     return pod_set(name, count, {NVIDIA_GPU: gpus}, **topology)
@@ -101,7 +106,7 @@ def pod_set(
     node_selector: Mapping[str, str] | None = None,
     affinity: Sequence[NodeSelectorTerm] = (),
     tolerations: Sequence[Toleration] = (),
-    **topology: object,
+    **topology: Any,
 ) -> PodSetSpec:
     return PodSetSpec(
         name=name,
@@ -110,7 +115,7 @@ def pod_set(
         node_selector=dict(node_selector or {}),
         affinity_terms=tuple(affinity),
         tolerations=tuple(tolerations),
-        topology=topology_request(**topology),  # type: ignore[arg-type]  # keywords checked below
+        topology=topology_request(**topology),
     )
 
 

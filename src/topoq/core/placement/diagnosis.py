@@ -58,8 +58,11 @@ def _insufficient(pod_set: PodSetSpec, room: Room, excluded: dict[str, int]) -> 
     return PodSetDiagnosis(
         PlacementReason.INSUFFICIENT_CAPACITY,
         f"only {total} of {pod_set.count} pods fit in the free capacity of the eligible nodes",
-        {"requested_pods": pod_set.count, "pods_fit_in_topology": total,
-         "short_by": pod_set.count - total},
+        {
+            "requested_pods": pod_set.count,
+            "pods_fit_in_topology": total,
+            "short_by": pod_set.count - total,
+        },
         excluded,
         (*relaxations, "wait for running work to finish, or add nodes"),
     )
@@ -80,9 +83,14 @@ def _unsatisfiable(
         PlacementReason.TOPOLOGY_UNSATISFIABLE,
         f"at most {best} of {count} pods fit in any one {label} domain; the closest, "
         f"{closest_name}, is short by {count - best}",
-        {"requested_pods": count, "level": label, "max_pods_in_one_domain": best,
-         "closest_domain": closest_name, "short_by": count - best,
-         "pods_fit_in_topology": room.total},
+        {
+            "requested_pods": count,
+            "level": label,
+            "max_pods_in_one_domain": best,
+            "closest_domain": closest_name,
+            "short_by": count - best,
+            "pods_fit_in_topology": room.total,
+        },
         excluded,
         relaxations,
     )
@@ -97,24 +105,37 @@ def _relaxations(
         room_here = room.at(level)
         if len(room_here) and int(room_here.max()) >= count:
             domain = tree.levels[level].name(int(np.argmax(room_here)))
-            found.append(f"require {tree.spec.levels[level]} instead of {label} "
-                         f"({domain} has room for all {count} pods)")
+            found.append(
+                f"require {tree.spec.levels[level]} instead of {label} "
+                f"({domain} has room for all {count} pods)"
+            )
             break
     if not plan.split_at_top:
-        relaxed = replace(plan, search_levels=tuple(range(plan.search_levels[0], -1, -1)),
-                          split_at_top=True)
+        relaxed = replace(
+            plan, search_levels=tuple(range(plan.search_levels[0], -1, -1)), split_at_top=True
+        )
         leaves = place_in_topology(tree, room, relaxed, count)
         if leaves is not None:
-            spanned = len({tree.levels[plan.strictest_level].domain_of_node[
-                tree.leaf_level.node_start[leaf]] for leaf, _ in leaves})
-            found.append(f"make {label} preferred instead of required "
-                         f"(the pods would span {spanned} {label} domains)")
+            spanned = len(
+                {
+                    tree.levels[plan.strictest_level].domain_of_node[
+                        tree.leaf_level.node_start[leaf]
+                    ]
+                    for leaf, _ in leaves
+                }
+            )
+            found.append(
+                f"make {label} preferred instead of required "
+                f"(the pods would span {spanned} {label} domains)"
+            )
     if best > 0:
         found.append(f"reduce the count to {best} (room in {closest})")
     return tuple(found)
 
 
-def excluded_nodes(ledger: CapacityLedger, demand: Demand, eligibility: Eligibility) -> dict[str, int]:
+def excluded_nodes(
+    ledger: CapacityLedger, demand: Demand, eligibility: Eligibility
+) -> dict[str, int]:
     """Nodes that cannot take even one pod, counted under their first cause."""
     tree = ledger.tree
     causes: Counter[str] = Counter()
@@ -130,8 +151,11 @@ def excluded_nodes(ledger: CapacityLedger, demand: Demand, eligibility: Eligibil
         binding = np.argmin(per_resource[blocked], axis=1)
         for column, number in zip(*np.unique(binding, return_counts=True), strict=True):
             name = tree.resource_names[int(demand.columns[column])]
-            cause = (ExclusionCause.NO_FREE_POD_SLOT.value if name == PODS
-                     else ExclusionCause.too_little(name))
+            cause = (
+                ExclusionCause.NO_FREE_POD_SLOT.value
+                if name == PODS
+                else ExclusionCause.too_little(name)
+            )
             causes[cause] += int(number)
     return dict(causes)
 

@@ -61,7 +61,8 @@ def plan_search(spec: TopologySpec, pod_set: PodSetSpec) -> SearchPlan:
     if required is not None and preferred is not None and preferred < required:
         raise InvalidRequestError(
             f"preferred level {request.preferred} is above required level {request.required}",
-            where=where, hint="the preferred level must be the required level or one below it",
+            where=where,
+            hint="the preferred level must be the required level or one below it",
         )
     start = preferred if preferred is not None else (required if required is not None else lowest)
     stop = required if required is not None else 0
@@ -84,7 +85,8 @@ def _level_of(spec: TopologySpec, label: str, where: str, what: str) -> int:
     index = spec.index_of(label)
     if index is None:
         raise InvalidRequestError(
-            f"{what} {label!r} is not a level of topology {spec.name!r}", where=where,
+            f"{what} {label!r} is not a level of topology {spec.name!r}",
+            where=where,
             hint="use one of: " + ", ".join(spec.levels),
         )
     return index
@@ -100,13 +102,15 @@ def _slice_units(
         if pod_set_level is not None and level < pod_set_level:
             raise InvalidRequestError(
                 f"slice level {layer.level} is above the pod set's level "
-                f"{spec.levels[pod_set_level]}", where=where,
+                f"{spec.levels[pod_set_level]}",
+                where=where,
                 hint="a slice must sit inside the pod set's domain: choose a lower level",
             )
         if level <= previous_level:
             raise InvalidRequestError(
                 f"slice level {layer.level} is not below the slice level listed before it",
-                where=where, hint="list slice layers outermost (highest level) first",
+                where=where,
+                hint="list slice layers outermost (highest level) first",
             )
         previous_level = level
         for above in range(level + 1):

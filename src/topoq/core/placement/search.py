@@ -16,7 +16,9 @@ LeafTake = tuple[int, int]
 """(leaf index, pods placed in that leaf)."""
 
 
-def place_in_topology(tree: TopologyTree, room: Room, plan: SearchPlan, pods: int) -> list[LeafTake] | None:
+def place_in_topology(
+    tree: TopologyTree, room: Room, plan: SearchPlan, pods: int
+) -> list[LeafTake] | None:
     """Leaves and counts for ``pods`` pods under ``plan``, or None when they do not fit."""
     for level in plan.search_levels:
         domain = pick_one(tree, room, level, None, pods)
@@ -26,7 +28,9 @@ def place_in_topology(tree: TopologyTree, room: Room, plan: SearchPlan, pods: in
         picks = pick_several(room.at(0), np.arange(len(room.at(0))), pods)
         if picks is not None:
             return [
-                leaf for domain, take in sorted(picks) for leaf in descend(tree, room, 0, domain, take)
+                leaf
+                for domain, take in sorted(picks)
+                for leaf in descend(tree, room, 0, domain, take)
             ]
     return None
 
@@ -36,10 +40,12 @@ def descend(tree: TopologyTree, room: Room, level: int, domain: int, pods: int) 
     if level == tree.depth - 1:
         return [(domain, pods)]
     child_start = tree.levels[level].child_start
-    assert child_start is not None  # noqa: S101 - every level but the lowest has children
+    assert child_start is not None
     children = np.arange(child_start[domain], child_start[domain + 1])
     single = pick_one(tree, room, level + 1, children, pods)
-    picks = [(single, pods)] if single is not None else pick_several(room.at(level + 1), children, pods)
+    picks = (
+        [(single, pods)] if single is not None else pick_several(room.at(level + 1), children, pods)
+    )
     if picks is None:  # cannot happen: a domain's room is at most the sum of its children's
         raise RuntimeError(f"room accounting broke at level {level + 1}, domain {domain}")
     leaves: list[LeafTake] = []
@@ -95,7 +101,7 @@ def child_matrix(tree: TopologyTree, level: int) -> IntArray:
     if isinstance(cached, np.ndarray):
         return cached
     child_start = tree.levels[level].child_start
-    assert child_start is not None  # noqa: S101 - only called above the lowest level
+    assert child_start is not None
     counts = np.diff(child_start)
     width = int(counts.max()) if len(counts) else 0
     matrix = np.full((len(counts), width), -1, dtype=np.int64)
@@ -106,7 +112,9 @@ def child_matrix(tree: TopologyTree, level: int) -> IntArray:
     return matrix
 
 
-def pick_several(room_here: IntArray, candidates: IntArray, pods: int) -> list[tuple[int, int]] | None:
+def pick_several(
+    room_here: IntArray, candidates: IntArray, pods: int
+) -> list[tuple[int, int]] | None:
     """As few candidates as possible: the roomiest ones whole, then the tightest one that holds
     the remainder. None when all candidates together hold fewer than ``pods``."""
     rooms = room_here[candidates]

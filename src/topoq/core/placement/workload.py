@@ -38,8 +38,9 @@ class PodSetQuery:
     eligibility: Eligibility
 
     def room(self, ledger: CapacityLedger) -> Room:
-        return room_by_level(ledger.tree, pods_per_leaf(ledger, self.demand, self.eligibility),
-                             self.plan)
+        return room_by_level(
+            ledger.tree, pods_per_leaf(ledger, self.demand, self.eligibility), self.plan
+        )
 
     def charge(self, ledger: CapacityLedger, leaves: Sequence[LeafTake]) -> None:
         tree = ledger.tree
@@ -54,8 +55,9 @@ class PodSetQuery:
             )
 
     def diagnose(self, ledger: CapacityLedger) -> PodSetDiagnosis:
-        return diagnose(ledger, self.pod_set, self.plan, self.demand, self.eligibility,
-                        self.room(ledger))
+        return diagnose(
+            ledger, self.pod_set, self.plan, self.demand, self.eligibility, self.room(ledger)
+        )
 
 
 def find_placement(ledger: CapacityLedger, workload: WorkloadSpec) -> PlacementResult:
@@ -83,8 +85,12 @@ def place_workload(
 
 def _query(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
     tree = ledger.tree
-    return PodSetQuery(pod_set, plan_search(tree.spec, pod_set), demand_of(tree, pod_set.requests),
-                       eligibility_of(tree, pod_set))
+    return PodSetQuery(
+        pod_set,
+        plan_search(tree.spec, pod_set),
+        demand_of(tree, pod_set.requests),
+        eligibility_of(tree, pod_set),
+    )
 
 
 def _placement_units(workload: WorkloadSpec) -> list[list[PodSetSpec]]:
@@ -109,7 +115,8 @@ def _check_group_member(first: PodSetSpec, member: PodSetSpec, group: str) -> No
     if (mine.required, mine.preferred) != (theirs.required, theirs.preferred):
         raise InvalidRequestError(
             f"pod sets {first.name!r} and {member.name!r} share group {group!r} but request "
-            "different topology levels", where=f"pod set {member.name!r}",
+            "different topology levels",
+            where=f"pod set {member.name!r}",
             hint="give every member of a group the same required/preferred level",
         )
 
@@ -121,7 +128,9 @@ Failure = tuple[str, PodSetDiagnosis]
 def _place_unit(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
     """Place one pod set, or a group in one shared domain; charge ``scratch`` on success."""
     for query in members:
-        leaves = place_in_topology(scratch.tree, query.room(scratch), query.plan, query.pod_set.count)
+        leaves = place_in_topology(
+            scratch.tree, query.room(scratch), query.plan, query.pod_set.count
+        )
         if leaves is None:
             return query.pod_set.name, query.diagnose(scratch)
         if len(members) == 1:
@@ -149,8 +158,9 @@ def _place_group(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedU
                 return placed
     if primary.plan.split_at_top:
         return _place_members_apart(scratch, ordered)
-    return primary.pod_set.name, _group_diagnosis(tree.spec.levels[primary.plan.strictest_level],
-                                                  ordered)
+    return primary.pod_set.name, _group_diagnosis(
+        tree.spec.levels[primary.plan.strictest_level], ordered
+    )
 
 
 def _try_group_in(
@@ -170,7 +180,9 @@ def _try_group_in(
     return placed
 
 
-def _place_members_apart(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+def _place_members_apart(
+    scratch: CapacityLedger, members: list[PodSetQuery]
+) -> PlacedUnit | Failure:
     trial = scratch.scratch()
     placed: PlacedUnit = {}
     for query in members:
@@ -191,8 +203,11 @@ def _group_diagnosis(label: str, members: list[PodSetQuery]) -> PodSetDiagnosis:
         PlacementReason.GROUP_UNSATISFIABLE,
         f"each pod set of group {group!r} fits alone, but no single {label} domain holds "
         f"{names} together",
-        {"level": label, "group": str(group),
-         "requested_pods": sum(query.pod_set.count for query in members)},
+        {
+            "level": label,
+            "group": str(group),
+            "requested_pods": sum(query.pod_set.count for query in members),
+        },
         {},
         (f"require a higher level than {label} for the group", "split the group"),
     )
@@ -204,10 +219,17 @@ def _refusal(workload: WorkloadSpec, failed: str, diagnosis: PodSetDiagnosis) ->
         if pod_set.name == failed:
             outcomes.append(PodSetOutcome(pod_set.name, pod_set.count, diagnosis=diagnosis))
             continue
-        outcomes.append(PodSetOutcome(pod_set.name, pod_set.count, diagnosis=PodSetDiagnosis(
-            PlacementReason.GANG_INCOMPLETE,
-            f"not placed: pod set {failed!r} of the same workload does not fit (all or nothing)",
-        )))
+        outcomes.append(
+            PodSetOutcome(
+                pod_set.name,
+                pod_set.count,
+                diagnosis=PodSetDiagnosis(
+                    PlacementReason.GANG_INCOMPLETE,
+                    f"not placed: pod set {failed!r} of the same workload does not fit "
+                    "(all or nothing)",
+                ),
+            )
+        )
     return PlacementResult(workload.name, tuple(outcomes))
 
 
@@ -221,5 +243,7 @@ def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]
         assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
         rank += pods
     first_nodes = tree.leaf_level.node_start[[leaf for leaf, _ in leaves]]
-    span = {level.label: len(set(level.domain_of_node[first_nodes].tolist())) for level in tree.levels}
+    span = {
+        level.label: len(set(level.domain_of_node[first_nodes].tolist())) for level in tree.levels
+    }
     return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=span)

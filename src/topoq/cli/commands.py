@@ -26,7 +26,7 @@ def _console() -> Console:
 
 
 def _warn(cluster: LoadedCluster) -> None:
-    err = Console(stderr=True, highlight=False)
+    err = Console(stderr=True, highlight=False, soft_wrap=True)
     for warning in cluster.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
 

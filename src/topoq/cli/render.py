@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,8 @@ from topoq.core.tree import TopologyTree
 from topoq.domain.node import HOSTNAME_LABEL
 from topoq.domain.placement import DomainAssignment, PlacementResult, PodSetOutcome
 from topoq.domain.quantity import NEURON_DEVICE, NVIDIA_GPU
+
+MAX_NODE_LIST_WIDTH = 40
 
 
 def placement_document(result: PlacementResult) -> dict[str, Any]:
@@ -77,10 +80,18 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
         table.add_row(
             str(first) if first == last else f"{first}-{last}",
             str(sum(row.count for row in rows)),
-            compress_hostlist(names) if names else "(pooled)",
+            _node_list(names, compress_hostlist) if names else "(pooled)",
             *(rows[0].domain.get(label, "") for label in domain_levels),
         )
     console.print(table)
+
+
+def _node_list(names: list[str], compress: Callable[[list[str]], str]) -> str:
+    """A hostlist expression when it is short, else the first and last node."""
+    if len(names) == 1:
+        return names[0]
+    text = compress(names)
+    return text if len(text) <= MAX_NODE_LIST_WIDTH else f"{names[0]} … {names[-1]}"
 
 
 def _consecutive_by_domain(

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
@@ -56,18 +56,16 @@ def load_cluster(
     """Read a cluster (the shipped example when ``path`` is None), then apply the optional Kueue
     Topology (levels) and PodList (capacity in use)."""
     cluster = _read_cluster(path, slurm_instance_type) if path is not None else _example()
+    if topology is None and cluster.format is ClusterFormat.KUBERNETES:
+        cluster = replace(cluster, warnings=(*cluster.warnings, _guessed_levels_warning(cluster)))
     if topology is not None:
         spec = topology_from_kueue(read_document(topology), source=str(topology))
-        cluster = LoadedCluster(
-            cluster.name, cluster.format, cluster.nodes, spec, cluster.used, cluster.warnings
-        )
+        cluster = replace(cluster, topology=spec)
     if pods is not None:
         usage = dict(cluster.used)
         for node, resources in usage_from_podlist(read_document(pods), source=str(pods)).items():
             usage[node] = usage.get(node, Resources()) + resources
-        cluster = LoadedCluster(
-            cluster.name, cluster.format, cluster.nodes, cluster.topology, usage, cluster.warnings
-        )
+        cluster = replace(cluster, used=usage)
     return cluster
 
 
@@ -104,8 +102,8 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
     kind = first.get("kind") if isinstance(first, Mapping) else None
     if kind in _NODE_KINDS:
         nodes = nodes_from_nodelist(first, source=source)
-        spec, warnings = _levels_from_labels(nodes)
-        return LoadedCluster(name, ClusterFormat.KUBERNETES, tuple(nodes), spec, warnings=warnings)
+        spec = _levels_from_labels(nodes)
+        return LoadedCluster(name, ClusterFormat.KUBERNETES, tuple(nodes), spec)
     if kind == "Cluster":
         cluster = cluster_from_document(first, source=source, default_name=name)
         return LoadedCluster(
@@ -142,15 +140,18 @@ def _slurm(text: str, source: str, name: str, instance_type: str | None) -> Load
     return LoadedCluster(name, ClusterFormat.SLURM, tuple(nodes), spec, warnings=warnings)
 
 
-def _levels_from_labels(nodes: list[NodeSpec]) -> tuple[TopologySpec, tuple[str, ...]]:
+def _levels_from_labels(nodes: list[NodeSpec]) -> TopologySpec:
     """Without a Kueue Topology: the AWS network layers (and UltraServer) the nodes carry."""
     present = {label for node in nodes for label in node.labels}
     levels = [label for label in AWS_NETWORK_LAYER_LABELS if label in present]
     if AWS_ULTRASERVER_LABEL in present:
         levels.append(AWS_ULTRASERVER_LABEL)
     levels.append(HOSTNAME_LABEL)
-    warning = (
+    return TopologySpec("from-node-labels", tuple(levels))
+
+
+def _guessed_levels_warning(cluster: LoadedCluster) -> str:
+    return (
         "no Kueue Topology given (--topology): levels taken from the nodes' labels: "
-        + ", ".join(levels)
+        + ", ".join(cluster.topology.levels)
     )
-    return TopologySpec("from-node-labels", tuple(levels)), (warning,)

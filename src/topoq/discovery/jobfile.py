@@ -1,0 +1,243 @@
+"""Workload files: topoq's own job file, and detection of the three accepted workload forms.
+
+topoq's job file (YAML or JSON; snake_case keys are accepted as well as camelCase)::
+
+    apiVersion: topoq.io/v1
+    kind: Job
+    metadata: {name: llama-70b, namespace: nlp}
+    spec:
+      queueName: nlp-queue                 # optional
+      priorityClassName: training-priority # optional
+      podSets:
+      - name: workers
+        count: 32
+        requests: {nvidia.com/gpu: 8, cpu: 96, memory: 1Ti}
+        # or instanceType: p5.48xlarge — the whole instance — optionally with accelerators: 4
+        # for that share of its vCPUs and memory (HyperPod's sizing, see instance_sizing).
+        # Given both, the requests override what the instance type derives, per resource.
+        nodeSelector: {node.kubernetes.io/instance-type: ml.p5.48xlarge}
+        tolerations: [{key: nvidia.com/gpu, operator: Exists, effect: NoSchedule}]
+        topology:
+          required: topology.k8s.aws/network-node-layer-2
+          preferred: topology.k8s.aws/network-node-layer-3
+          slices: [{level: topology.k8s.aws/network-node-layer-3, size: 8}]  # outermost first
+          group: llama
+          spread: {level: kubernetes.io/hostname, maxPodsPerDomain: 1}
+          # unconstrained: true   (no required or preferred level)
+
+``instanceType`` only sizes the requests; add a ``nodeSelector`` to pin the pods to that type.
+Unknown keys are rejected (with the allowed ones) so that a typo does not silently drop a
+constraint.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from topoq.discovery.documents import Fields, read_document
+from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
+from topoq.discovery.instance_sizing import instance_requests, known_instance_type
+from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, resource_amounts, tolerations
+from topoq.discovery.kubernetes_workload import (
+    KUEUE_WORKLOAD_API_VERSIONS,
+    WORKLOAD_KIND,
+    workload_from_kueue,
+)
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.resources import Resources
+from topoq.domain.workload import (
+    PodSetSpec,
+    SliceConstraint,
+    SpreadConstraint,
+    TopologyRequest,
+    WorkloadSpec,
+)
+
+__all__ = [
+    "JOB_API_VERSION",
+    "JOB_KIND",
+    "load_workload",
+    "workload_from_document",
+    "workload_from_hyperpod_job",
+    "workload_from_job_file",
+]
+
+JOB_API_VERSION = "topoq.io/v1"
+JOB_KIND = "Job"
+_TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
+_SPEC_KEYS = ("podSets", "queueName", "priorityClassName")
+_POD_SET_KEYS = (
+    "name",
+    "count",
+    "requests",
+    "instanceType",
+    "accelerators",
+    "nodeSelector",
+    "tolerations",
+    "topology",
+)
+_TOPOLOGY_KEYS = ("required", "preferred", "unconstrained", "slices", "group", "spread")
+_SLICE_KEYS = ("level", "size")
+_SPREAD_KEYS = ("level", "maxPodsPerDomain")
+_ACCEPTED_FORMS = (
+    "a Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload), "
+    f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}) "
+    f"or a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD})"
+)
+_CAMEL_HUMP = re.compile(r"(?<!^)(?=[A-Z])")
+
+
+def load_workload(path: Path | str) -> WorkloadSpec:
+    """Read a workload file in any of the three accepted forms."""
+    return workload_from_document(read_document(path), source=str(path))
+
+
+def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
+    """A Kueue Workload, a topoq job file or a HyperPod PyTorch job, told apart by their fields."""
+    if isinstance(doc, Mapping):
+        kind, api_version = doc.get("kind"), doc.get("apiVersion")
+        if kind == WORKLOAD_KIND and api_version in KUEUE_WORKLOAD_API_VERSIONS:
+            return workload_from_kueue(doc, source=source)
+        if kind == JOB_KIND and api_version == JOB_API_VERSION:
+            return workload_from_job_file(doc, source=source)
+        if HYPERPOD_JOB_NAME_FIELD in doc:
+            return workload_from_hyperpod_job(doc, source=source)
+        found = f"kind {kind!r} and apiVersion {api_version!r}"
+    else:
+        found = "no mapping"
+    raise InvalidInputError(
+        f"not a workload this version reads (found {found})",
+        where=source,
+        hint=f"give {_ACCEPTED_FORMS}",
+    )
+
+
+def workload_from_job_file(doc: object, *, source: str) -> WorkloadSpec:
+    """topoq's own job file (see the module documentation)."""
+    try:
+        return _job(Fields(doc, ""))
+    except InvalidInputError as error:
+        raise error.located(source) from None
+
+
+def _job(fields: Fields) -> WorkloadSpec:
+    _reject_unknown_keys(fields, _TOP_KEYS)
+    for key, expected in (("apiVersion", JOB_API_VERSION), ("kind", JOB_KIND)):
+        if fields.text(key, "") != expected:
+            raise InvalidInputError(
+                f"expected {expected!r}, got {fields.text(key, '')!r}",
+                where=fields.path(key),
+                hint=f"a topoq job file has apiVersion {JOB_API_VERSION} and kind {JOB_KIND}",
+            )
+    metadata, spec = fields.mapping("metadata"), fields.mapping("spec")
+    _reject_unknown_keys(spec, _SPEC_KEYS)
+    name, namespace = metadata.text("name"), metadata.text("namespace", DEFAULT_NAMESPACE)
+    queue = spec.optional_text(_key(spec, "queueName"))
+    priority_class = spec.optional_text(_key(spec, "priorityClassName"))
+    pod_sets = tuple(_pod_set(record) for record in spec.records(_key(spec, "podSets")))
+    try:
+        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
+    except InvalidInputError as error:
+        raise error.located(spec.path(_key(spec, "podSets"))) from None
+
+
+def _snake(camel: str) -> str:
+    return _CAMEL_HUMP.sub("_", camel).lower()
+
+
+def _key(fields: Fields, camel: str) -> str:
+    """The spelling of ``camel`` that ``fields`` uses: camelCase, or else snake_case."""
+    snake = _snake(camel)
+    if snake != camel and fields.has(camel) and fields.has(snake):
+        raise InvalidInputError(
+            f"both {camel!r} and {snake!r} are given", where=fields.where, hint="keep one"
+        )
+    return snake if fields.has(snake) else camel
+
+
+def _reject_unknown_keys(fields: Fields, allowed: Sequence[str]) -> None:
+    spellings = {spelling for key in allowed for spelling in (key, _snake(key))}
+    for key in fields.data:
+        if key not in spellings:
+            close = difflib.get_close_matches(str(key), sorted(spellings), n=1)
+            guess = f"did you mean {close[0]!r}? " if close else ""
+            raise InvalidInputError(
+                f"unknown key {key!r}",
+                where=fields.path(str(key)),
+                hint=f"{guess}allowed keys: {', '.join(allowed)}",
+            )
+
+
+def _pod_set(record: Fields) -> PodSetSpec:
+    _reject_unknown_keys(record, _POD_SET_KEYS)
+    name, count = record.text("name"), record.integer("count")
+    requests = _requests(record)
+    selector = record.string_map(_key(record, "nodeSelector"))
+    tolerated = tolerations(record)
+    topology = _topology(record.mapping("topology"))
+    try:
+        return PodSetSpec(name, count, requests, selector, (), tolerated, topology)
+    except InvalidInputError as error:
+        raise error.located(record.where) from None
+
+
+def _requests(record: Fields) -> Resources:
+    requests_key, type_key = "requests", _key(record, "instanceType")
+    explicit = resource_amounts(record.mapping(requests_key))
+    if not record.has(type_key):
+        if record.has("accelerators"):
+            raise InvalidInputError(
+                "accelerators are given without instanceType",
+                where=record.path("accelerators"),
+                hint="add instanceType, whose share of vCPUs and memory goes with them",
+            )
+        if not record.has(requests_key):
+            raise InvalidInputError(
+                "the pod set requests nothing",
+                where=record.where,
+                hint="add requests (e.g. {nvidia.com/gpu: 8}) or instanceType",
+            )
+        return explicit
+    instance = known_instance_type(record.text(type_key), where=record.path(type_key))
+    accelerators = record.integer("accelerators") if record.has("accelerators") else None
+    if accelerators is not None and not 0 <= accelerators <= instance.accelerators:
+        raise InvalidInputError(
+            f"{accelerators} accelerators requested",
+            where=record.path("accelerators"),
+            hint=f"{instance.name} has {instance.accelerators}",
+        )
+    derived = instance_requests(instance, accelerators=accelerators)
+    return Resources(dict(derived) | dict(explicit))
+
+
+def _topology(fields: Fields) -> TopologyRequest:
+    _reject_unknown_keys(fields, _TOPOLOGY_KEYS)
+    required, preferred = fields.optional_text("required"), fields.optional_text("preferred")
+    if fields.boolean("unconstrained") and (required or preferred):
+        raise InvalidInputError(
+            "an unconstrained pod set cannot also require or prefer a level",
+            where=fields.path("unconstrained"),
+            hint="remove unconstrained, or remove required and preferred",
+        )
+    return TopologyRequest(
+        required=required,
+        preferred=preferred,
+        slices=tuple(_slice(record) for record in fields.records("slices")),
+        group=fields.optional_text("group"),
+        spread=_spread(fields) if fields.has("spread") else None,
+    )
+
+
+def _slice(record: Fields) -> SliceConstraint:
+    _reject_unknown_keys(record, _SLICE_KEYS)
+    return SliceConstraint(record.text("level"), record.integer("size"))
+
+
+def _spread(fields: Fields) -> SpreadConstraint:
+    spread = fields.mapping("spread")
+    _reject_unknown_keys(spread, _SPREAD_KEYS)
+    maximum = spread.integer(_key(spread, "maxPodsPerDomain"))
+    return SpreadConstraint(spread.text("level"), maximum)

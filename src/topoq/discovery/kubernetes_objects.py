@@ -1,0 +1,207 @@
+"""The parts of Kubernetes objects every importer reads: kinds, lists and pod specs.
+
+A pod spec gives what the scheduler needs of a pod: its effective resource request (counted as
+the kubelet and kube-scheduler count it), its node selector, its required node affinity and its
+tolerations. Fields the scheduler does not use are ignored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from enum import StrEnum
+from typing import TypeVar
+
+from topoq.discovery.documents import Fields
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.node import TaintEffect
+from topoq.domain.resources import Resources
+from topoq.domain.workload import (
+    NodeSelectorTerm,
+    SelectorOperator,
+    SelectorRequirement,
+    Toleration,
+    TolerationOperator,
+)
+
+LIST_KIND = "List"
+DEFAULT_NAMESPACE = "default"
+SIDECAR_RESTART_POLICY = "Always"
+_DEFAULT_RESOURCE_PREFIXES = ("kubernetes.io/", "requests.")
+_Enum = TypeVar("_Enum", bound=StrEnum)
+
+
+def require_kind(fields: Fields, kinds: Collection[str], api_versions: Collection[str] = ()) -> str:
+    """The object's kind, checked against ``kinds`` (and ``apiVersion`` when versions are given)."""
+    kind = fields.text("kind", "")
+    expected = " or ".join(sorted(kinds))
+    if kind not in kinds:
+        got = repr(kind) if kind else "no kind"
+        raise InvalidInputError(
+            f"expected kind {expected}, got {got}",
+            where=fields.path("kind"),
+            hint=f"give a {expected} object" + _versions_hint(api_versions),
+        )
+    if api_versions:
+        version = fields.text("apiVersion", "")
+        if version not in api_versions:
+            raise InvalidInputError(
+                f"{kind} apiVersion {version or 'missing'!r} is not supported",
+                where=fields.path("apiVersion"),
+                hint=f"use {' or '.join(sorted(api_versions))}",
+            )
+    return kind
+
+
+def _versions_hint(api_versions: Collection[str]) -> str:
+    return f" (apiVersion {' or '.join(sorted(api_versions))})" if api_versions else ""
+
+
+def object_items(fields: Fields, item_kind: str, list_kind: str) -> list[Fields]:
+    """The objects of a ``<Kind>List``, a generic ``List``, or a single object of ``item_kind``."""
+    kind = require_kind(fields, {item_kind, list_kind, LIST_KIND})
+    if kind == item_kind:
+        return [fields]
+    items = fields.records("items")
+    for item in items:
+        if item.has("kind"):
+            require_kind(item, {item_kind})
+    return items
+
+
+def resource_amounts(fields: Fields) -> Resources:
+    """A ResourceList such as ``{"cpu": "500m", "memory": "16Gi"}``; errors name the resource."""
+    amounts: dict[str, int] = {}
+    for name, value in fields.data.items():
+        amounts.update(Resources.parse({str(name): value}, where=fields.path(str(name))))
+    return Resources(amounts)
+
+
+def larger_of(first: Resources, second: Resources) -> Resources:
+    """Per resource, the larger amount of the two."""
+    names = set(first) | set(second)
+    return Resources({name: max(first.amount(name), second.amount(name)) for name in names})
+
+
+def pod_requests(pod_spec: Fields) -> Resources:
+    """The effective request of one pod, as Kubernetes counts it.
+
+    Per resource: the larger of (the sum over ``containers`` plus sidecars) and the largest
+    request of an init container (plus the sidecars started before it); then ``overhead`` on top.
+    Sidecars are init containers with ``restartPolicy: Always``; they keep running.
+    """
+    containers = Resources()
+    for container in pod_spec.records("containers"):
+        containers = containers + _container_requests(container)
+    sidecars, init_peak = Resources(), Resources()
+    for init in pod_spec.records("initContainers"):
+        requests = _container_requests(init)
+        if init.text("restartPolicy", "") == SIDECAR_RESTART_POLICY:
+            sidecars = sidecars + requests
+        else:
+            init_peak = larger_of(init_peak, requests + sidecars)
+    effective = larger_of(containers + sidecars, init_peak)
+    return effective + resource_amounts(pod_spec.mapping("overhead"))
+
+
+def _container_requests(container: Fields) -> Resources:
+    return resource_amounts(container.mapping("resources").mapping("requests"))
+
+
+def tolerations(pod_spec: Fields) -> tuple[Toleration, ...]:
+    return tuple(toleration(record) for record in pod_spec.records("tolerations"))
+
+
+def toleration(fields: Fields) -> Toleration:
+    """One toleration; an empty ``effect`` tolerates every effect."""
+    operator_text = fields.text("operator", TolerationOperator.EQUAL.value)
+    operator = _member(TolerationOperator, operator_text, fields.path("operator"))
+    effect = fields.text("effect", "") or None
+    if effect is not None:
+        _member(TaintEffect, effect, fields.path("effect"))
+    key = fields.text("key", "") or None
+    if key is None and operator is not TolerationOperator.EXISTS:
+        raise InvalidInputError(
+            "a toleration without a key must use operator Exists",
+            where=fields.where,
+            hint="add a key, or set operator: Exists to tolerate every taint",
+        )
+    return Toleration(key=key, operator=operator, value=fields.text("value", ""), effect=effect)
+
+
+def taint_effect(fields: Fields) -> TaintEffect:
+    return _member(TaintEffect, fields.text("effect"), fields.path("effect"))
+
+
+def _member(enum: type[_Enum], text: str, where: str) -> _Enum:
+    try:
+        return enum(text)
+    except ValueError:
+        allowed = ", ".join(member.value for member in enum)
+        raise InvalidInputError(
+            f"unknown value {text!r}", where=where, hint=f"use one of {allowed}"
+        ) from None
+
+
+def required_affinity_terms(pod_spec: Fields) -> tuple[NodeSelectorTerm, ...]:
+    """``affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution`` (terms OR-ed)."""
+    selector = (
+        pod_spec.mapping("affinity")
+        .mapping("nodeAffinity")
+        .mapping("requiredDuringSchedulingIgnoredDuringExecution")
+    )
+    return tuple(_selector_term(term) for term in selector.records("nodeSelectorTerms"))
+
+
+def _selector_term(term: Fields) -> NodeSelectorTerm:
+    if term.items("matchFields"):
+        raise InvalidInputError(
+            "matchFields is not supported",
+            where=term.path("matchFields"),
+            hint="select nodes with matchExpressions on labels, e.g. kubernetes.io/hostname",
+        )
+    expressions = term.records("matchExpressions")
+    if not expressions:
+        raise InvalidInputError(
+            "an empty node selector term matches no node",
+            where=term.where,
+            hint="add matchExpressions or remove the term",
+        )
+    return NodeSelectorTerm(tuple(_requirement(expression) for expression in expressions))
+
+
+def _requirement(expression: Fields) -> SelectorRequirement:
+    operator = _member(SelectorOperator, expression.text("operator"), expression.path("operator"))
+    values = tuple(
+        _label_value(value, f"{expression.path('values')}[{index}]")
+        for index, value in enumerate(expression.items("values"))
+    )
+    needs_values = operator in (SelectorOperator.IN, SelectorOperator.NOT_IN)
+    if needs_values and not values:
+        raise InvalidInputError(
+            f"operator {operator.value} needs values", where=expression.path("values")
+        )
+    return SelectorRequirement(expression.text("key"), operator, values)
+
+
+def _label_value(value: object, where: str) -> str:
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise InvalidInputError(f"expected a label value, got {value!r}", where=where)
+    return str(value)
+
+
+def is_extended_resource(name: str) -> bool:
+    """A resource outside the ``kubernetes.io`` namespace, such as ``nvidia.com/gpu``."""
+    return "/" in name and not name.startswith(_DEFAULT_RESOURCE_PREFIXES)
+
+
+def extended_resource_tolerations(requests: Mapping[str, int]) -> tuple[Toleration, ...]:
+    """The tolerations Kubernetes' ExtendedResourceToleration admission plugin adds to a pod.
+
+    EKS enables the plugin: a pod requesting ``nvidia.com/gpu`` tolerates the ``nvidia.com/gpu``
+    NoSchedule taint that GPU nodes carry.
+    """
+    return tuple(
+        Toleration(name, TolerationOperator.EXISTS, effect=TaintEffect.NO_SCHEDULE.value)
+        for name in sorted(requests)
+        if is_extended_resource(name) and requests[name] > 0
+    )

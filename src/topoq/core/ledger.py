@@ -61,6 +61,12 @@ class CapacityLedger:
         for level, totals in zip(self.tree.levels, self.domain_free, strict=True):
             totals[level.domain_of_node[node]] -= amount
 
+    def charge_nodes(self, nodes: IntArray, amounts: IntArray) -> None:
+        """Take ``amounts[i]`` (a row per node) from ``nodes[i]`` (distinct) and their domains."""
+        self.free[nodes] -= amounts
+        for level, totals in zip(self.tree.levels, self.domain_free, strict=True):
+            np.subtract.at(totals, level.domain_of_node[nodes], amounts)
+
     def charge_pool(self, nodes: Iterable[int], amount: IntArray) -> None:
         """Take ``amount`` from a pooled leaf: each resource from the listed nodes in order."""
         remaining = amount.copy()

@@ -8,10 +8,11 @@ domain is then a ``reduceat`` over ranges instead of a walk over its nodes.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from itertools import pairwise
+from types import MappingProxyType
 
 import numpy as np
 import numpy.typing as npt
@@ -92,6 +93,7 @@ class TopologyTree:
         self.capacity: IntArray = self.resource_matrix(node.allocatable for node in self.nodes)
         self.capacity.setflags(write=False)
         self._memo: dict[object, object] = {}
+        self._labels: dict[tuple[int, int], Mapping[str, str]] = {}
 
     @property
     def leaves_are_nodes(self) -> bool:
@@ -117,9 +119,15 @@ class TopologyTree:
     def level_of(self, label: str) -> int | None:
         return self.spec.index_of(label)
 
-    def domain_labels(self, level: int, domain: int) -> dict[str, str]:
+    def domain_labels(self, level: int, domain: int) -> Mapping[str, str]:
         """``{label: value}`` for the domain and all its ancestors, highest level first."""
-        return dict(zip(self.spec.levels, self.levels[level].paths[domain], strict=False))
+        key = (level, domain)
+        labels = self._labels.get(key)
+        if labels is None:
+            path = self.levels[level].paths[domain]
+            labels = MappingProxyType(dict(zip(self.spec.levels, path, strict=False)))
+            self._labels[key] = labels
+        return labels
 
     def memo(self, key: object) -> object | None:
         """Values derived from the immutable tree (eligibility masks) are cached here."""

@@ -48,6 +48,8 @@ def descend(tree: TopologyTree, room: Room, level: int, domain: int, pods: int) 
     )
     if picks is None:  # cannot happen: a domain's room is at most the sum of its children's
         raise RuntimeError(f"room accounting broke at level {level + 1}, domain {domain}")
+    if level + 1 == tree.depth - 1:  # the children are the leaves
+        return sorted(picks)
     leaves: list[LeafTake] = []
     for child, take in sorted(picks):
         leaves.extend(descend(tree, room, level + 1, child, take))

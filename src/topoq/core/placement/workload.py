@@ -44,15 +44,14 @@ class PodSetQuery:
 
     def charge(self, ledger: CapacityLedger, leaves: Sequence[LeafTake]) -> None:
         tree = ledger.tree
+        if tree.leaves_are_nodes:
+            taken = np.asarray(leaves, dtype=np.int64).reshape(-1, 2)
+            ledger.charge_nodes(taken[:, 0], taken[:, 1:2] * self.demand.vector)
+            return
         for leaf, pods in leaves:
-            amount = self.demand.vector * pods
-            if tree.leaves_are_nodes:
-                ledger.charge_node(leaf, amount)
-                continue
             start, end = tree.leaf_level.node_start[leaf], tree.leaf_level.node_start[leaf + 1]
-            ledger.charge_pool(
-                (node for node in range(start, end) if self.eligibility.mask[node]), amount
-            )
+            eligible = (node for node in range(start, end) if self.eligibility.mask[node])
+            ledger.charge_pool(eligible, self.demand.vector * pods)
 
     def diagnose(self, ledger: CapacityLedger) -> PodSetDiagnosis:
         return diagnose(
@@ -236,14 +235,15 @@ def _refusal(workload: WorkloadSpec, failed: str, diagnosis: PodSetDiagnosis) ->
 def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]) -> PodSetOutcome:
     tree = ledger.tree
     leaf_level = tree.depth - 1
+    hosts = tree.leaves_are_nodes
     assignments: list[DomainAssignment] = []
     rank = 0
     for leaf, pods in leaves:
-        node = tree.nodes[leaf].name if tree.leaves_are_nodes else None
+        node = tree.nodes[leaf].name if hosts else None
         assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
         rank += pods
     first_nodes = tree.leaf_level.node_start[[leaf for leaf, _ in leaves]]
     span = {
-        level.label: len(set(level.domain_of_node[first_nodes].tolist())) for level in tree.levels
+        level.label: int(np.unique(level.domain_of_node[first_nodes]).size) for level in tree.levels
     }
     return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=span)

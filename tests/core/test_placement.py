@@ -335,3 +335,14 @@ def test_group_that_fits_only_apart_is_group_unsatisfiable() -> None:
     result = find_placement(ledger, workload(leader, workers))
     reasons = {o.name: o.diagnosis.reason for o in result.pod_sets if o.diagnosis}
     assert reasons["workers"] is PlacementReason.GROUP_UNSATISFIABLE
+
+
+def test_group_members_may_prefer_different_levels_under_one_required_level() -> None:
+    nodes, spec = cluster([2, 2, 4])
+    _, ledger = tree_and_ledger(nodes, spec, {"n00": FULL})
+    leader = pod_set("leader", 1, {CPU: "1"}, required=SPINE, group="g")
+    workers = gpu_pods(6, required=SPINE, preferred=BLOCK, group="g")
+    result = find_placement(ledger, workload(leader, workers))
+    assert result.admitted
+    spines = {a.domain[SPINE] for outcome in result.pod_sets for a in outcome.assignments}
+    assert len(spines) == 1

@@ -110,13 +110,21 @@ def _placement_units(workload: WorkloadSpec) -> list[list[PodSetSpec]]:
 
 
 def _check_group_member(first: PodSetSpec, member: PodSetSpec, group: str) -> None:
+    """Members share the group's domain: the same required level (or, when none is required,
+    the same preferred level). Preferences below a shared required level may differ."""
     mine, theirs = member.topology, first.topology
-    if (mine.required, mine.preferred) != (theirs.required, theirs.preferred):
+    same = (
+        mine.required == theirs.required
+        if theirs.required or mine.required
+        else (mine.preferred == theirs.preferred)
+    )
+    if not same:
         raise InvalidRequestError(
             f"pod sets {first.name!r} and {member.name!r} share group {group!r} but request "
-            "different topology levels",
+            "different topology levels for it",
             where=f"pod set {member.name!r}",
-            hint="give every member of a group the same required/preferred level",
+            hint="give every member of a group the same required level "
+            "(or the same preferred level when none is required)",
         )
 
 

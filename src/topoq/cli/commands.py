@@ -9,7 +9,13 @@ from typing import Any
 import yaml
 from rich.console import Console
 
-from topoq.cli.render import placement_document, print_placement, topology_document, topology_tree
+from topoq.cli.render import (
+    make_console,
+    placement_document,
+    print_placement,
+    topology_document,
+    topology_tree,
+)
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.tree import TopologyTree, build_tree
@@ -22,11 +28,11 @@ LARGE_TREE_LEAVES = 64
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=False)
+    return make_console()
 
 
 def _warn(cluster: LoadedCluster) -> None:
-    err = Console(stderr=True, highlight=False, soft_wrap=True)
+    err = make_console(stderr=True)
     for warning in cluster.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from rich.console import Console
 from rich.rule import Rule
 
-from topoq.cli.render import print_placement, topology_tree
+from topoq.cli.render import make_console, print_placement, topology_tree
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.tree import build_tree
@@ -17,7 +16,7 @@ from topoq.discovery.sources import load_cluster
 
 
 def run_demo() -> None:
-    console = Console(highlight=False, soft_wrap=True)
+    console = make_console()
     cluster = load_cluster(None)
     ledger = CapacityLedger.with_usage(build_tree(cluster.nodes, cluster.topology), cluster.used)
     console.print(Rule("topoq demo: topology-aware gang placement"))

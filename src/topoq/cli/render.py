@@ -17,6 +17,15 @@ from topoq.domain.placement import DomainAssignment, PlacementResult, PodSetOutc
 from topoq.domain.quantity import NEURON_DEVICE, NVIDIA_GPU
 
 MAX_NODE_LIST_WIDTH = 40
+PIPE_WIDTH = 120
+"""Columns used when output goes to a file or a pipe, where Rich would assume 80."""
+
+
+def make_console(*, stderr: bool = False) -> Console:
+    console = Console(highlight=False, stderr=stderr, soft_wrap=stderr)
+    if not console.is_terminal:
+        console.width = PIPE_WIDTH
+    return console
 
 
 def placement_document(result: PlacementResult) -> dict[str, Any]:
@@ -64,10 +73,10 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
     from topoq.discovery.hostlist import compress_hostlist
 
     spans = ", ".join(f"{count} {_short(label)}" for label, count in outcome.span.items())
-    table = Table(
-        title=f"pod set {outcome.name}: {outcome.count} pods assigned, spanning {spans}",
-        title_justify="left",
+    console.print(
+        f"pod set [bold]{outcome.name}[/]: {outcome.count} pods assigned, spanning {spans}"
     )
+    table = Table()
     table.add_column("ranks", justify="right")
     table.add_column("pods", justify="right")
     table.add_column("nodes", overflow="fold")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
+
 from benchmarks.baseline_placement import ScanningPlacer
 from benchmarks.placement import Report, baseline_decision, main, run, topoq_decision
 from benchmarks.scenarios import GANG_GPUS, MODES, gangs, make_cluster
-
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import find_placement
 from topoq.core.tree import build_tree

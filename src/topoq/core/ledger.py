@@ -10,7 +10,7 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from topoq.core.tree import IntArray, TopologyTree
+from topoq.core.tree import IntArray, LevelIndex, TopologyTree
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import NodeName
 from topoq.domain.resources import Resources
@@ -21,8 +21,16 @@ class CapacityLedger:
         self.tree = tree
         self.free = free
         self.domain_free: list[IntArray] = [
-            _sum_ranges(free, level.node_start) for level in tree.levels
+            _sum_ranges(free, level.node_start) for level in self._summed_levels
         ]
+        if tree.leaves_are_nodes:  # a host leaf's free capacity is its node's: share the array
+            self.domain_free.append(free)
+
+    @property
+    def _summed_levels(self) -> tuple[LevelIndex, ...]:
+        """Levels whose totals are kept apart from ``free`` (all but host leaves)."""
+        levels = self.tree.levels
+        return levels[:-1] if self.tree.leaves_are_nodes else levels
 
     @classmethod
     def empty_cluster(cls, tree: TopologyTree) -> CapacityLedger:
@@ -52,19 +60,22 @@ class CapacityLedger:
         copy = CapacityLedger.__new__(CapacityLedger)
         copy.tree = self.tree
         copy.free = self.free.copy()
-        copy.domain_free = [totals.copy() for totals in self.domain_free]
+        summed = len(copy._summed_levels)
+        copy.domain_free = [totals.copy() for totals in self.domain_free[:summed]]
+        if summed < len(self.domain_free):
+            copy.domain_free.append(copy.free)
         return copy
 
     def charge_node(self, node: int, amount: IntArray) -> None:
         """Take ``amount`` (a resource vector) from one node and every domain above it."""
         self.free[node] -= amount
-        for level, totals in zip(self.tree.levels, self.domain_free, strict=True):
+        for level, totals in zip(self._summed_levels, self.domain_free, strict=False):
             totals[level.domain_of_node[node]] -= amount
 
     def charge_nodes(self, nodes: IntArray, amounts: IntArray) -> None:
         """Take ``amounts[i]`` (a row per node) from ``nodes[i]`` (distinct) and their domains."""
         self.free[nodes] -= amounts
-        for level, totals in zip(self.tree.levels, self.domain_free, strict=True):
+        for level, totals in zip(self._summed_levels, self.domain_free, strict=False):
             np.subtract.at(totals, level.domain_of_node[nodes], amounts)
 
     def charge_pool(self, nodes: Iterable[int], amount: IntArray) -> None:

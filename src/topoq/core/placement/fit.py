@@ -38,7 +38,7 @@ def pods_per_leaf(ledger: CapacityLedger, demand: Demand, eligibility: Eligibili
         return np.zeros(leaves, dtype=np.int64)
     wanted = demand.vector[demand.columns]
     if tree.leaves_are_nodes:
-        fits: IntArray = (ledger.free[:, demand.columns] // wanted).min(axis=1)
+        fits = _fits_per_row(ledger.free, demand.columns, wanted)
         return fits if eligibility.all_eligible else np.where(eligibility.mask, fits, 0)
     if eligibility.all_eligible:
         pooled = ledger.domain_free[-1][:, demand.columns]
@@ -46,6 +46,15 @@ def pods_per_leaf(ledger: CapacityLedger, demand: Demand, eligibility: Eligibili
         masked = ledger.free[:, demand.columns] * eligibility.mask[:, None]
         pooled = _range_sums(masked, tree.leaf_level.node_start)
     return np.asarray((pooled // wanted).min(axis=1), dtype=np.int64)
+
+
+def _fits_per_row(free: IntArray, columns: IntArray, wanted: IntArray) -> IntArray:
+    """``min over columns of free[:, c] // wanted[c]``, one column at a time (one small
+    temporary instead of a copy of the whole matrix)."""
+    fits: IntArray = free[:, columns[0]] // wanted[0]
+    for column, amount in zip(columns[1:], wanted[1:], strict=True):
+        np.minimum(fits, free[:, column] // amount, out=fits)
+    return fits
 
 
 def room_by_level(tree: TopologyTree, leaf_pods: IntArray, plan: SearchPlan) -> Room:

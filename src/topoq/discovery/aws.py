@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from topoq.discovery.documents import Fields, parse_document
+from topoq.discovery.documents import Fields, parse_document, read_text_file
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.domain.errors import InvalidInputError, TopologyError
 from topoq.domain.node import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NodeName, NodeSpec
@@ -60,12 +60,7 @@ def load_instance_topology(
     pages: list[tuple[str, object]] = []
     for path in paths:
         source = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise InvalidInputError("file not found", where=source, hint="check the path") from None
-        except (OSError, UnicodeDecodeError) as error:
-            raise InvalidInputError(f"cannot read the file: {error}", where=source) from None
+        text = read_text_file(path)
         pages.extend(_labelled_pages(documents_in_text(text, source=source), source))
     return _import_pages(pages, default_resources)
 

@@ -119,15 +119,7 @@ def _cluster(fields: Fields, default_name: str) -> ClusterFile:
 
 
 def _reject_unknown_keys(fields: Fields, allowed: Sequence[str]) -> None:
-    for key in fields.data:
-        if key not in allowed:
-            close = difflib.get_close_matches(str(key), allowed, n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            raise InvalidInputError(
-                f"unknown key {key!r}",
-                where=fields.path(str(key)),
-                hint=f"{guess}allowed keys: {', '.join(allowed)}",
-            )
+    fields.reject_unknown_keys(allowed, listed=allowed)
 
 
 def _check_header(fields: Fields) -> None:

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import difflib
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -12,16 +13,19 @@ import yaml
 from topoq.domain.errors import InvalidInputError
 
 
-def read_document(path: Path | str) -> Any:
-    """Parse a JSON or YAML file (YAML is a superset of JSON). Errors name the file and line."""
-    path = Path(path)
+def read_text_file(path: Path | str) -> str:
+    """The file's text; a missing or unreadable file is an error that names it."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return Path(path).read_text(encoding="utf-8")
     except FileNotFoundError:
         raise InvalidInputError("file not found", where=str(path), hint="check the path") from None
     except (OSError, UnicodeDecodeError) as error:
         raise InvalidInputError(f"cannot read the file: {error}", where=str(path)) from None
-    return parse_document(text, source=str(path))
+
+
+def read_document(path: Path | str) -> Any:
+    """Parse a JSON or YAML file (YAML is a superset of JSON). Errors name the file and line."""
+    return parse_document(read_text_file(path), source=str(path))
 
 
 def parse_document(text: str, *, source: str) -> Any:
@@ -61,6 +65,19 @@ class Fields:
 
     def path(self, key: str) -> str:
         return f"{self.where}.{key}" if self.where else key
+
+    def reject_unknown_keys(self, accepted: Iterable[str], *, listed: Sequence[str]) -> None:
+        """Fail on a key not in ``accepted``, suggesting the closest and listing ``listed``."""
+        known = sorted(set(accepted))
+        for key in self.data:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                guess = f"did you mean {close[0]!r}? " if close else ""
+                raise InvalidInputError(
+                    f"unknown key {key!r}",
+                    where=self.path(str(key)),
+                    hint=f"{guess}allowed keys: {', '.join(listed)}",
+                )
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None

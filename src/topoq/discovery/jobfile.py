@@ -32,7 +32,6 @@ constraint.
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -160,15 +159,7 @@ def _key(fields: Fields, camel: str) -> str:
 
 def _reject_unknown_keys(fields: Fields, allowed: Sequence[str]) -> None:
     spellings = {spelling for key in allowed for spelling in (key, _snake(key))}
-    for key in fields.data:
-        if key not in spellings:
-            close = difflib.get_close_matches(str(key), sorted(spellings), n=1)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            raise InvalidInputError(
-                f"unknown key {key!r}",
-                where=fields.path(str(key)),
-                hint=f"{guess}allowed keys: {', '.join(allowed)}",
-            )
+    fields.reject_unknown_keys(spellings, listed=allowed)
 
 
 def _pod_set(record: Fields) -> PodSetSpec:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from topoq.discovery.aws import cluster_from_instance_topology, documents_in_text
 from topoq.discovery.clusterfile import cluster_from_document, load_example_cluster
-from topoq.discovery.documents import parse_document, read_document
+from topoq.discovery.documents import parse_document, read_document, read_text_file
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.discovery.kubernetes import nodes_from_nodelist, topology_from_kueue, usage_from_podlist
 from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
@@ -78,12 +78,7 @@ def _example() -> LoadedCluster:
 
 def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCluster:
     source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InvalidInputError("file not found", where=source, hint="check the path") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InvalidInputError(f"cannot read the file: {error}", where=source) from None
+    text = read_text_file(path)
     name = Path(path).stem
     if _SLURM_LINE.search(text):
         return _slurm(text, source, name, slurm_instance_type)

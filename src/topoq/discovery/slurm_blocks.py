@@ -10,7 +10,13 @@ from __future__ import annotations
 
 from itertools import pairwise
 
-from topoq.discovery.slurm_lines import ConfLine, at, check_single_name, expand_names
+from topoq.discovery.slurm_lines import (
+    ConfLine,
+    at,
+    check_single_name,
+    check_unique_names,
+    expand_names,
+)
 from topoq.discovery.slurm_model import MAX_BLOCK_LEVEL, SlurmBlock
 from topoq.domain.errors import TopologyError
 
@@ -37,7 +43,7 @@ def build_blocks(
             hint="add the blocks, e.g. 'BlockName=nvl1 Nodes=gb-[01-18]'",
         )
     sizes = _block_sizes(size_lines[0], source) if size_lines else ()
-    _check_unique_names(blocks, source)
+    check_unique_names(blocks, kind="block", key="BlockName", source=source)
     _check_nodes_in_one_block(blocks, source)
     _check_base_size(blocks, sizes, size_lines[0].number if size_lines else None, source)
     return blocks, sizes
@@ -88,19 +94,6 @@ def _block_sizes(line: ConfLine, source: str) -> tuple[int, ...]:
                 hint="Slurm groups 2, 4, 8, … base blocks; " + _SIZES_HINT,
             )
     return tuple(sizes)
-
-
-def _check_unique_names(blocks: tuple[SlurmBlock, ...], source: str) -> None:
-    first_line: dict[str, int] = {}
-    for block in blocks:
-        if block.name in first_line:
-            raise TopologyError(
-                f"block {block.name} is defined on line {first_line[block.name]} "
-                f"and again on line {block.line}",
-                where=at(source, block.line),
-                hint="give every block a unique BlockName=, or merge the two lines",
-            )
-        first_line[block.name] = block.line
 
 
 def _check_nodes_in_one_block(blocks: tuple[SlurmBlock, ...], source: str) -> None:

@@ -8,9 +8,10 @@ vanish from the topology.
 from __future__ import annotations
 
 import difflib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import Protocol
 
 from topoq.discovery.hostlist import HOSTLIST_SYNTAX_CHARACTERS, expand_hostlist
 from topoq.domain.errors import InvalidInputError, TopologyError
@@ -39,6 +40,30 @@ class ConfLine:
     @property
     def name(self) -> str:
         return self.values[self.kind]
+
+
+class NamedLine(Protocol):
+    """A switch or block: a name defined on a line of the file."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def line(self) -> int: ...
+
+
+def check_unique_names(entries: Iterable[NamedLine], *, kind: str, key: str, source: str) -> None:
+    """Each switch (or block) name is defined once; the error names both lines."""
+    first_line: dict[str, int] = {}
+    for entry in entries:
+        if entry.name in first_line:
+            raise TopologyError(
+                f"{kind} {entry.name} is defined on line {first_line[entry.name]} "
+                f"and again on line {entry.line}",
+                where=at(source, entry.line),
+                hint=f"give every {kind} a unique {key}=, or merge the two lines",
+            )
+        first_line[entry.name] = entry.line
 
 
 def at(source: str, number: int) -> str:

@@ -10,14 +10,20 @@ from __future__ import annotations
 
 import difflib
 
-from topoq.discovery.slurm_lines import ConfLine, at, check_single_name, expand_names
+from topoq.discovery.slurm_lines import (
+    ConfLine,
+    at,
+    check_single_name,
+    check_unique_names,
+    expand_names,
+)
 from topoq.discovery.slurm_model import MAX_SWITCH_NAME_LENGTH, SlurmSwitch, SlurmTopology
 from topoq.domain.errors import TopologyError
 
 
 def build_switches(lines: list[ConfLine], source: str) -> tuple[SlurmSwitch, ...]:
     switches = tuple(_switch_from_line(line, source) for line in lines)
-    _check_unique_names(switches, source)
+    check_unique_names(switches, kind="switch", key="SwitchName", source=source)
     _check_child_references(switches, source)
     tree = SlurmTopology(plugin="tree", switches=switches, source=source)
     _check_no_cycles(tree)
@@ -68,19 +74,6 @@ def _link_speed(line: ConfLine, source: str) -> int | None:
             hint="give LinkSpeed= as a non-negative integer or leave it out",
         )
     return int(text)
-
-
-def _check_unique_names(switches: tuple[SlurmSwitch, ...], source: str) -> None:
-    first_line: dict[str, int] = {}
-    for switch in switches:
-        if switch.name in first_line:
-            raise TopologyError(
-                f"switch {switch.name} is defined on line {first_line[switch.name]} "
-                f"and again on line {switch.line}",
-                where=at(source, switch.line),
-                hint="give every switch a unique SwitchName=, or merge the two lines",
-            )
-        first_line[switch.name] = switch.line
 
 
 def _check_child_references(switches: tuple[SlurmSwitch, ...], source: str) -> None:

@@ -70,10 +70,7 @@ def object_items(fields: Fields, item_kind: str, list_kind: str) -> list[Fields]
 
 def resource_amounts(fields: Fields) -> Resources:
     """A ResourceList such as ``{"cpu": "500m", "memory": "16Gi"}``; errors name the resource."""
-    amounts: dict[str, int] = {}
-    for name, value in fields.data.items():
-        amounts.update(Resources.parse({str(name): value}, where=fields.path(str(name))))
-    return Resources(amounts)
+    return Resources.parse(fields.data, where=fields.where)
 
 
 def larger_of(first: Resources, second: Resources) -> Resources:

@@ -20,19 +20,20 @@ class Resources(Mapping[str, int]):
 
     @classmethod
     def parse(cls, quantities: Mapping[str, object] | None, *, where: str = "") -> Resources:
-        """Parse ``{"cpu": "500m", "memory": "16Gi", ...}``; errors name ``where`` and the key."""
+        """Parse ``{"cpu": "500m", "memory": "16Gi", ...}``; an error names ``where.<resource>``."""
         parsed: dict[str, int] = {}
         for name, text in (quantities or {}).items():
+            field = f"{where}.{name}" if where else str(name)
             if not isinstance(text, str | int | float):
                 raise InvalidInputError(
-                    f"resource {name!r} has value {text!r}",
-                    where=where or None,
+                    f"expected a quantity, got {text!r}",
+                    where=field,
                     hint="give a quantity such as 8, '500m' or '16Gi'",
                 )
             try:
                 parsed[str(name)] = parse_quantity(str(name), text)
             except InvalidInputError as error:
-                raise error.located(where) if where else error from None
+                raise error.located(field) from None
         return cls(parsed)
 
     def __getitem__(self, name: str) -> int:

@@ -141,7 +141,7 @@ CASES = [
         [1, 2, 4],
         [gpu_pods(3, gpus=1, spread=(BLOCK, 1))],
         None,
-        reason=PlacementReason.INSUFFICIENT_CAPACITY,
+        reason=PlacementReason.TOPOLOGY_UNSATISFIABLE,
     ),
     Case(
         "fractional pods share a node: four 2-GPU pods on one node",

@@ -31,8 +31,13 @@ def _console() -> Console:
     return make_console()
 
 
-def _warn(cluster: LoadedCluster) -> None:
+def _warn(cluster: LoadedCluster, *, example: bool) -> None:
     err = make_console(stderr=True)
+    if example:
+        err.print(
+            f"[dim]note: no --nodes given, so this is topoq's example cluster "
+            f"({len(cluster.nodes)} nodes); pass --nodes FILE for yours[/]"
+        )
     for warning in cluster.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
 
@@ -56,7 +61,7 @@ def run_place(
 ) -> None:
     workload = load_workload(workload_path)
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
-    _warn(cluster)
+    _warn(cluster, example=nodes is None)
     result, _ = place_workload(_ledger(cluster), workload)
     if output == "json":
         _print_json(placement_document(result))
@@ -73,7 +78,7 @@ def run_topology_show(
     output: str,
 ) -> None:
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
-    _warn(cluster)
+    _warn(cluster, example=nodes is None)
     ledger = _ledger(cluster)
     if output == "json":
         _print_json(topology_document(ledger))
@@ -145,7 +150,7 @@ def run_topology_export(
     from topoq.discovery.slurm_export import render_topology_conf
 
     cluster = load_cluster(nodes, topology=topology, slurm_instance_type=instance_type)
-    _warn(cluster)
+    _warn(cluster, example=nodes is None)
     spec, members = cluster.topology, list(cluster.nodes)
     if to in ("slurm-tree", "slurm-block"):
         text = render_topology_conf(members, spec, plugin="tree" if to == "slurm-tree" else "block")

@@ -10,7 +10,7 @@ import numpy as np
 
 from topoq.core.eligibility import Eligibility
 from topoq.core.ledger import CapacityLedger
-from topoq.core.placement.fit import Room
+from topoq.core.placement.fit import Room, pods_per_leaf
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.placement.search import place_in_topology
 from topoq.core.tree import TopologyTree
@@ -48,6 +48,9 @@ def diagnose(
             (f"remove the request for {missing} or add nodes that offer it",),
         )
     if room.total < pod_set.count:
+        loose_total = int(pods_per_leaf(ledger, demand, eligibility).sum())
+        if loose_total >= pod_set.count:
+            return _constrained(tree, pod_set, plan, room, excluded, loose_total)
         return _insufficient(pod_set, room, excluded)
     return _unsatisfiable(tree, pod_set, plan, room, excluded)
 
@@ -65,6 +68,45 @@ def _insufficient(pod_set: PodSetSpec, room: Room, excluded: dict[str, int]) -> 
         },
         excluded,
         (*relaxations, "wait for running work to finish, or add nodes"),
+    )
+
+
+def _constrained(
+    tree: TopologyTree,
+    pod_set: PodSetSpec,
+    plan: SearchPlan,
+    room: Room,
+    excluded: dict[str, int],
+    loose_total: int,
+) -> PodSetDiagnosis:
+    """Enough free capacity, but slices or a spread limit leave too little of it usable."""
+    count, total = pod_set.count, room.total
+    rules = [
+        f"every {layer.size} consecutive pods in one {layer.level} domain"
+        for layer in pod_set.topology.slices
+    ]
+    relaxations = [
+        f"use smaller slices than {layer.size} at {layer.level}"
+        for layer in pod_set.topology.slices
+    ]
+    if plan.spread is not None:
+        level, most = plan.spread
+        rules.append(f"at most {most} pods per {tree.spec.levels[level]} domain")
+        relaxations.append(f"allow more than {most} pods per {tree.spec.levels[level]} domain")
+    if total:
+        relaxations.append(f"reduce the count to {total}")
+    return PodSetDiagnosis(
+        PlacementReason.TOPOLOGY_UNSATISFIABLE,
+        f"{loose_total} pods would fit in the free capacity, but only {total} of {count} "
+        f"with {' and '.join(rules)}",
+        {
+            "requested_pods": count,
+            "pods_fit_in_topology": total,
+            "pods_fit_without_slices_or_spread": loose_total,
+            "short_by": count - total,
+        },
+        excluded,
+        tuple(relaxations),
     )
 
 

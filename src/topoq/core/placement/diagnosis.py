@@ -4,7 +4,6 @@ excluded, and the smallest changes that would make it fit now."""
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import replace
 
 import numpy as np
 
@@ -12,7 +11,7 @@ from topoq.core.eligibility import Eligibility
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.fit import Room, pods_per_leaf
 from topoq.core.placement.request import Demand, SearchPlan
-from topoq.core.placement.search import place_in_topology
+from topoq.core.placement.search import pick_several
 from topoq.core.tree import TopologyTree
 from topoq.domain.placement import ExclusionCause, PlacementReason, PodSetDiagnosis
 from topoq.domain.quantity import PODS
@@ -153,22 +152,12 @@ def _relaxations(
             )
             break
     if not plan.split_at_top:
-        relaxed = replace(
-            plan, search_levels=tuple(range(plan.search_levels[0], -1, -1)), split_at_top=True
-        )
-        leaves = place_in_topology(tree, room, relaxed, count)
-        if leaves is not None:
-            spanned = len(
-                {
-                    tree.levels[plan.strictest_level].domain_of_node[
-                        tree.leaf_level.node_start[leaf]
-                    ]
-                    for leaf, _ in leaves
-                }
-            )
+        every = np.arange(len(room.at(plan.strictest_level)))
+        picks = pick_several(room.at(plan.strictest_level), every, count)
+        if picks is not None:
             found.append(
                 f"make {label} preferred instead of required "
-                f"(the pods would span {spanned} {label} domains)"
+                f"(the pods would then span at least {len(picks)} {label} domains)"
             )
     if best > 0:
         found.append(f"reduce the count to {best} (room in {closest})")

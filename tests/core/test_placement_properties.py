@@ -167,3 +167,31 @@ def test_required_gang_is_placed_whenever_some_domain_has_room(scenario: tuple) 
             max(free, 0) // gpus
         )
     assert result.admitted == (max(room.values()) >= pod_set.count)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 3), st.integers(1, 12), st.integers(0, 2), st.data())
+def test_group_members_land_in_one_domain_of_their_level(
+    blocks: int, workers: int, level: int, data: st.DataObject
+) -> None:
+    nodes, spec = cluster([2, blocks, 4])
+    used = {
+        node.name: Resources({NVIDIA_GPU: data.draw(st.sampled_from([0, 0, 4, 8]))})
+        for node in nodes
+    }
+    label = spec.levels[level]
+    leader = gpu_pods(
+        1, gpus=data.draw(st.sampled_from([1, 8])), name="leader", required=label, group="g"
+    )
+    members = gpu_pods(
+        workers, gpus=data.draw(st.sampled_from([2, 8])), name="workers", required=label, group="g"
+    )
+    result, _, after = place(nodes, spec, used, WorkloadSpec("job", (leader, members)))
+    assert (after.free >= 0).all()
+    if result.admitted:
+        paths = {
+            tuple(a.domain[name] for name in spec.levels[: level + 1])
+            for outcome in result.pod_sets
+            for a in outcome.assignments
+        }
+        assert len(paths) == 1

@@ -13,6 +13,7 @@ from itertools import pairwise
 from topoq.discovery.slurm_lines import (
     ConfLine,
     at,
+    check_nodes_listed_once,
     check_single_name,
     check_unique_names,
     expand_names,
@@ -44,7 +45,7 @@ def build_blocks(
         )
     sizes = _block_sizes(size_lines[0], source) if size_lines else ()
     check_unique_names(blocks, kind="block", key="BlockName", source=source)
-    _check_nodes_in_one_block(blocks, source)
+    check_nodes_listed_once(blocks, kind="block", source=source)
     _check_base_size(blocks, sizes, size_lines[0].number if size_lines else None, source)
     return blocks, sizes
 
@@ -94,21 +95,6 @@ def _block_sizes(line: ConfLine, source: str) -> tuple[int, ...]:
                 hint="Slurm groups 2, 4, 8, … base blocks; " + _SIZES_HINT,
             )
     return tuple(sizes)
-
-
-def _check_nodes_in_one_block(blocks: tuple[SlurmBlock, ...], source: str) -> None:
-    block_of: dict[str, SlurmBlock] = {}
-    for block in blocks:
-        for node in block.nodes:
-            earlier = block_of.get(node)
-            if earlier is not None:
-                raise TopologyError(
-                    f"node {node} is in block {earlier.name} (line {earlier.line}) "
-                    f"and in block {block.name} (line {block.line})",
-                    where=at(source, block.line),
-                    hint=f"list each node in exactly one block; remove {node} from one Nodes= list",
-                )
-            block_of[node] = block
 
 
 def _check_base_size(

@@ -66,6 +66,30 @@ def check_unique_names(entries: Iterable[NamedLine], *, kind: str, key: str, sou
         first_line[entry.name] = entry.line
 
 
+class NodeListLine(NamedLine, Protocol):
+    """A leaf switch or block: a name on a line, with the nodes it lists."""
+
+    @property
+    def nodes(self) -> tuple[str, ...]: ...
+
+
+def check_nodes_listed_once(entries: Iterable[NodeListLine], *, kind: str, source: str) -> None:
+    """No node is listed by two leaf switches (or two blocks); the error names both lines."""
+    owner: dict[str, NodeListLine] = {}
+    for entry in entries:
+        for node in entry.nodes:
+            earlier = owner.get(node)
+            if earlier is not None:
+                raise TopologyError(
+                    f"node {node} is in {kind} {earlier.name} (line {earlier.line}) "
+                    f"and in {kind} {entry.name} (line {entry.line})",
+                    where=at(source, entry.line),
+                    hint=f"list each node in exactly one {kind}; remove {node} "
+                    "from one of the Nodes= lists",
+                )
+            owner[node] = entry
+
+
 def at(source: str, number: int) -> str:
     """The ``where`` of an error on line ``number``."""
     return f"{source}:{number}"

@@ -13,6 +13,7 @@ import difflib
 from topoq.discovery.slurm_lines import (
     ConfLine,
     at,
+    check_nodes_listed_once,
     check_single_name,
     check_unique_names,
     expand_names,
@@ -27,7 +28,7 @@ def build_switches(lines: list[ConfLine], source: str) -> tuple[SlurmSwitch, ...
     _check_child_references(switches, source)
     tree = SlurmTopology(plugin="tree", switches=switches, source=source)
     _check_no_cycles(tree)
-    _check_nodes_in_one_leaf(switches, source)
+    check_nodes_listed_once(switches, kind="leaf switch", source=source)
     _check_equal_depths(tree)
     return switches
 
@@ -114,22 +115,6 @@ def _check_no_cycles(tree: SlurmTopology) -> None:
                     "from a Switches= list",
                 )
             chain.append(parent)
-
-
-def _check_nodes_in_one_leaf(switches: tuple[SlurmSwitch, ...], source: str) -> None:
-    leaf_of: dict[str, SlurmSwitch] = {}
-    for switch in switches:
-        for node in switch.nodes:
-            earlier = leaf_of.get(node)
-            if earlier is not None:
-                raise TopologyError(
-                    f"node {node} is in leaf switch {earlier.name} (line {earlier.line}) "
-                    f"and in leaf switch {switch.name} (line {switch.line})",
-                    where=at(source, switch.line),
-                    hint=f"list each node under exactly one leaf switch; remove {node} "
-                    "from one of the Nodes= lists",
-                )
-            leaf_of[node] = switch
 
 
 def _check_equal_depths(tree: SlurmTopology) -> None:

@@ -99,3 +99,20 @@ def _sum_ranges(matrix: IntArray, starts: IntArray) -> IntArray:
         return np.zeros((0, matrix.shape[1]), dtype=np.int64)
     prefix = np.vstack([np.zeros((1, matrix.shape[1]), dtype=np.int64), np.cumsum(matrix, axis=0)])
     return np.asarray(prefix[starts[1:]] - prefix[starts[:-1]], dtype=np.int64)
+
+
+def confined(ledger: CapacityLedger, start: int, end: int) -> CapacityLedger:
+    """A copy in which only nodes ``start:end`` (one domain's range) have free capacity."""
+    free = np.zeros_like(ledger.free)
+    free[start:end] = ledger.free[start:end]
+    return CapacityLedger(ledger.tree, free)
+
+
+def confined_out(ledger: CapacityLedger, ranges: list[tuple[int, int]]) -> CapacityLedger:
+    """A copy in which the node ranges given (reserved domains) have no free capacity."""
+    if not ranges:
+        return ledger
+    free = ledger.free.copy()
+    for start, end in ranges:
+        free[start:end] = 0
+    return CapacityLedger(ledger.tree, free)

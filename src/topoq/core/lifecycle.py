@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
+from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
-from topoq.domain.job import TRANSITIONS, Allocation, JobPhase, JobView, PhaseChange
+from topoq.domain.job import TRANSITIONS, Allocation, JobId, JobPhase, JobView, PhaseChange
 
 
 class IllegalTransition(TopoqError):
@@ -34,3 +36,47 @@ def advance(
     if not to.holds_capacity:
         return replace(changed, allocation=None)
     return changed
+
+
+def apply_cycle(
+    jobs: Mapping[JobId, JobView],
+    result: CycleResult,
+    *,
+    now: float,
+    start_at_once: bool = False,
+    evict_at_once: bool = False,
+) -> dict[JobId, JobView]:
+    """The jobs after a cycle's decisions. ``start_at_once`` (an executor that starts a gang
+    the moment it is admitted) and ``evict_at_once`` (victims stop at once and requeue) are
+    for the simulator and tests; a real executor reports those moves as events."""
+    updated = dict(jobs)
+    for requeue in result.requeues:
+        updated[requeue.job] = advance(
+            updated[requeue.job],
+            JobPhase.PENDING,
+            now=now,
+            cause=f"{requeue.cause.value}: {requeue.message}",
+        )
+    for cancel in result.cancellations:
+        updated[cancel.job] = advance(
+            updated[cancel.job], JobPhase.CANCELLED, now=now, cause=cancel.message
+        )
+    for preempt in result.preemptions:
+        victim = advance(
+            updated[preempt.victim], JobPhase.PREEMPTED, now=now, cause=preempt.message
+        )
+        if evict_at_once:
+            victim = advance(victim, JobPhase.PENDING, now=now, cause="requeued after preemption")
+        updated[preempt.victim] = victim
+    for admit in result.admissions:
+        job = advance(
+            updated[admit.job],
+            JobPhase.ADMITTED,
+            now=now,
+            cause="admitted",
+            allocation=admit.allocation,
+        )
+        if start_at_once:
+            job = advance(job, JobPhase.RUNNING, now=now, cause="started")
+        updated[admit.job] = job
+    return updated

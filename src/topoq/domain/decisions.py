@@ -8,7 +8,6 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from topoq.domain.job import Allocation, JobId
-from topoq.domain.placement import PlacementResult
 
 
 class PendingReason(StrEnum):
@@ -45,7 +44,6 @@ class RequeueCause(StrEnum):
 class Admit:
     job: JobId
     allocation: Allocation
-    placement: PlacementResult
 
 
 @dataclass(frozen=True)

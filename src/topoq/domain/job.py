@@ -10,6 +10,7 @@ from types import MappingProxyType
 from typing import NewType
 
 from topoq.domain.governance import FlavorName, TeamName
+from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
 from topoq.domain.workload import WorkloadSpec
 
@@ -114,13 +115,18 @@ class PhaseChange:
 
 @dataclass(frozen=True)
 class Allocation:
-    """What an admitted job holds: pods per node (in pod-set order) and quota per flavor."""
+    """What an admitted job holds: where its pods go, the resources it takes on each node,
+    and the quota it uses per flavor."""
 
-    pods_on_node: Mapping[str, Mapping[str, int]]
-    """pod-set name → node name → pods."""
+    placement: PlacementResult
+    resources_on_node: Mapping[str, Resources]
     usage: Mapping[FlavorName, Resources]
     borrowed: Mapping[FlavorName, Resources] = field(default_factory=dict)
     """The part of ``usage`` above the team's guarantee when it was admitted."""
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(self.resources_on_node)
 
 
 @dataclass(frozen=True)

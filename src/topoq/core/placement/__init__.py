@@ -1,5 +1,15 @@
 """Topology-aware gang placement: (topology + free capacity, workload) → placement or diagnosis."""
 
-from topoq.core.placement.workload import find_placement, place_workload
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.fit import Room
+from topoq.core.placement.request import SearchPlan
+from topoq.core.placement.workload import find_placement, place_workload, query_for
+from topoq.domain.workload import PodSetSpec
 
-__all__ = ["find_placement", "place_workload"]
+__all__ = ["find_placement", "place_workload", "pod_set_room"]
+
+
+def pod_set_room(ledger: CapacityLedger, pod_set: PodSetSpec) -> tuple[SearchPlan, Room]:
+    """The pod set's search plan and how many of its pods each domain can take now."""
+    query = query_for(ledger, pod_set)
+    return query.plan, query.room(ledger)

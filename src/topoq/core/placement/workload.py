@@ -68,7 +68,7 @@ def place_workload(
     ledger: CapacityLedger, workload: WorkloadSpec
 ) -> tuple[PlacementResult, CapacityLedger]:
     """The placement and the capacity left after it (the input ledger when nothing fits)."""
-    queries = {ps.name: _query(ledger, ps) for ps in workload.pod_sets}
+    queries = {ps.name: query_for(ledger, ps) for ps in workload.pod_sets}
     scratch = ledger.scratch()
     placed: dict[str, list[LeafTake]] = {}
     for unit in _placement_units(workload):
@@ -82,7 +82,7 @@ def place_workload(
     return PlacementResult(workload.name, outcomes), scratch
 
 
-def _query(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
+def query_for(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
     tree = ledger.tree
     return PodSetQuery(
         pod_set,

@@ -1,0 +1,81 @@
+"""Why a job waits: a reason code, a message with the numbers, and what would change it."""
+
+from __future__ import annotations
+
+from topoq.core.admission import Attempt
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement import place_workload
+from topoq.core.quota import QuotaVerdict
+from topoq.domain.decisions import Diagnostic, PendingReason
+from topoq.domain.job import JobView
+from topoq.domain.placement import PlacementResult
+
+_QUOTA_REASONS = {
+    QuotaVerdict.NO_QUOTA: PendingReason.WAITING_FOR_QUOTA,
+    QuotaVerdict.BORROW_LIMIT: PendingReason.BORROW_LIMIT_REACHED,
+    QuotaVerdict.NO_LENDER: PendingReason.NO_LENDER_HAS_ROOM,
+    QuotaVerdict.UNKNOWN_TEAM: PendingReason.UNKNOWN_TEAM,
+}
+_QUOTA_REMEDIES = {
+    QuotaVerdict.NO_QUOTA: (
+        "wait for the team's running jobs to finish",
+        "ask an admin for a larger guarantee or a LendAndBorrow strategy",
+    ),
+    QuotaVerdict.BORROW_LIMIT: (
+        "wait for the team's running jobs to finish",
+        "ask an admin to raise the team's borrow limit",
+    ),
+    QuotaVerdict.NO_LENDER: ("wait until other teams leave part of their guarantee unused",),
+    QuotaVerdict.UNKNOWN_TEAM: ("submit to a team the policy defines and activates",),
+}
+
+
+def diagnose_waiting(
+    job: JobView, attempts: list[Attempt], ledger: CapacityLedger, reserved_for: str | None
+) -> Diagnostic:
+    for attempt in attempts:
+        if attempt.placement is not None:
+            return _topology(job, attempt, attempt.placement, ledger, reserved_for)
+    if not attempts:
+        return Diagnostic(
+            job.id,
+            PendingReason.TOPOLOGY_UNSATISFIABLE,
+            "no flavor of the cluster matches the job's node selectors",
+        )
+    first = attempts[0]
+    verdict = first.quota.verdict
+    return Diagnostic(
+        job.id,
+        _QUOTA_REASONS[verdict],
+        first.quota.message,
+        dict(first.quota.numbers),
+        _QUOTA_REMEDIES[verdict],
+    )
+
+
+def _topology(
+    job: JobView,
+    attempt: Attempt,
+    placement: PlacementResult,
+    ledger: CapacityLedger,
+    reserved_for: str | None,
+) -> Diagnostic:
+    if place_workload(ledger, attempt.workload)[0].admitted:
+        return Diagnostic(
+            job.id,
+            PendingReason.RESERVED_FOR_LARGER_GANG,
+            "it fits only in capacity held for a larger gang that has waited longer",
+            {"flavor": str(attempt.flavor)},
+            ("wait for the larger gang to start",),
+        )
+    outcome, diagnosis = next(
+        (o, o.diagnosis) for o in placement.pod_sets if o.diagnosis is not None
+    )
+    message = f"pod set {outcome.name}: {diagnosis.message}"
+    numbers = dict(diagnosis.numbers) | {"flavor": str(attempt.flavor)}
+    if reserved_for is not None:
+        message += f"; holding {reserved_for} for it"
+        numbers["reserved_domain"] = reserved_for
+    return Diagnostic(
+        job.id, PendingReason.TOPOLOGY_UNSATISFIABLE, message, numbers, diagnosis.relaxations
+    )

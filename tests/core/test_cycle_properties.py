@@ -1,0 +1,131 @@
+"""Invariants of the cycle over random teams, quotas and job streams (hypothesis)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topoq.core.cycle import Snapshot, schedule
+from topoq.core.holdings import capacity_by_flavor, usage_by_team
+from topoq.core.ordering import priority_of
+from topoq.core.quota import QuotaBook
+from topoq.domain.decisions import PreemptionCause
+from topoq.domain.governance import SharingStrategy
+from topoq.domain.job import JobId, JobPhase
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
+from topoq.testing.builders import BLOCK
+from topoq.testing.governance import P5, Cluster, job, policy, team
+
+SHAPE = [1, 2, 4]  # 64 GPUs
+CLASSES = {"high": 100, "mid": 10, "low": 1}
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> Cluster:
+    shares = draw(st.sampled_from([(32, 32), (16, 48), (24, 24), (0, 64), (40, 8)]))
+    teams = [
+        team(
+            name,
+            gpus,
+            borrow_gpus=draw(st.sampled_from([0, 8, 16, 64])),
+            sharing=draw(st.sampled_from(list(SharingStrategy))),
+        )
+        for name, gpus in zip("ab", shares, strict=True)
+    ]
+    fair = draw(st.booleans())
+    return Cluster.of(
+        SHAPE, policy(*teams, classes=CLASSES, fair_share=fair, idle_sharing=draw(st.booleans()))
+    )
+
+
+@st.composite
+def arrivals(draw: st.DrawFn) -> list[list[tuple[str, int, int, str, bool]]]:
+    """Per cycle: new jobs (team, pods, gpus, priority class, required block?)."""
+    return [
+        [
+            (
+                draw(st.sampled_from("ab")),
+                draw(st.integers(1, 4)),
+                draw(st.sampled_from([2, 4, 8])),
+                draw(st.sampled_from(list(CLASSES))),
+                draw(st.booleans()),
+            )
+            for _ in range(draw(st.integers(0, 4)))
+        ]
+        for _ in range(draw(st.integers(2, 6)))
+    ]
+
+
+def check_books(c: Cluster) -> None:
+    running = [v for v in c.jobs.values() if v.phase is JobPhase.RUNNING]
+    usage = usage_by_team(running)
+    for spec in c.policy.teams:
+        quota = spec.quota_for(P5)
+        assert quota is not None
+        used = usage.get(spec.name, {}).get(P5, Resources()).amount(NVIDIA_GPU)
+        limit = quota.guarantee.amount(NVIDIA_GPU) + quota.borrow_limit.amount(NVIDIA_GPU)
+        assert used <= limit, (spec.name, used, limit)
+    on_node: dict[str, int] = defaultdict(int)
+    for view in running:
+        assert view.allocation is not None
+        for node, resources in view.allocation.resources_on_node.items():
+            on_node[node] += resources.amount(NVIDIA_GPU)
+    assert all(gpus <= 8 for gpus in on_node.values()), on_node
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.randoms(use_true_random=False))
+def test_books_balance_and_only_lower_priority_or_borrowed_work_is_preempted(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], rng: object
+) -> None:
+    count = 0
+    for wave in waves:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
+            count += 1
+        before = dict(c.jobs)
+        book = QuotaBook(
+            c.policy,
+            capacity_by_flavor(c.tree, "node.kubernetes.io/instance-type"),
+            usage_by_team(v for v in before.values() if v.phase.holds_capacity),
+        )
+        snapshot = Snapshot(c.now, c.tree, tuple(before.values()), c.policy)
+        assert schedule(snapshot) == schedule(snapshot)
+        result = c.cycle()
+        for preempt in result.preemptions:
+            victim, winner = before[preempt.victim], before[preempt.for_job]
+            if preempt.cause is PreemptionCause.PREEMPTED_FOR_PRIORITY:
+                assert victim.team == winner.team
+                assert priority_of(c.policy, victim) < priority_of(c.policy, winner)
+            else:
+                assert victim.team != winner.team
+                assert book.borrowed(victim.team, P5).amount(NVIDIA_GPU) > 0
+        check_books(c)
+        running = sorted(c.running())
+        for job_id in running[: len(running) // 3]:  # some work finishes between cycles
+            c.finish(job_id)
+        c.now += 10
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 8), st.booleans())
+def test_a_lender_gets_its_guarantee_back_within_one_cycle(
+    lender_nodes: int, borrower_jobs: int, required: bool
+) -> None:
+    c = Cluster.of(SHAPE, policy(team("lender", 32), team("borrower", 0, borrow_gpus=64)))
+    c.submit(*(job(f"b{i}", "borrower", 1) for i in range(borrower_jobs)))
+    c.cycle()
+    c.now = 1
+    extra = {"required": BLOCK} if required else {}
+    c.submit(job("mine", "lender", lender_nodes, **extra))
+    c.cycle()
+    c.now = 2
+    c.cycle()
+    assert c.phase("mine") is JobPhase.RUNNING
+    view = c.jobs[JobId("mine")]
+    assert view.allocation is not None
+    assert not view.allocation.borrowed

@@ -37,43 +37,64 @@ class JobPhase(StrEnum):
 
 FINISHED_PHASES = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED})
 
+
+@dataclass(frozen=True)
+class PhaseMove:
+    source: JobPhase
+    target: JobPhase
+    why: str
+
+
+P = JobPhase
+PHASE_MOVES: tuple[PhaseMove, ...] = (
+    PhaseMove(P.PENDING, P.ADMITTED, "a cycle found quota and a placement"),
+    PhaseMove(P.PENDING, P.CANCELLED, "the user cancelled it, or a dependency can never hold"),
+    PhaseMove(P.ADMITTED, P.RUNNING, "the executor started every pod of the gang"),
+    PhaseMove(P.ADMITTED, P.PREEMPTED, "evicted before it started (reclaim, priority, fair share)"),
+    PhaseMove(P.ADMITTED, P.PENDING, "a node it was placed on failed before it started"),
+    PhaseMove(P.ADMITTED, P.FAILED, "the executor could not start it and no retry is left"),
+    PhaseMove(P.ADMITTED, P.CANCELLED, "the user cancelled it"),
+    PhaseMove(P.RUNNING, P.SUCCEEDED, "every pod exited 0"),
+    PhaseMove(P.RUNNING, P.FAILED, "a pod failed and no retry is left (max_retry)"),
+    PhaseMove(P.RUNNING, P.PENDING, "a pod failed with retries left, or a node of the gang failed"),
+    PhaseMove(P.RUNNING, P.PREEMPTED, "evicted for reclaim, priority or fair share"),
+    PhaseMove(P.RUNNING, P.CANCELLED, "the user cancelled it"),
+    PhaseMove(P.PREEMPTED, P.PENDING, "back in the queue with its cause recorded"),
+    PhaseMove(P.PREEMPTED, P.CANCELLED, "the user cancelled it while it was being evicted"),
+)
+"""Every legal phase move with the reason it exists; ``docs/state-machines.md`` is generated
+from this table (``render_state_machine``)."""
+
 TRANSITIONS: Mapping[JobPhase, frozenset[JobPhase]] = MappingProxyType(
     {
-        JobPhase.PENDING: frozenset(
-            {
-                JobPhase.ADMITTED,  # a cycle found quota and a placement
-                JobPhase.CANCELLED,  # the user cancelled it, or an after-ok dependency failed
-            }
-        ),
-        JobPhase.ADMITTED: frozenset(
-            {
-                JobPhase.RUNNING,  # the executor started every pod of the gang
-                JobPhase.PREEMPTED,  # evicted before it started (reclaim, priority, fair share)
-                JobPhase.PENDING,  # a node it was placed on failed before it started
-                JobPhase.FAILED,  # the executor could not start it and no retry is left
-                JobPhase.CANCELLED,  # the user cancelled it
-            }
-        ),
-        JobPhase.RUNNING: frozenset(
-            {
-                JobPhase.SUCCEEDED,  # every pod exited 0
-                JobPhase.FAILED,  # a pod failed and no retry is left (max_retry)
-                JobPhase.PENDING,  # a pod failed with retries left, or a node of the gang failed
-                JobPhase.PREEMPTED,  # evicted for reclaim, priority or fair share
-                JobPhase.CANCELLED,  # the user cancelled it
-            }
-        ),
-        JobPhase.PREEMPTED: frozenset(
-            {
-                JobPhase.PENDING,  # back in the queue with its cause recorded
-                JobPhase.CANCELLED,  # the user cancelled it while it was being evicted
-            }
-        ),
-        JobPhase.SUCCEEDED: frozenset(),
-        JobPhase.FAILED: frozenset(),
-        JobPhase.CANCELLED: frozenset(),
+        phase: frozenset(move.target for move in PHASE_MOVES if move.source is phase)
+        for phase in JobPhase
     }
 )
+
+
+def render_state_machine() -> str:
+    """The job state machine as Markdown: a Mermaid diagram and the table of moves."""
+    lines = [
+        "# Job state machine",
+        "",
+        "Generated from `topoq.domain.job.PHASE_MOVES` by `render_state_machine()`; a test keeps",
+        "this file and the table in step. Every move goes through `topoq.core.lifecycle.advance`,",
+        "which rejects any other move and appends the move and its cause to the job's history.",
+        "",
+        "```mermaid",
+        "stateDiagram-v2",
+        "    [*] --> pending",
+        *(f"    {m.source.value} --> {m.target.value}" for m in PHASE_MOVES),
+        *(f"    {phase.value} --> [*]" for phase in JobPhase if phase.finished),
+        "```",
+        "",
+        "| from | to | when |",
+        "|---|---|---|",
+        *(f"| {m.source.value} | {m.target.value} | {m.why} |" for m in PHASE_MOVES),
+        "",
+    ]
+    return "\n".join(lines)
 
 
 class DependencyKind(StrEnum):

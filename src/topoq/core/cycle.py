@@ -262,16 +262,27 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
             for h in running
             if h.team != job.team
             and cycle.book.borrowed(h.team, flavor)
-            and dominant_share(cycle.book, h.team) > mine_after
+            and _share_without(cycle.book, h) >= mine_after
         ]
         yield (
             PreemptionCause.PREEMPTED_FOR_FAIR_SHARE,
             eviction_order(policy, richer),
             lambda victim, book: (
                 bool(book.borrowed(victim.team, flavor))
-                and dominant_share(book, victim.team) > mine_after
+                and _share_without(book, victim) >= mine_after
             ),
         )
+
+
+def _share_without(book: QuotaBook, victim: JobView) -> float:
+    """The victim's team's weighted share once the victim is gone: fair-share preemption only
+    evicts while the victim's team stays at least as high as the preemptor's team will be, so
+    the two never trade places back and forth."""
+    trial = book.copy()
+    if victim.allocation is not None:
+        for flavor, amount in victim.allocation.usage.items():
+            trial.release(victim.team, flavor, amount)
+    return dominant_share(trial, victim.team)
 
 
 def _always(victim: JobView, book: QuotaBook) -> bool:

@@ -2,7 +2,8 @@
 
 1. Requeue gangs that lost a node.
 2. Resolve dependencies: cancel what can never run, hold back what must wait.
-3. Order pending work: within-guarantee first, then priority, fair-share position, submit time.
+3. Order pending work: within-guarantee first, then priority, fair-share position, submit time
+   (re-evaluated after every admission, team heads first).
 4. For each job: quota, then topology-aware placement on the capacity left; else
    topology-aware preemption (in-team priority, reclaim, fair share); else a reservation for a
    blocked gang and a diagnostic that says why it waits.
@@ -10,8 +11,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Iterator
+from dataclasses import dataclass, field, replace
 
 from topoq.core.admission import Attempt, flavors_for, in_flavor, try_flavor
 from topoq.core.dependencies import resolve_dependencies
@@ -24,7 +25,7 @@ from topoq.core.holdings import (
     usage_by_team,
 )
 from topoq.core.ledger import CapacityLedger, confined_out
-from topoq.core.ordering import eviction_order, order_pending, priority_of, team_order_key
+from topoq.core.ordering import eviction_order, pending_in_order, priority_of, team_order_key
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
 from topoq.core.reservation import domain_to_reserve
@@ -79,6 +80,9 @@ class _Cycle:
     """Node ranges held for blocked gangs: (start, end, domain name)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
     blocked_teams: set[TeamName] = field(default_factory=set)
+    failed_shapes: dict[Hashable, Diagnostic] = field(default_factory=dict)
+    """Jobs that could not be admitted nor make room, by (team, priority, shape): within a
+    cycle capacity and quota only get used up, so an identical job fails the same way."""
 
     @property
     def policy(self) -> ClusterPolicy:
@@ -115,7 +119,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
             cycle.diagnostics.append(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
-    for job in order_pending(ready, cycle.book):
+    for job in pending_in_order(ready, cycle.book):
         _consider(cycle, job)
     return CycleResult(
         admissions=tuple(cycle.admissions),
@@ -156,13 +160,18 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
             )
         )
         return
-    attempts = _attempts(cycle, job)
-    admitted = next((a for a in attempts if a.allocation is not None), None)
-    if admitted is not None and admitted.allocation is not None:
-        _admit(cycle, job, admitted.allocation)
-        return
-    if not _preempt_for(cycle, job, attempts):
-        _wait(cycle, job, attempts)
+    shape = (job.team, priority_of(cycle.policy, job), _shape(job))
+    known = cycle.failed_shapes.get(shape)
+    if known is not None:
+        cycle.diagnostics.append(replace(known, job=job.id))
+    else:
+        attempts = _attempts(cycle, job)
+        admitted = next((a for a in attempts if a.allocation is not None), None)
+        if admitted is not None and admitted.allocation is not None:
+            _admit(cycle, job, admitted.allocation)
+            return
+        if not _preempt_for(cycle, job, attempts):
+            cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
 
@@ -323,7 +332,22 @@ def _issue_preemptions(
     )
 
 
-def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> None:
+def _shape(job: JobView) -> Hashable:
+    """What decides where a job can go, without its name."""
+    return tuple(
+        (
+            ps.count,
+            ps.requests,
+            tuple(sorted(ps.node_selector.items())),
+            ps.affinity_terms,
+            ps.tolerations,
+            ps.topology,
+        )
+        for ps in job.spec.workload.pod_sets
+    )
+
+
+def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
     reserved_note = None
     if job.team not in cycle.reserving_teams:
         reservation = domain_to_reserve(cycle.ledger, job, attempts)
@@ -331,4 +355,6 @@ def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> None:
             cycle.reserved.append(reservation)
             cycle.reserving_teams.add(job.team)
             reserved_note = reservation[2]
-    cycle.diagnostics.append(diagnose_waiting(job, attempts, cycle.ledger, reserved_note))
+    diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    cycle.diagnostics.append(diagnostic)
+    return diagnostic

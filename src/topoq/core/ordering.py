@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 from topoq.core.admission import flavors_for
 from topoq.core.holdings import total_demand
-from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
-from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization
+from topoq.core.quota import QuotaBook, dominant_share
+from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
 from topoq.domain.job import JobView
 
 
@@ -18,23 +18,34 @@ def priority_of(policy: ClusterPolicy, job: JobView) -> int:
     return policy.priority_of(job.spec.priority_class)
 
 
-def order_pending(jobs: Iterable[JobView], book: QuotaBook) -> list[JobView]:
+def next_job_key(book: QuotaBook, job: JobView) -> tuple[int, int, float, float, str]:
     """Jobs that fit their team's guarantee first (a guarantee is honoured before anyone
     borrows), then by priority, then by the team's fair-share position (lowest weighted
-    borrowed share first, when idle compute is shared fairly), then by submission time."""
+    borrowed share first, when idle compute is shared fairly), then by submission time.
+    Computed against the books as they stand, so each admission moves its team back."""
     policy = book.policy
+    demand = total_demand(job)
+    within = any(
+        book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
+    )
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
+    share = dominant_share(book, job.team) if fair else 0.0
+    return (0 if within else 1, -priority_of(policy, job), share, job.spec.submitted_at, job.id)
 
-    def key(job: JobView) -> tuple[int, int, float, float, str]:
-        demand = total_demand(job)
-        within = any(
-            book.check(job.team, flavor, demand).verdict is QuotaVerdict.WITHIN_GUARANTEE
-            for flavor in flavors_for(job, book)
-        )
-        share = dominant_share(book, job.team) if fair else 0.0
-        return (0 if within else 1, -priority_of(policy, job), share, job.spec.submitted_at, job.id)
 
-    return sorted(jobs, key=key)
+def pending_in_order(jobs: Iterable[JobView], book: QuotaBook) -> Iterator[JobView]:
+    """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
+    (priority, then submission); among the teams' heads the next is chosen with
+    :func:`next_job_key` on the books *as admissions so far left them*."""
+    queues: dict[TeamName, list[JobView]] = {}
+    for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
+        queues.setdefault(job.team, []).append(job)
+    while queues:
+        team = min(queues, key=lambda name: next_job_key(book, queues[name][0]))
+        job = queues[team].pop(0)
+        if not queues[team]:
+            del queues[team]
+        yield job
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

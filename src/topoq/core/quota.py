@@ -78,7 +78,7 @@ class QuotaBook:
         for team in self.policy.teams:
             quota = team.quota_for(flavor)
             if quota is not None:
-                names.update(quota.guarantee)
+                names.update(quota.covers)
         return frozenset(names)
 
     def covered(self, flavor: FlavorName, resources: Resources) -> Resources:
@@ -136,6 +136,15 @@ class QuotaBook:
             lent = _total(self.lendable(team, flavor) for team in members)
             per_pool_need = per_pool_need + positive(borrowed - lent)
         return positive(per_pool_need - self.idle(flavor))
+
+    def within_guarantee(self, team: TeamName, flavor: FlavorName, demand: Resources) -> bool:
+        """Whether taking ``demand`` keeps the team inside its guarantee (lending is not
+        affected by the team's own use of its guarantee, so no balance check is needed)."""
+        spec = self.policy.by_team.get(team)
+        if spec is None or not spec.active:
+            return False
+        after = self.covered(flavor, self.used(team, flavor) + demand)
+        return after.fits_in(self.guarantee(team, flavor))
 
     def check(self, team: TeamName, flavor: FlavorName, demand: Resources) -> QuotaCheck:
         """Whether ``team`` may take ``demand`` more of ``flavor`` now."""

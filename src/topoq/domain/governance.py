@@ -73,6 +73,15 @@ class FlavorQuota:
     guarantee: Resources
     borrow_limit: Resources = field(default_factory=Resources)
     lending_limit: Resources | None = None
+    covers: frozenset[str] = frozenset()
+    """The resources this quota speaks about, zero amounts included (``Resources`` drops
+    zeros): a guarantee of 0 GPUs still limits GPUs. Names in the amounts are added."""
+
+    def __post_init__(self) -> None:
+        named = set(self.covers) | set(self.guarantee) | set(self.borrow_limit)
+        if self.lending_limit is not None:
+            named |= set(self.lending_limit)
+        object.__setattr__(self, "covers", frozenset(named))
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from topoq.domain.flavors import normalize_flavor
 from topoq.domain.quantity import CPU, EFA, MEMORY, NEURON_DEVICE, NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 
-SAGEMAKER_PREFIX = "ml."
 GIB = 2**30
 
 
@@ -81,9 +81,9 @@ INSTANCE_TYPES: dict[str, InstanceType] = {
 
 
 def normalize_instance_type(name: str) -> str:
-    """``ml.p5.48xlarge`` → ``p5.48xlarge``."""
-    name = name.strip()
-    return name[len(SAGEMAKER_PREFIX) :] if name.startswith(SAGEMAKER_PREFIX) else name
+    """``ml.p5.48xlarge`` → ``p5.48xlarge``: the flavor of nodes of that type
+    (:func:`topoq.domain.flavors.normalize_flavor`)."""
+    return normalize_flavor(name)
 
 
 def find_instance_type(name: str) -> InstanceType | None:

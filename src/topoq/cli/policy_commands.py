@@ -1,0 +1,253 @@
+"""The ``topoq policy`` commands: lint a policy against a cluster, show it, convert HyperPod's.
+
+A policy comes from topoq's policy file (``--policy``) or from the JSON of HyperPod's
+``describe-cluster-scheduler-config`` and ``describe-compute-quota`` (``--hyperpod-...``).
+Bad input raises :class:`InvalidInputError` (the app's guard exits 2); lint errors exit 1.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import typer
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from topoq.cli.render import make_console
+from topoq.core.policy_lint import lint_policy
+from topoq.discovery.jobfile import load_workload
+from topoq.discovery.policy import load_policy, policy_document
+from topoq.discovery.policy_hyperpod import load_hyperpod_policy
+from topoq.discovery.sources import LoadedCluster, load_cluster
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy, FlavorQuota, TeamName, TeamSpec
+from topoq.domain.lint import LintFinding, accelerators_first, readable_amount
+from topoq.domain.node import INSTANCE_TYPE_LABEL
+from topoq.domain.quantity import EFA, NEURON_DEVICE, NVIDIA_GPU
+from topoq.domain.resources import Resources
+from topoq.domain.workload import WorkloadSpec
+
+EXIT_LINT_ERRORS = 1
+_SHORT_NAMES = {NVIDIA_GPU: "GPU", NEURON_DEVICE: "Neuron", EFA: "EFA"}
+
+
+def load_policy_input(
+    policy: Path | None, hyperpod_scheduler_config: Path | None, hyperpod_quotas: Sequence[Path]
+) -> ClusterPolicy:
+    """The policy from topoq's file, or from HyperPod's JSON — exactly one of them."""
+    hyperpod = hyperpod_scheduler_config is not None or bool(hyperpod_quotas)
+    if policy is not None and hyperpod:
+        raise InvalidInputError(
+            "both --policy and HyperPod files are given",
+            hint="give a topoq policy file, or the HyperPod JSON, not both",
+        )
+    if policy is not None:
+        return load_policy(policy)
+    if not hyperpod:
+        raise InvalidInputError(
+            "no policy given",
+            hint="give --policy FILE, or --hyperpod-scheduler-config and --hyperpod-quota FILEs",
+        )
+    return load_hyperpod_policy(hyperpod_scheduler_config, hyperpod_quotas)
+
+
+def run_policy_lint(
+    policy: Path | None,
+    hyperpod_scheduler_config: Path | None,
+    hyperpod_quotas: list[Path],
+    nodes: Path | None,
+    topology: Path | None,
+    instance_type: str | None,
+    output: str,
+    typical_gangs: list[str] | None = None,
+    flavor_label: str | None = None,
+) -> None:
+    """Print the findings; exit 1 when any is an error."""
+    spec = load_policy_input(policy, hyperpod_scheduler_config, hyperpod_quotas)
+    cluster = load_cluster(nodes, topology=topology, slurm_instance_type=instance_type)
+    gangs = typical_gang_files(typical_gangs or [])
+    findings = lint_policy(
+        spec,
+        cluster.nodes,
+        cluster.topology,
+        typical_gangs=gangs,
+        flavor_label=flavor_label or INSTANCE_TYPE_LABEL,
+    )
+    _notes(cluster, example=nodes is None)
+    if output == "json":
+        print(json.dumps(lint_document(findings), indent=2))
+    else:
+        print_findings(make_console(), findings, spec, cluster)
+    if any(finding.is_error for finding in findings):
+        raise typer.Exit(EXIT_LINT_ERRORS)
+
+
+def typical_gang_files(entries: Sequence[str]) -> dict[TeamName, WorkloadSpec]:
+    """``TEAM=FILE`` pairs → each team's typical gang, read as any workload file."""
+    gangs: dict[TeamName, WorkloadSpec] = {}
+    for entry in entries:
+        team, separator, path = entry.partition("=")
+        if not separator or not team or not path:
+            raise InvalidInputError(
+                f"cannot read {entry!r}",
+                where="--gang",
+                hint="write TEAM=FILE, e.g. --gang nlp=examples/workloads/required-block.yaml",
+            )
+        if TeamName(team) in gangs:
+            raise InvalidInputError(
+                f"team {team!r} has two typical gangs", where="--gang", hint="give one per team"
+            )
+        gangs[TeamName(team)] = load_workload(Path(path))
+    return gangs
+
+
+def lint_document(findings: Sequence[LintFinding]) -> dict[str, Any]:
+    return {
+        "valid": not any(finding.is_error for finding in findings),
+        "errors": sum(finding.is_error for finding in findings),
+        "warnings": sum(not finding.is_error for finding in findings),
+        "findings": [
+            {
+                "severity": finding.severity.value,
+                "code": finding.code.value,
+                "message": finding.message,
+                "hint": finding.hint,
+            }
+            for finding in findings
+        ],
+    }
+
+
+def print_findings(
+    console: Console,
+    findings: Sequence[LintFinding],
+    policy: ClusterPolicy,
+    cluster: LoadedCluster,
+) -> None:
+    for finding in findings:
+        colour = "red" if finding.is_error else "yellow"
+        console.print(f"[{colour}]{finding.severity.value}[/] [bold]{finding.code.value}[/]")
+        console.print(f"  {finding.message}", markup=False)
+        console.print(f"  [dim]fix:[/] {finding.hint}")
+    errors = sum(finding.is_error for finding in findings)
+    warnings = len(findings) - errors
+    scope = f"{len(policy.teams)} teams on {len(cluster.nodes)} nodes"
+    if not findings:
+        console.print(f"[green]the policy is clean[/]: {scope}")
+    else:
+        console.print(f"{_count(errors, 'error')}, {_count(warnings, 'warning')} ({scope})")
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" + ("" if number == 1 else "s")
+
+
+def _notes(cluster: LoadedCluster, *, example: bool) -> None:
+    err = make_console(stderr=True)
+    if example:
+        err.print(
+            f"[dim]note: no --nodes given, so this is topoq's example cluster "
+            f"({len(cluster.nodes)} nodes); pass --nodes FILE for yours[/]"
+        )
+    for warning in cluster.warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+
+
+def run_policy_show(
+    policy: Path | None,
+    hyperpod_scheduler_config: Path | None,
+    hyperpod_quotas: list[Path],
+    output: str,
+) -> None:
+    """The policy as tables (``table``), or as topoq's policy file (``json``, ``yaml``)."""
+    spec = load_policy_input(policy, hyperpod_scheduler_config, hyperpod_quotas)
+    name = policy.stem if policy is not None else None
+    if output == "json":
+        print(json.dumps(policy_document(spec, name=name), indent=2))
+    elif output == "yaml":
+        print(yaml.safe_dump(policy_document(spec, name=name), sort_keys=False), end="")
+    else:
+        print_policy(make_console(), spec)
+
+
+def run_policy_convert(
+    hyperpod_scheduler_config: Path | None,
+    hyperpod_quotas: list[Path],
+    out: Path | None,
+    name: str | None = None,
+    output: str = "yaml",
+) -> None:
+    """HyperPod's JSON → topoq's policy file (YAML, or JSON), to ``out`` or standard output."""
+    if hyperpod_scheduler_config is None and not hyperpod_quotas:
+        raise InvalidInputError(
+            "no HyperPod files given",
+            hint="give --hyperpod-scheduler-config FILE and one --hyperpod-quota FILE per team",
+        )
+    spec = load_hyperpod_policy(hyperpod_scheduler_config, hyperpod_quotas)
+    document = policy_document(spec, name=name)
+    text = (
+        json.dumps(document, indent=2) + "\n"
+        if output == "json"
+        else yaml.safe_dump(document, sort_keys=False)
+    )
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+def print_policy(console: Console, policy: ClusterPolicy) -> None:
+    classes = ", ".join(f"{cls.name} ({cls.weight})" for cls in policy.priority_classes)
+    default = f"; default {policy.default_priority_class}" if policy.default_priority_class else ""
+    console.print(f"prioritization: {policy.prioritization.value}")
+    console.print(f"priority classes: {classes or 'none'}{default}", markup=False)
+    console.print(f"idle capacity: {policy.idle_allocation.value}", end="")
+    console.print(
+        "; capacity no team owns is borrowable"
+        if policy.idle_resource_sharing
+        else "; capacity no team owns is not lent"
+    )
+    table = Table(show_lines=False)
+    for column in ("team", "sharing", "weight", "flavor", "guarantee", "borrow limit", "lends"):
+        table.add_column(column)
+    for team in policy.teams:
+        _team_rows(table, team)
+    console.print(table)
+
+
+def _team_rows(table: Table, team: TeamSpec) -> None:
+    title = "/".join((*team.cohort, team.name)) + ("" if team.active else " (inactive)")
+    sharing = f"{team.sharing.value}\npreempt: {team.preempt_team_tasks.value}\n{team.queueing}"
+    quotas: Sequence[FlavorQuota | None] = team.quotas or [None]
+    for index, quota in enumerate(quotas):
+        first = index == 0
+        table.add_row(
+            title if first else "",
+            sharing if first else "",
+            str(team.fair_share_weight) if first else "",
+            str(quota.flavor) if quota else "-",
+            _amounts(quota.guarantee) if quota else "-",
+            _amounts(quota.borrow_limit) if quota and team.sharing.borrows else "-",
+            _lends(team, quota),
+        )
+
+
+def _lends(team: TeamSpec, quota: FlavorQuota | None) -> str:
+    if quota is None or not team.sharing.lends:
+        return "no"
+    return "all unused" if quota.lending_limit is None else _amounts(quota.lending_limit)
+
+
+def _amounts(resources: Resources) -> str:
+    """One resource a line, with the short names a table has room for."""
+    lines = []
+    for name in accelerators_first(resources):
+        short = _SHORT_NAMES.get(name)
+        lines.append(
+            f"{resources[name]} {short}" if short else readable_amount(name, resources[name])
+        )
+    return "\n".join(lines) or "0"

@@ -1,0 +1,103 @@
+"""The ``topoq policy`` command bodies, run in-process (the app's Typer wiring is tested with
+the app)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import typer
+import yaml
+
+from topoq.cli.policy_commands import (
+    run_policy_convert,
+    run_policy_lint,
+    run_policy_show,
+    typical_gang_files,
+)
+from topoq.discovery.policy import load_policy, policy_from_document
+from topoq.discovery.policy_hyperpod import load_hyperpod_policy
+from topoq.domain.errors import InvalidInputError
+
+ROOT = Path(__file__).resolve().parents[2]
+POLICY = ROOT / "examples" / "policies" / "policy.yaml"
+HYPERPOD = ROOT / "examples" / "policies" / "hyperpod"
+SCHEDULER_CONFIG = HYPERPOD / "scheduler-config.json"
+QUOTAS = sorted(HYPERPOD.glob("quota-*.json"))
+WORKLOADS = ROOT / "examples" / "workloads"
+
+
+def test_lint_of_a_clean_policy_prints_the_summary_and_returns(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    run_policy_lint(POLICY, None, [], None, None, None, "table")
+
+    assert "the policy is clean: 3 teams on 64 nodes" in capsys.readouterr().out
+
+
+def test_lint_errors_are_printed_and_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = yaml.safe_load(POLICY.read_text())
+    document["teams"][0]["quotas"][0]["instances"] = 60
+    crowded = tmp_path / "crowded.yaml"
+    crowded.write_text(yaml.safe_dump(document))
+
+    with pytest.raises(typer.Exit) as exited:
+        run_policy_lint(crowded, None, [], None, None, None, "json")
+
+    assert exited.value.exit_code == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["valid"] is False
+    assert [f["code"] for f in report["findings"]] == ["GUARANTEES_EXCEED_CAPACITY"]
+
+
+def test_lint_takes_typical_gangs_per_team(capsys: pytest.CaptureFixture[str]) -> None:
+    gang = f"nlp={WORKLOADS / 'unconstrained.yaml'}"
+
+    run_policy_lint(None, SCHEDULER_CONFIG, QUOTAS, None, None, None, "json", [gang])
+
+    assert json.loads(capsys.readouterr().out)["findings"] == []
+
+
+@pytest.mark.parametrize("entry", ["nlp", "=file.yaml", "nlp="])
+def test_a_gang_must_be_team_equals_file(entry: str) -> None:
+    with pytest.raises(InvalidInputError, match="--gang: cannot read"):
+        typical_gang_files([entry])
+
+
+def test_a_policy_comes_from_exactly_one_source() -> None:
+    with pytest.raises(InvalidInputError, match="both --policy and HyperPod"):
+        run_policy_show(POLICY, SCHEDULER_CONFIG, [], "table")
+    with pytest.raises(InvalidInputError, match="no policy given"):
+        run_policy_show(None, None, [], "table")
+
+
+def test_show_as_yaml_reads_back_as_the_same_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    run_policy_show(POLICY, None, [], "yaml")
+
+    document = yaml.safe_load(capsys.readouterr().out)
+    assert policy_from_document(document, source="shown") == load_policy(POLICY)
+    assert document["metadata"]["name"] == "policy"
+
+
+def test_show_as_a_table_lists_every_team(capsys: pytest.CaptureFixture[str]) -> None:
+    run_policy_show(None, SCHEDULER_CONFIG, QUOTAS, "table")
+
+    out = capsys.readouterr().out
+    assert all(team in out for team in ("nlp", "vision", "serving"))
+    assert "192 GPU" in out
+
+
+def test_convert_writes_a_policy_file_with_the_hyperpod_meaning(tmp_path: Path) -> None:
+    out = tmp_path / "converted.yaml"
+
+    run_policy_convert(SCHEDULER_CONFIG, QUOTAS, out, name="prod")
+
+    assert load_policy(out) == load_hyperpod_policy(SCHEDULER_CONFIG, QUOTAS)
+
+
+def test_convert_needs_hyperpod_files() -> None:
+    with pytest.raises(InvalidInputError, match="no HyperPod files"):
+        run_policy_convert(None, [], None)

@@ -149,6 +149,147 @@ def topology_export(
     guarded(lambda: run_topology_export(to.value, nodes, topology, instance_type, out))
 
 
+policy_app = typer.Typer(
+    help="Check, show and convert governance policies (teams, quotas, priorities).",
+    no_args_is_help=True,
+)
+app.add_typer(policy_app, name="policy")
+
+
+class PolicyOutput(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    YAML = "yaml"
+
+
+class DocumentFormat(StrEnum):
+    YAML = "yaml"
+    JSON = "json"
+
+
+PolicyOption = Annotated[
+    Path | None,
+    typer.Option("--policy", "-P", help="A topoq policy file (kind: Policy).", show_default=False),
+]
+HyperPodSchedulerConfigOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--hyperpod-scheduler-config",
+        help="The JSON of 'aws sagemaker describe-cluster-scheduler-config'.",
+        show_default=False,
+    ),
+]
+HyperPodQuotaOption = Annotated[
+    list[Path] | None,
+    typer.Option(
+        "--hyperpod-quota",
+        help="The JSON of 'aws sagemaker describe-compute-quota' (repeat per team) or of "
+        "'list-compute-quotas'.",
+        show_default=False,
+    ),
+]
+
+
+@policy_app.command("lint")
+def policy_lint(
+    policy: PolicyOption = None,
+    hyperpod_scheduler_config: HyperPodSchedulerConfigOption = None,
+    hyperpod_quota: HyperPodQuotaOption = None,
+    nodes: ClusterOption = None,
+    topology: TopologyOption = None,
+    instance_type: InstanceTypeOption = None,
+    gang: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--gang",
+            "-g",
+            help="TEAM=FILE: a team's typical gang (any workload file); checks that it can "
+            "ever fit the team's quota and the topology. Repeatable.",
+            show_default=False,
+        ),
+    ] = None,
+    flavor_label: Annotated[
+        str | None,
+        typer.Option(
+            "--flavor-label",
+            help="The node label that names a node's flavor "
+            "(default node.kubernetes.io/instance-type).",
+            show_default=False,
+        ),
+    ] = None,
+    output: OutputOption = Output.TABLE,
+) -> None:
+    """Check a policy against the cluster: errors exit 1, warnings are printed."""
+    from topoq.cli.policy_commands import run_policy_lint
+
+    guarded(
+        lambda: run_policy_lint(
+            policy,
+            hyperpod_scheduler_config,
+            hyperpod_quota or [],
+            nodes,
+            topology,
+            instance_type,
+            output.value,
+            gang or [],
+            flavor_label,
+        )
+    )
+
+
+@policy_app.command("show")
+def policy_show(
+    policy: PolicyOption = None,
+    hyperpod_scheduler_config: HyperPodSchedulerConfigOption = None,
+    hyperpod_quota: HyperPodQuotaOption = None,
+    output: Annotated[
+        PolicyOutput,
+        typer.Option("--output", "-o", help="table, or the policy file as json or yaml."),
+    ] = PolicyOutput.TABLE,
+) -> None:
+    """Show a policy: teams, guarantees, borrow and lending limits per flavor."""
+    from topoq.cli.policy_commands import run_policy_show
+
+    guarded(
+        lambda: run_policy_show(
+            policy, hyperpod_scheduler_config, hyperpod_quota or [], output.value
+        )
+    )
+
+
+@policy_app.command("convert")
+def policy_convert(
+    from_hyperpod: Annotated[
+        bool,
+        typer.Option(
+            "--from-hyperpod",
+            help="Convert HyperPod task governance (the only source so far; required).",
+        ),
+    ] = False,
+    hyperpod_scheduler_config: HyperPodSchedulerConfigOption = None,
+    hyperpod_quota: HyperPodQuotaOption = None,
+    name: Annotated[
+        str | None, typer.Option("--name", help="metadata.name of the written policy.")
+    ] = None,
+    to: Annotated[
+        DocumentFormat, typer.Option("--format", help="yaml or json.")
+    ] = DocumentFormat.YAML,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
+    ] = None,
+) -> None:
+    """Convert HyperPod's scheduler config and compute quotas into a topoq policy file."""
+    from topoq.cli.policy_commands import run_policy_convert
+
+    if not from_hyperpod:
+        fail("say what to convert from: --from-hyperpod (the only source so far)")
+    guarded(
+        lambda: run_policy_convert(
+            hyperpod_scheduler_config, hyperpod_quota or [], out, name, to.value
+        )
+    )
+
+
 @app.command()
 def demo() -> None:
     """Place a few example jobs on the example cluster and show what happens and why."""

@@ -115,7 +115,8 @@ class QuotaBook:
             return Resources()
         guaranteed = Resources()
         for team in self.policy.teams:
-            guaranteed = guaranteed + self.guarantee(team.name, flavor)
+            if team.active:  # an inactive team's quota is not in force: its share is idle
+                guaranteed = guaranteed + self.guarantee(team.name, flavor)
         return positive(self.covered(flavor, self.capacity.get(flavor, Resources())) - guaranteed)
 
     # --- books ----------------------------------------------------------------------

@@ -171,3 +171,40 @@ def test_demo_runs_and_shows_a_refusal_with_its_reason() -> None:
     assert "llama-pretrain: admitted" in run.stdout
     assert "moe-pretrain: not admitted" in run.stdout
     assert "TOPOLOGY_UNSATISFIABLE" in run.stdout
+
+
+def test_policy_commands_run_as_a_process(tmp_path: Path) -> None:
+    lint = topoq("policy", "lint", "--policy", "examples/policies/policy.yaml")
+    assert lint.returncode == 0, lint.stderr
+    converted = tmp_path / "policy.yaml"
+    hyperpod = ROOT / "examples" / "policies" / "hyperpod"
+    convert = topoq(
+        "policy",
+        "convert",
+        "--from-hyperpod",
+        "--hyperpod-scheduler-config",
+        hyperpod / "scheduler-config.json",
+        *[arg for q in sorted(hyperpod.glob("quota-*.json")) for arg in ("--hyperpod-quota", q)],
+        "--out",
+        converted,
+    )
+    assert convert.returncode == 0, convert.stderr
+    show = topoq("policy", "show", "--policy", converted, "--output", "json")
+    assert show.returncode == 0, show.stderr
+    assert {team["name"] for team in json.loads(show.stdout)["teams"]} == {
+        "nlp",
+        "vision",
+        "serving",
+    }
+    over = tmp_path / "over.yaml"
+    over.write_text(
+        (ROOT / "examples" / "policies" / "policy.yaml")
+        .read_text()
+        .replace("instances: 24 ", "instances: 240")
+    )
+    failing = topoq("policy", "lint", "--policy", over)
+    assert failing.returncode == 1
+    assert "GUARANTEES_EXCEED_CAPACITY" in failing.stdout
+    assert "2112 nvidia.com/gpu guaranteed, the cluster has 512" in failing.stdout
+    missing = topoq("policy", "lint", "--policy", tmp_path / "nope.yaml")
+    assert missing.returncode == 2 and missing.stderr.startswith("error: ")

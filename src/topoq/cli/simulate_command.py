@@ -1,0 +1,113 @@
+"""``topoq simulate``: run a scenario, print the summary per team, write the decision log."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from topoq.cli.render import make_console
+from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, run_scenario
+
+
+def run_simulate(scenario: Path, log: Path | None, output: str) -> None:
+    result = run_scenario(scenario)
+    err = make_console(stderr=True)
+    for warning in result.warnings:
+        err.print(f"[yellow]warning:[/] {warning}")
+    if log is not None:
+        text = "".join(f"{line}\n" for line in json_lines(result.log))
+        log.write_text(text, encoding="utf-8")
+    if output == "jsonl":
+        for line in json_lines(result.log):
+            print(line)
+    elif output == "json":
+        print(json.dumps(result.document(), indent=2))
+    else:
+        print_simulation(make_console(), result)
+
+
+def print_simulation(console: Console, result: SimulationResult) -> None:
+    summary = result.summary
+    span = duration(summary.end_s - summary.start_s)
+    console.print(
+        f"[bold]Scenario {result.scenario}[/]: {span} simulated in {result.cycles} cycles; "
+        f"GPU utilisation {summary.utilisation:.0%} of {summary.capacity_gpus} GPUs"
+    )
+    console.print(team_table(summary.teams))
+    if result.still_running:
+        console.print(f"{len(result.still_running)} job(s) still running at the end")
+    groups = pending_groups(result.left_pending)
+    if groups:
+        console.print(f"[yellow]{len(result.left_pending)} job(s) left pending:[/]")
+    for (team, reason), jobs in groups.items():
+        example = jobs[0]
+        console.print(
+            f"  {team}: {len(jobs)} × {reason or 'not considered'}, e.g. {example.job}: "
+            f"{example.message or ''}"
+        )
+
+
+def pending_groups(jobs: Iterable[LeftPending]) -> dict[tuple[str, str | None], list[LeftPending]]:
+    """Jobs left pending, grouped by team and reason (in order of first appearance)."""
+    groups: dict[tuple[str, str | None], list[LeftPending]] = {}
+    for job in jobs:
+        groups.setdefault((job.team, job.reason), []).append(job)
+    return groups
+
+
+_COLUMNS = (
+    ("Team", "left"),
+    ("Weight", "right"),
+    ("Guarantee", "right"),
+    ("Jobs", "right"),
+    ("Done / failed\n/ cancelled", "right"),
+    ("GPU-h in\nguarantee", "right"),
+    ("GPU-h\nborrowed", "right"),
+    ("Wait mean\n/ p50 / p95", "right"),
+    ("Preempted\n/ caused", "right"),
+)
+
+
+def team_table(teams: tuple[TeamSummary, ...]) -> Table:
+    """One row per team; the borrowed GPU-hours with each team's share of all borrowing."""
+    table = Table(box=box.SIMPLE_HEAD)
+    for heading, justify in _COLUMNS:
+        table.add_column(heading, justify="left" if justify == "left" else "right", no_wrap=True)
+    borrowed_total = sum(team.gpu_hours_borrowed for team in teams)
+    for team in teams:
+        share = team.gpu_hours_borrowed / borrowed_total if borrowed_total else 0.0
+        wait = team.wait
+        waits = (
+            " / ".join(duration(value or 0.0) for value in (wait.mean_s, wait.p50_s, wait.p95_s))
+            if wait.started
+            else "—"
+        )
+        table.add_row(
+            team.team,
+            str(team.weight),
+            f"{team.guarantee_gpus} GPUs",
+            str(team.submitted),
+            f"{team.completed} / {team.failed} / {team.cancelled}",
+            f"{team.gpu_hours_in_guarantee:.1f}",
+            f"{team.gpu_hours_borrowed:.1f} ({share:.0%})",
+            waits,
+            f"{team.preemptions_suffered} / {team.preemptions_caused}",
+        )
+    return table
+
+
+def duration(seconds: float) -> str:
+    """``45s``, ``12m30s``, ``2h05m``."""
+    whole = round(seconds)
+    if whole < 60:
+        return f"{whole}s"
+    if whole < 3600:
+        minutes, rest = divmod(whole, 60)
+        return f"{minutes}m{rest:02d}s" if rest else f"{minutes}m"
+    hours, rest = divmod(whole, 3600)
+    return f"{hours}h{rest // 60:02d}m"

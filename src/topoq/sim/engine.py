@@ -1,0 +1,280 @@
+"""The simulated shell around the unchanged core: a virtual clock, an event queue and an
+executor that starts gangs at once and ends them after their run time.
+
+The loop takes every event due at the next instant (scenario events, ends of runs, interval
+ticks; ties in insertion order), applies them, then runs a scheduling cycle on a snapshot and
+applies its decisions with ``apply_cycle(..., start_at_once=True, evict_at_once=True)``. When
+a cycle preempted, requeued or cancelled something, another cycle follows at the same instant
+(the victims are gone at once, so the preemptor starts there). The tree is rebuilt only when a
+node fails or recovers. The run ends at ``until_s``, or when no event is left: jobs still
+pending then are reported with their last diagnostic.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from topoq.core.cycle import Snapshot, schedule
+from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.tree import TopologyTree, build_tree
+from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.governance import TeamName
+from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.node import NodeName, NodeSpec
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
+from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
+from topoq.sim.scenario import Scenario, load_scenario
+from topoq.sim.summary import Summary, summarize
+
+MAX_CYCLES_PER_INSTANT = 100
+"""Follow-up cycles at one instant before the run stops as a livelock."""
+
+
+@dataclass(frozen=True)
+class _RunEnds:
+    job: JobId
+    run: int
+
+
+@dataclass(frozen=True)
+class _Tick:
+    """A cycle on the scenario's interval."""
+
+
+_Item = ScenarioEvent | _RunEnds | _Tick
+
+
+@dataclass(frozen=True)
+class LeftPending:
+    job: JobId
+    team: TeamName
+    reason: str | None
+    message: str | None
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    scenario: str
+    log: tuple[LogEntry, ...]
+    summary: Summary
+    left_pending: tuple[LeftPending, ...]
+    """Jobs still pending at the end, with their last diagnostic."""
+    still_running: tuple[JobId, ...]
+    end_s: float
+    cycles: int
+    warnings: tuple[str, ...] = ()
+
+    def log_lines(self) -> list[str]:
+        return list(json_lines(self.log))
+
+    def document(self) -> dict[str, Any]:
+        """The summary and the end state as JSON (the log is separate: :meth:`log_lines`)."""
+        return {
+            "scenario": self.scenario,
+            "end_s": self.end_s,
+            "cycles": self.cycles,
+            "summary": self.summary.document(),
+            "left_pending": [asdict(job) for job in self.left_pending],
+            "still_running": list(self.still_running),
+            "warnings": list(self.warnings),
+        }
+
+
+def run_scenario(path: Path | str) -> SimulationResult:
+    """Read the scenario file and simulate it."""
+    return Simulation(load_scenario(path)).run()
+
+
+class Simulation:
+    """One run of a scenario; ``run()`` once."""
+
+    def __init__(self, scenario: Scenario) -> None:
+        self.scenario = scenario
+        self.now = 0.0
+        self.jobs: dict[JobId, JobView] = {}
+        self.log = DecisionLog()
+        self.cycles = 0
+        self._exit_codes: dict[JobId, tuple[int, ...]] = {}
+        self._nodes: dict[NodeName, NodeSpec] = {node.name: node for node in scenario.nodes}
+        self._tree: TopologyTree | None = None
+        self._queue: list[tuple[float, int, _Item]] = []
+        self._pushed = 0
+        self._runs: dict[JobId, int] = {}
+        self._last_wait: dict[JobId, Diagnostic] = {}
+        self._tick_queued = False
+        self._warnings: list[str] = list(scenario.warnings)
+
+    # --- the loop -------------------------------------------------------------------
+    def run(self) -> SimulationResult:
+        for event in self.scenario.events:
+            self._push(event.at_s, event)
+        until = self.scenario.until_s
+        while self._queue:
+            at = self._queue[0][0]
+            if until is not None and at > until:
+                self.now = until
+                break
+            self.now = at
+            while self._queue and self._queue[0][0] == at:
+                self._handle(heapq.heappop(self._queue)[2])
+            if not self._cycles_at_instant():
+                break
+            self._schedule_tick()
+        return self._result()
+
+    def _push(self, at: float, item: _Item) -> None:
+        heapq.heappush(self._queue, (at, self._pushed, item))
+        self._pushed += 1
+
+    def _handle(self, item: _Item) -> None:
+        if isinstance(item, _RunEnds):
+            if self._runs.get(item.job) == item.run:
+                self._run_ended(item.job)
+        elif isinstance(item, _Tick):
+            self._tick_queued = False
+        else:
+            self._apply(item)
+
+    def _cycles_at_instant(self) -> bool:
+        """Cycles until one changes nothing that a next cycle could use; False on livelock."""
+        for _ in range(MAX_CYCLES_PER_INSTANT):
+            result = self._cycle()
+            if not (result.preemptions or result.requeues or result.cancellations):
+                return True
+        self._warnings.append(
+            f"stopped at {self.now:g} s: {MAX_CYCLES_PER_INSTANT} cycles in a row kept "
+            "preempting, requeueing or cancelling without settling"
+        )
+        return False
+
+    def _schedule_tick(self) -> None:
+        """The next interval tick, while jobs wait and something else is still to come (a tick
+        alone changes nothing: the cycle is a function of the snapshot)."""
+        interval = self.scenario.cycle_interval_s
+        if interval is None or self._tick_queued:
+            return
+        waiting = any(job.phase is JobPhase.PENDING for job in self.jobs.values())
+        if waiting and any(not isinstance(item, _Tick) for _, _, item in self._queue):
+            self._push((self.now // interval + 1) * interval, _Tick())
+            self._tick_queued = True
+
+    # --- the cycle ------------------------------------------------------------------
+    def _cycle(self) -> CycleResult:
+        if self._tree is None:
+            self._tree = build_tree(self._nodes.values(), self.scenario.topology)
+        snapshot = Snapshot(self.now, self._tree, tuple(self.jobs.values()), self.scenario.policy)
+        result = schedule(snapshot)
+        self.cycles += 1
+        self.log.cycle(self.now, result, self.jobs)
+        self.jobs = apply_cycle(
+            self.jobs, result, now=self.now, start_at_once=True, evict_at_once=True
+        )
+        stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
+        for job in stopped + [p.victim for p in result.preemptions]:
+            self._runs.pop(job, None)
+        for admit in result.admissions:
+            self._start(admit.job)
+        for diagnostic in result.diagnostics:
+            self._last_wait[diagnostic.job] = diagnostic
+        return result
+
+    def _start(self, job_id: JobId) -> None:
+        self._last_wait.pop(job_id, None)
+        run = self._pushed
+        self._runs[job_id] = run
+        runtime = self.jobs[job_id].spec.runtime_s or 0.0
+        self._push(self.now + runtime, _RunEnds(job_id, run))
+
+    # --- the executor's reports -----------------------------------------------------
+    def _run_ended(self, job_id: JobId) -> None:
+        del self._runs[job_id]
+        job = self.jobs[job_id]
+        codes = self._exit_codes[job_id]
+        code = codes[min(job.failures, len(codes) - 1)]
+        entry = LogEntry(self.now, Decision.FINISH, job_id, job.team)
+        if code == 0:
+            self.jobs[job_id] = advance(job, JobPhase.SUCCEEDED, now=self.now, cause="exited 0")
+            self.log.add(replace(entry, reason=Outcome.SUCCEEDED.value))
+            return
+        retry = job.failures < job.spec.max_retry
+        if retry:
+            cause = f"exited with code {code}; retry {job.failures + 1} of {job.spec.max_retry}"
+            moved = advance(job, JobPhase.PENDING, now=self.now, cause=cause)
+            self.jobs[job_id] = replace(moved, failures=job.failures + 1)
+        else:
+            cause = f"exited with code {code}; no retry left (max_retry {job.spec.max_retry})"
+            self.jobs[job_id] = advance(job, JobPhase.FAILED, now=self.now, cause=cause)
+        decision = Decision.RETRY if retry else Decision.FAIL
+        self.log.add(
+            replace(entry, decision=decision, reason=Outcome.EXIT_CODE.value, message=cause)
+        )
+
+    # --- scenario events ------------------------------------------------------------
+    def _apply(self, event: ScenarioEvent) -> None:
+        action = event.action
+        if isinstance(action, Submit):
+            self._submit(action)
+        elif isinstance(action, Cancel):
+            self._cancel(action.job)
+        elif isinstance(action, Hold | Release):
+            held = isinstance(action, Hold)
+            job = self.jobs[action.job]
+            self.jobs[action.job] = replace(job, held=held)
+            decision = Decision.HOLD if held else Decision.RELEASE
+            self.log.add(LogEntry(self.now, decision, job.id, job.team))
+        else:
+            failed = isinstance(action, FailNode)
+            node = self._nodes[action.node]
+            self._nodes[action.node] = replace(node, ready=not failed)
+            self._tree = None
+            decision = Decision.NODE_FAILED if failed else Decision.NODE_RECOVERED
+            self.log.add(LogEntry(self.now, decision, node=action.node))
+
+    def _submit(self, submit: Submit) -> None:
+        spec = submit.spec
+        self.jobs[spec.id] = JobView(spec)
+        self._exit_codes[spec.id] = submit.exit_codes
+        gpus = sum(ps.requests.amount(NVIDIA_GPU) * ps.count for ps in spec.workload.pod_sets)
+        self.log.add(LogEntry(self.now, Decision.SUBMIT, spec.id, spec.team, gpus=gpus))
+
+    def _cancel(self, job_id: JobId) -> None:
+        job = self.jobs[job_id]
+        entry = LogEntry(self.now, Decision.CANCEL, job_id, job.team)
+        if job.phase.finished:
+            message = f"the job already ended ({job.phase.value}); nothing to cancel"
+            self.log.add(replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message))
+            return
+        self.jobs[job_id] = advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled")
+        self._runs.pop(job_id, None)
+        self.log.add(
+            replace(entry, reason=Outcome.CANCELLED_BY_USER.value, message="cancelled by the user")
+        )
+
+    # --- the result -----------------------------------------------------------------
+    def _result(self) -> SimulationResult:
+        capacity = sum(node.allocatable.amount(NVIDIA_GPU) for node in self.scenario.nodes)
+        entries = tuple(self.log.entries)
+        summary = summarize(entries, self.scenario.policy, capacity_gpus=capacity, end_s=self.now)
+        pending = []
+        for job in self.jobs.values():
+            if job.phase is JobPhase.PENDING:
+                last = self._last_wait.get(job.id)
+                reason = last.reason.value if last else None
+                pending.append(
+                    LeftPending(job.id, job.team, reason, last.message if last else None)
+                )
+        running = tuple(j.id for j in self.jobs.values() if j.phase is JobPhase.RUNNING)
+        return SimulationResult(
+            self.scenario.name,
+            entries,
+            summary,
+            tuple(pending),
+            running,
+            self.now,
+            self.cycles,
+            tuple(self._warnings),
+        )

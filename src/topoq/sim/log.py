@@ -1,0 +1,199 @@
+"""The decision log: one entry per thing that happened to a job or a node, as JSON lines.
+
+Each line is an object::
+
+    {"t": 600, "job": "v1", "team": "vision", "decision": "admit",
+     "placement": {"topology.k8s.aws/network-node-layer-2": ["l2-01-01"], ...},
+     "span": {"topology.k8s.aws/network-node-layer-2": 1, ...},
+     "flavor": "p5.48xlarge", "gpus": 32, "borrowed_gpus": 0, "reason": "WITHIN_GUARANTEE"}
+
+Decisions: submit, admit (with the placement and its span per level), start, wait (only when
+the job's reason changes; with ``victims`` when it waits for preemptions), preempt (``for``
+names the preemptor), requeue, cancel, finish, retry, fail, hold, release, node_failed and
+node_recovered (with ``node``). ``reason`` is a code (the core's pending reasons and preemption
+causes, or :class:`Outcome`), ``message`` the human text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any
+
+from topoq.core.tree import natural_key
+from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason
+from topoq.domain.governance import TeamName
+from topoq.domain.job import Allocation, JobId, JobView
+from topoq.domain.quantity import NVIDIA_GPU
+
+
+class Decision(StrEnum):
+    SUBMIT = "submit"
+    ADMIT = "admit"
+    START = "start"
+    WAIT = "wait"
+    PREEMPT = "preempt"
+    REQUEUE = "requeue"
+    CANCEL = "cancel"
+    FINISH = "finish"
+    RETRY = "retry"
+    FAIL = "fail"
+    HOLD = "hold"
+    RELEASE = "release"
+    NODE_FAILED = "node_failed"
+    NODE_RECOVERED = "node_recovered"
+
+
+STOPS_A_RUN = frozenset(
+    {
+        Decision.PREEMPT,
+        Decision.REQUEUE,
+        Decision.CANCEL,
+        Decision.FINISH,
+        Decision.RETRY,
+        Decision.FAIL,
+    }
+)
+"""Decisions that end a running job's run (a cancel only when the job was running)."""
+
+
+class Outcome(StrEnum):
+    """Reason codes the simulator adds beside the core's."""
+
+    WITHIN_GUARANTEE = "WITHIN_GUARANTEE"
+    BORROWING = "BORROWING"
+    SUCCEEDED = "SUCCEEDED"
+    EXIT_CODE = "EXIT_CODE"
+    CANCELLED_BY_USER = "CANCELLED_BY_USER"
+    DEPENDENCY_UNSATISFIABLE = "DEPENDENCY_UNSATISFIABLE"
+    ALREADY_FINISHED = "ALREADY_FINISHED"
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    t: float
+    decision: Decision
+    job: JobId | None = None
+    team: TeamName | None = None
+    reason: str | None = None
+    message: str | None = None
+    placement: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    flavor: str | None = None
+    gpus: int | None = None
+    borrowed_gpus: int | None = None
+    victims: tuple[JobId, ...] = ()
+    for_job: JobId | None = None
+    node: str | None = None
+
+    def document(self) -> dict[str, Any]:
+        """The JSON object of the entry; absent fields are left out."""
+        values: dict[str, Any] = {
+            "t": int(self.t) if float(self.t).is_integer() else self.t,
+            "job": self.job,
+            "team": self.team,
+            "decision": self.decision.value,
+            "node": self.node,
+            "placement": {level: list(names) for level, names in self.placement.items()},
+            "span": {level: len(names) for level, names in self.placement.items()},
+            "flavor": self.flavor,
+            "gpus": self.gpus,
+            "borrowed_gpus": self.borrowed_gpus,
+            "reason": self.reason,
+            "message": self.message,
+            "victims": list(self.victims),
+            "for": self.for_job,
+        }
+        return {key: value for key, value in values.items() if value not in (None, {}, [])}
+
+
+def json_lines(entries: Iterable[LogEntry]) -> Iterator[str]:
+    for entry in entries:
+        yield json.dumps(entry.document())
+
+
+class DecisionLog:
+    """Collects entries; logs a waiting job again only when its reason changes."""
+
+    def __init__(self) -> None:
+        self.entries: list[LogEntry] = []
+        self._waiting: dict[JobId, str] = {}
+
+    def add(self, entry: LogEntry) -> None:
+        self.entries.append(entry)
+        if entry.job is not None and entry.decision is not Decision.WAIT:
+            self._waiting.pop(entry.job, None)
+
+    def cycle(self, now: float, result: CycleResult, jobs: Mapping[JobId, JobView]) -> None:
+        """Entries for one cycle's decisions; ``jobs`` as the cycle saw them."""
+
+        def team(job: JobId) -> TeamName:
+            return jobs[job].team
+
+        for requeue in result.requeues:
+            entry = LogEntry(now, Decision.REQUEUE, requeue.job, team(requeue.job))
+            self.add(replace(entry, reason=requeue.cause.value, message=requeue.message))
+        for cancel in result.cancellations:
+            entry = LogEntry(now, Decision.CANCEL, cancel.job, team(cancel.job))
+            reason = Outcome.DEPENDENCY_UNSATISFIABLE.value
+            self.add(replace(entry, reason=reason, message=cancel.message))
+        for preempt in result.preemptions:
+            entry = LogEntry(now, Decision.PREEMPT, preempt.victim, team(preempt.victim))
+            self.add(
+                replace(
+                    entry,
+                    reason=preempt.cause.value,
+                    message=preempt.message,
+                    for_job=preempt.for_job,
+                )
+            )
+        for admit in result.admissions:
+            self._admitted(now, jobs[admit.job], admit.allocation)
+        for diagnostic in result.diagnostics:
+            victims = tuple(p.victim for p in result.preemptions if p.for_job == diagnostic.job)
+            self._wait(now, diagnostic, team(diagnostic.job), victims)
+
+    def _admitted(self, now: float, job: JobView, allocation: Allocation) -> None:
+        flavor, gpus, borrowed = allocation_gpus(allocation)
+        reason = Outcome.BORROWING if borrowed else Outcome.WITHIN_GUARANTEE
+        admit = LogEntry(now, Decision.ADMIT, job.id, job.team, reason.value)
+        self.add(
+            replace(
+                admit,
+                placement=placement_of(allocation),
+                flavor=flavor,
+                gpus=gpus,
+                borrowed_gpus=borrowed,
+            )
+        )
+        self.add(LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus))
+
+    def _wait(
+        self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
+    ) -> None:
+        reason = diagnostic.reason.value
+        repeated = self._waiting.get(diagnostic.job) == reason
+        if repeated and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
+            return
+        entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
+        self.add(replace(entry, victims=victims))
+        self._waiting[diagnostic.job] = reason
+
+
+def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:
+    """(flavor, GPUs held, GPUs of them borrowed) of an admission."""
+    flavor = next(iter(sorted(allocation.usage)), None)
+    gpus = sum(amount.amount(NVIDIA_GPU) for amount in allocation.usage.values())
+    borrowed = sum(amount.amount(NVIDIA_GPU) for amount in allocation.borrowed.values())
+    return flavor, gpus, borrowed
+
+
+def placement_of(allocation: Allocation) -> dict[str, tuple[str, ...]]:
+    """The domains the gang uses, per level label (highest level first)."""
+    domains: dict[str, set[str]] = {}
+    for outcome in allocation.placement.pod_sets:
+        for assignment in outcome.assignments:
+            for label, value in assignment.domain.items():
+                domains.setdefault(label, set()).add(value)
+    return {label: tuple(sorted(values, key=natural_key)) for label, values in domains.items()}

@@ -1,0 +1,263 @@
+"""The summary of a simulation, per team: pure functions over the decision log.
+
+- **GPU-hours** integrate each team's GPUs in use over time, per flavor; the part above the
+  team's guarantee in that flavor is *borrowed*, the rest *in guarantee*. A run lasts from its
+  ``start`` entry to the entry that ends it (finish, retry, fail, preempt, requeue, cancel), or
+  to the end of the simulation.
+- **Wait** is from submission to the job's first start; p50 and p95 are nearest-rank
+  percentiles over the jobs that started.
+- **Utilisation** is the GPU-hours used over the cluster's GPUs (failed nodes included) times
+  the simulated span.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName, TeamSpec
+from topoq.domain.job import JobId
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.sim.log import STOPS_A_RUN, Decision, LogEntry, Outcome
+
+SECONDS_PER_HOUR = 3600.0
+
+
+@dataclass(frozen=True)
+class UsageInterval:
+    job: JobId
+    team: TeamName
+    flavor: str
+    gpus: int
+    start_s: float
+    end_s: float
+
+
+@dataclass(frozen=True)
+class WaitStats:
+    started: int
+    mean_s: float | None = None
+    p50_s: float | None = None
+    p95_s: float | None = None
+
+
+@dataclass(frozen=True)
+class TeamSummary:
+    team: TeamName
+    weight: int
+    guarantee_gpus: int
+    submitted: int
+    completed: int
+    failed: int
+    cancelled: int
+    gpu_hours_in_guarantee: float
+    gpu_hours_borrowed: float
+    wait: WaitStats
+    preemptions_suffered: int
+    preemptions_caused: int
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_hours_in_guarantee + self.gpu_hours_borrowed
+
+
+@dataclass(frozen=True)
+class Summary:
+    teams: tuple[TeamSummary, ...]
+    start_s: float
+    end_s: float
+    capacity_gpus: int
+    gpu_hours_used: float
+    utilisation: float
+    """GPU-hours used / (capacity × span); 0 for an empty span."""
+
+    def team(self, name: str) -> TeamSummary:
+        return next(summary for summary in self.teams if summary.team == name)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "capacity_gpus": self.capacity_gpus,
+            "gpu_hours_used": self.gpu_hours_used,
+            "utilisation": self.utilisation,
+            "teams": [asdict(team) for team in self.teams],
+        }
+
+
+def summarize(
+    entries: Sequence[LogEntry],
+    policy: ClusterPolicy,
+    *,
+    capacity_gpus: int,
+    end_s: float,
+    start_s: float = 0.0,
+) -> Summary:
+    """The summary of the log of a run that ended at ``end_s`` on ``capacity_gpus`` GPUs."""
+    hours = gpu_hours(usage_intervals(entries, end_s), guarantees(policy))
+    waits = wait_times(entries)
+    suffered, caused = preemption_counts(entries)
+    counts = decision_counts(entries)
+    teams = []
+    for team in teams_in(policy, entries):
+        spec = policy.by_team.get(team)
+        inside, borrowed = hours.get(team, (0.0, 0.0))
+        team_counts = counts.get(team, {})
+        teams.append(
+            TeamSummary(
+                team=team,
+                weight=spec.fair_share_weight if spec is not None else 0,
+                guarantee_gpus=_guaranteed_gpus(spec),
+                submitted=team_counts.get(Decision.SUBMIT, 0),
+                completed=team_counts.get(Decision.FINISH, 0),
+                failed=team_counts.get(Decision.FAIL, 0),
+                cancelled=team_counts.get(Decision.CANCEL, 0),
+                gpu_hours_in_guarantee=inside,
+                gpu_hours_borrowed=borrowed,
+                wait=wait_stats(waits.get(team, [])),
+                preemptions_suffered=suffered.get(team, 0),
+                preemptions_caused=caused.get(team, 0),
+            )
+        )
+    used = sum(team.gpu_hours for team in teams)
+    available = capacity_gpus * (end_s - start_s) / SECONDS_PER_HOUR
+    utilisation = used / available if available > 0 else 0.0
+    return Summary(tuple(teams), start_s, end_s, capacity_gpus, used, utilisation)
+
+
+def _guaranteed_gpus(spec: TeamSpec | None) -> int:
+    return sum(q.guarantee.amount(NVIDIA_GPU) for q in spec.quotas) if spec is not None else 0
+
+
+def teams_in(policy: ClusterPolicy, entries: Iterable[LogEntry]) -> list[TeamName]:
+    """The policy's teams in its order, then teams only the log names, as they appear."""
+    teams = [team.name for team in policy.teams]
+    for entry in entries:
+        if entry.team is not None and entry.team not in teams:
+            teams.append(entry.team)
+    return teams
+
+
+def guarantees(policy: ClusterPolicy) -> dict[tuple[TeamName, str], int]:
+    """GPUs guaranteed per (team, flavor)."""
+    return {
+        (team.name, quota.flavor): quota.guarantee.amount(NVIDIA_GPU)
+        for team in policy.teams
+        for quota in team.quotas
+    }
+
+
+def usage_intervals(entries: Iterable[LogEntry], end_s: float) -> list[UsageInterval]:
+    """Every run: from its start entry to the entry that ended it, or to ``end_s``."""
+    running: dict[JobId, LogEntry] = {}
+    intervals: list[UsageInterval] = []
+
+    def close(start: LogEntry, at: float) -> None:
+        if start.job is not None and start.team is not None:
+            flavor = start.flavor or ""
+            gpus = start.gpus or 0
+            intervals.append(UsageInterval(start.job, start.team, flavor, gpus, start.t, at))
+
+    for entry in entries:
+        if entry.job is None:
+            continue
+        if entry.decision is Decision.START:
+            running[entry.job] = entry
+        elif entry.decision in STOPS_A_RUN and entry.job in running:
+            close(running.pop(entry.job), entry.t)
+    for start in running.values():
+        close(start, max(end_s, start.t))
+    return intervals
+
+
+def gpu_hours(
+    intervals: Iterable[UsageInterval], guaranteed: Mapping[tuple[TeamName, str], int]
+) -> dict[TeamName, tuple[float, float]]:
+    """Per team: (GPU-hours inside its guarantee, GPU-hours borrowed)."""
+    changes: dict[tuple[TeamName, str], list[tuple[float, int]]] = {}
+    for interval in intervals:
+        steps = changes.setdefault((interval.team, interval.flavor), [])
+        steps.extend(((interval.start_s, interval.gpus), (interval.end_s, -interval.gpus)))
+    totals: dict[TeamName, tuple[float, float]] = {}
+    for (team, flavor), steps in changes.items():
+        guarantee = guaranteed.get((team, FlavorName(flavor)), 0)
+        inside, borrowed = _integrate(sorted(steps), guarantee)
+        before = totals.get(team, (0.0, 0.0))
+        totals[team] = (before[0] + inside, before[1] + borrowed)
+    return totals
+
+
+def _integrate(steps: Sequence[tuple[float, int]], guarantee: int) -> tuple[float, float]:
+    inside = borrowed = 0.0
+    level = 0
+    previous = steps[0][0] if steps else 0.0
+    for at, change in steps:
+        span = (at - previous) / SECONDS_PER_HOUR
+        inside += min(level, guarantee) * span
+        borrowed += max(level - guarantee, 0) * span
+        level += change
+        previous = at
+    return inside, borrowed
+
+
+def wait_times(entries: Iterable[LogEntry]) -> dict[TeamName, list[float]]:
+    """Per team, submission to first start of every job that started."""
+    submitted: dict[JobId, float] = {}
+    started: set[JobId] = set()
+    waits: dict[TeamName, list[float]] = {}
+    for entry in entries:
+        if entry.job is None or entry.team is None:
+            continue
+        if entry.decision is Decision.SUBMIT:
+            submitted[entry.job] = entry.t
+        elif entry.decision is Decision.START and entry.job not in started:
+            started.add(entry.job)
+            waits.setdefault(entry.team, []).append(entry.t - submitted.get(entry.job, entry.t))
+    return waits
+
+
+def wait_stats(waits: Sequence[float]) -> WaitStats:
+    if not waits:
+        return WaitStats(0)
+    return WaitStats(
+        len(waits), sum(waits) / len(waits), percentile(waits, 50), percentile(waits, 95)
+    )
+
+
+def percentile(values: Sequence[float], percent: float) -> float:
+    """Nearest-rank percentile: the smallest value with at least ``percent``% at or below."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(percent / 100 * len(ordered)))
+    return ordered[rank - 1]
+
+
+def preemption_counts(
+    entries: Iterable[LogEntry],
+) -> tuple[dict[TeamName, int], dict[TeamName, int]]:
+    """Per team: preemptions its jobs suffered, and preemptions its jobs caused."""
+    team_of: dict[JobId, TeamName] = {}
+    suffered: dict[TeamName, int] = {}
+    caused: dict[TeamName, int] = {}
+    for entry in entries:
+        if entry.job is not None and entry.team is not None:
+            team_of.setdefault(entry.job, entry.team)
+        if entry.decision is not Decision.PREEMPT or entry.team is None:
+            continue
+        suffered[entry.team] = suffered.get(entry.team, 0) + 1
+        preemptor = team_of.get(entry.for_job) if entry.for_job is not None else None
+        if preemptor is not None:
+            caused[preemptor] = caused.get(preemptor, 0) + 1
+    return suffered, caused
+
+
+def decision_counts(entries: Iterable[LogEntry]) -> dict[TeamName, dict[Decision, int]]:
+    """Per team, how many entries of each decision (a cancel of a finished job not counted)."""
+    counts: dict[TeamName, dict[Decision, int]] = {}
+    for entry in entries:
+        if entry.team is None or entry.reason == Outcome.ALREADY_FINISHED:
+            continue
+        team = counts.setdefault(entry.team, {})
+        team[entry.decision] = team.get(entry.decision, 0) + 1
+    return counts

@@ -290,6 +290,41 @@ def policy_convert(
     )
 
 
+class SimulateOutput(StrEnum):
+    TABLE = "table"
+    JSON = "json"
+    JSONL = "jsonl"
+
+
+@app.command()
+def simulate(
+    scenario: Annotated[
+        Path, typer.Argument(help="A scenario file (kind: Scenario): cluster, policy and events.")
+    ],
+    log: Annotated[
+        Path | None,
+        typer.Option(
+            "--log",
+            help="Also write the decision log (JSON lines) to this file.",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        SimulateOutput,
+        typer.Option(
+            "--output",
+            "-o",
+            help="table (summary per team), json (summary) or jsonl (the decision log).",
+        ),
+    ] = SimulateOutput.TABLE,
+) -> None:
+    """Run a scenario through the scheduler on a virtual clock: the decisions and a summary per
+    team (GPU-hours in guarantee and borrowed, waits, preemptions)."""
+    from topoq.cli.simulate_command import run_simulate
+
+    guarded(lambda: run_simulate(scenario, log, output.value))
+
+
 @app.command()
 def demo() -> None:
     """Place a few example jobs on the example cluster and show what happens and why."""

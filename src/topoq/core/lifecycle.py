@@ -19,8 +19,9 @@ def advance(
 ) -> JobView:
     """``job`` moved to phase ``to`` at ``now`` with its history extended.
 
-    Moving to ADMITTED records the allocation; leaving the admitted/running phases releases it.
-    A failure with retries left goes back to PENDING and counts the failure.
+    Moving to ADMITTED records the allocation; leaving the admitted/running phases releases it;
+    PREEMPTED counts the preemption. The shell counts failures (``JobView.failures``) when it
+    sends a failed job with retries left back to PENDING.
     """
     if to not in TRANSITIONS[job.phase]:
         raise IllegalTransition(

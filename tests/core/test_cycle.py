@@ -273,7 +273,7 @@ def test_strict_fifo_head_blocks_the_rest_of_its_team() -> None:
     assert relaxed.running() == {"small"}
 
 
-def test_a_blocked_gang_holds_its_block_against_small_jobs() -> None:
+def test_a_gang_waiting_for_room_holds_its_block_against_small_jobs() -> None:
     fillers = [job(f"x{i}", "a", 1) for i in range(8)]
     c = Cluster.of(SHAPE, policy(team("a", 64)), *fillers)
     c.cycle()
@@ -289,14 +289,28 @@ def test_a_blocked_gang_holds_its_block_against_small_jobs() -> None:
     c.now = 2
     c.submit(job("small", "a", 1), job("small2", "a", 1))
     c.cycle()
-    assert "small" in c.running()
-    small_nodes = c.jobs[JobId("small")].allocation.nodes  # type: ignore[union-attr]
-    assert small_nodes == {node_of["x4"]}  # backfilled outside the held block
+    assert c.jobs[JobId("small")].allocation.nodes == {node_of["x4"]}  # type: ignore[union-attr]
     assert c.reason("small2") == PendingReason.RESERVED_FOR_LARGER_GANG
     c.finish("x1")
     c.now = 3
     c.cycle()
     assert "gang" in c.running()
+
+
+def test_a_head_waiting_for_quota_holds_it_against_its_teams_smaller_jobs() -> None:
+    c = Cluster.of(SHAPE, policy(team("a", 32, borrow_gpus=0), team("b", 32)), job("old", "a", 2))
+    c.cycle()
+    c.now = 1
+    c.submit(job("head", "a", 3))
+    c.now = 2
+    c.submit(job("small", "a", 1))
+    c.cycle()
+    assert c.reason("head") == PendingReason.BORROW_LIMIT_REACHED
+    assert c.reason("small") == PendingReason.RESERVED_FOR_LARGER_GANG
+    assert "holds quota for head" in next(d.message for d in c.last.diagnostics if d.job == "small")
+    c.finish("old")
+    c.cycle()
+    assert "head" in c.running()
 
 
 def test_the_same_snapshot_gives_the_same_decisions() -> None:

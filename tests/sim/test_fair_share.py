@@ -81,15 +81,6 @@ def test_a_late_team_gets_its_weighted_share_through_fair_share_preemption(
     assert_weighted(borrowed_shares(result, path, LATE_ARRIVAL_S + 3600))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="core gap: within one cycle every pending job of an under-served team issues its own "
-    "fair-share preemption against books that do not reflect the preemptions already issued "
-    "(victims' usage not released, preemptors' demand not charged), so one cycle evicts far "
-    "more than the share gap and most victims are re-admitted in the next cycle, restarting "
-    "from zero (e.g. at t=3600, 22 nlp jobs each evict one vision job; 20 of the 22 vision "
-    "victims start again at t=3600)",
-)
 def test_fair_share_preemption_evicts_no_job_that_is_readmitted_at_once(
     late_team: tuple[SimulationResult, Path],
 ) -> None:

@@ -10,9 +10,10 @@ from topoq.core.holdings import resources_taken, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook, QuotaCheck, QuotaVerdict
+from topoq.core.tree import TopologyTree
 from topoq.domain.flavors import DEFAULT_FLAVOR
-from topoq.domain.governance import FlavorName
-from topoq.domain.job import Allocation, JobView
+from topoq.domain.governance import FlavorName, TeamName
+from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
@@ -97,3 +98,34 @@ def _borrowed_after(
 
 def would_be_within_guarantee(attempts: list[Attempt]) -> bool:
     return any(a.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE for a in attempts)
+
+
+@dataclass(frozen=True)
+class QuotaHold:
+    """Quota set aside for a team's waiting queue head."""
+
+    job: JobId
+    team: TeamName
+    flavor: FlavorName
+    demand: Resources
+
+    def applied_to(self, book: QuotaBook) -> QuotaBook:
+        """The books as the team's later jobs must see them: with the head's demand taken."""
+        held = book.copy()
+        held.charge(self.team, self.flavor, self.demand)
+        return held
+
+
+def could_ever_run(book: QuotaBook, tree: TopologyTree, job: JobView, attempt: Attempt) -> bool:
+    """Whether the job fits its team's guarantee plus borrow limit and the topology of an
+    empty cluster; a job that never could must not hold anything for itself."""
+    team = book.policy.by_team.get(job.team)
+    if team is None:
+        return False
+    quota = team.quota_for(attempt.flavor)
+    ceiling = quota.guarantee if quota is not None else Resources()
+    if quota is not None and team.sharing.borrows:
+        ceiling = ceiling + quota.borrow_limit
+    if not book.covered(attempt.flavor, total_demand(job)).fits_in(ceiling):
+        return False
+    return place_workload(CapacityLedger.empty_cluster(tree), attempt.workload)[0].admitted

@@ -14,7 +14,14 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field, replace
 
-from topoq.core.admission import Attempt, flavors_for, in_flavor, try_flavor
+from topoq.core.admission import (
+    Attempt,
+    QuotaHold,
+    could_ever_run,
+    flavors_for,
+    in_flavor,
+    try_flavor,
+)
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
 from topoq.core.holdings import (
@@ -79,7 +86,14 @@ class _Cycle:
     reserved: list[tuple[int, int, str]] = field(default_factory=list)
     """Node ranges held for blocked gangs: (start, end, domain name)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
+    gaining_teams: set[TeamName] = field(default_factory=set)
+    losing_teams: set[TeamName] = field(default_factory=set)
+    """Teams that won or lost work to another team's preemption this cycle: neither is turned
+    around in the same cycle, so work is not evicted only to be readmitted at once."""
     blocked_teams: set[TeamName] = field(default_factory=set)
+    team_holds: dict[TeamName, QuotaHold] = field(default_factory=dict)
+    """Quota held for each team's first waiting job (its queue head) against the team's own
+    later jobs, so that smaller jobs cannot keep it waiting forever."""
     failed_shapes: dict[Hashable, Diagnostic] = field(default_factory=dict)
     """Jobs that could not be admitted nor make room, by (team, priority, shape): within a
     cycle capacity and quota only get used up, so an identical job fails the same way."""
@@ -165,12 +179,17 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
     if known is not None:
         cycle.diagnostics.append(replace(known, job=job.id))
     else:
-        attempts = _attempts(cycle, job)
+        hold = cycle.team_holds.get(job.team)
+        if hold is not None and hold.job == job.id:
+            hold = None
+        attempts = _attempts(cycle, job, hold.applied_to(cycle.book) if hold else cycle.book)
         admitted = next((a for a in attempts if a.allocation is not None), None)
         if admitted is not None and admitted.allocation is not None:
             _admit(cycle, job, admitted.allocation)
             return
-        if not _preempt_for(cycle, job, attempts):
+        if hold is not None:
+            cycle.failed_shapes[shape] = _held_back(cycle, job, hold)
+        elif not _preempt_for(cycle, job, attempts):
             cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
@@ -197,16 +216,33 @@ def _behind_strict_head(cycle: _Cycle, job: JobView) -> bool:
     )
 
 
-def _attempts(cycle: _Cycle, job: JobView) -> list[Attempt]:
+def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
+    real = _attempts(cycle, job, cycle.book)
+    if any(a.allocation is not None for a in real):
+        diagnostic = Diagnostic(
+            job.id,
+            PendingReason.RESERVED_FOR_LARGER_GANG,
+            f"team {job.team} holds quota for {hold.job}, which waits ahead of it; "
+            "starting this job now would delay that one",
+            {"held_for": str(hold.job)},
+            (f"wait for {hold.job} to start",),
+        )
+    else:
+        diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
+    cycle.diagnostics.append(diagnostic)
+    return diagnostic
+
+
+def _attempts(cycle: _Cycle, job: JobView, book: QuotaBook) -> list[Attempt]:
     snapshot = cycle.snapshot
     values = flavor_values(snapshot.tree, snapshot.flavor_label)
     ledger = cycle.ledger_for_others() if cycle.reserved else cycle.ledger
     attempts = []
-    for flavor in flavors_for(job, cycle.book):
+    for flavor in flavors_for(job, book):
         workload = in_flavor(job.spec.workload, flavor, values, snapshot.flavor_label)
         if workload is None:
             continue
-        attempt = try_flavor(job, flavor, cycle.book, ledger, workload)
+        attempt = try_flavor(job, flavor, book, ledger, workload)
         attempts.append(attempt)
         if attempt.allocation is not None:
             break
@@ -233,7 +269,7 @@ def _preempt_for(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> bool:
         for cause, candidates, may_evict in _preemption_rules(cycle, job, attempt):
             victims = select_victims(cycle.ledger, cycle.book, search, candidates, may_evict)
             if victims:
-                _issue_preemptions(cycle, job, victims, cause)
+                _issue_preemptions(cycle, job, victims, cause, attempt.flavor)
                 return True
     return False
 
@@ -251,6 +287,9 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
     if team is not None and team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY:
         lower = [h for h in running if h.team == job.team and priority_of(policy, h) < mine]
         yield PreemptionCause.PREEMPTED_FOR_PRIORITY, eviction_order(policy, lower), _always
+    if job.team in cycle.losing_teams:
+        return  # a team that just lost work to others takes none back in the same cycle
+    running = [h for h in running if h.team not in cycle.gaining_teams]
     if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
         cycle, job, flavor
     ):
@@ -273,9 +312,11 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
             and cycle.book.borrowed(h.team, flavor)
             and _share_without(cycle.book, h) >= mine_after
         ]
+        share = {team: dominant_share(cycle.book, team) for team in {h.team for h in richer}}
+        richest_first = sorted(eviction_order(policy, richer), key=lambda h: -share[h.team])
         yield (
             PreemptionCause.PREEMPTED_FOR_FAIR_SHARE,
-            eviction_order(policy, richer),
+            richest_first,
             lambda victim, book: (
                 bool(book.borrowed(victim.team, flavor))
                 and _share_without(book, victim) >= mine_after
@@ -309,9 +350,24 @@ def _fits_guarantee(cycle: _Cycle, job: JobView, flavor: FlavorName) -> bool:
 
 
 def _issue_preemptions(
-    cycle: _Cycle, job: JobView, victims: list[JobView], cause: PreemptionCause
+    cycle: _Cycle,
+    job: JobView,
+    victims: list[JobView],
+    cause: PreemptionCause,
+    flavor: FlavorName,
 ) -> None:
+    """Record the evictions. In the quota book the victims' usage moves to the preemptor at
+    once, so later jobs of this cycle neither evict again for the same need nor count on
+    quota that is promised; on the nodes the victims keep their capacity until they stop."""
     names = ", ".join(victim.id for victim in victims)
+    for victim in victims:
+        if victim.allocation is not None:
+            for victim_flavor, amount in victim.allocation.usage.items():
+                cycle.book.release(victim.team, victim_flavor, amount)
+    cycle.book.charge(job.team, flavor, total_demand(job))
+    if cause is not PreemptionCause.PREEMPTED_FOR_PRIORITY:
+        cycle.gaining_teams.add(job.team)
+        cycle.losing_teams.update(victim.team for victim in victims)
     for victim in victims:
         cycle.evicting.add(victim.id)
         cycle.preemptions.append(
@@ -348,6 +404,18 @@ def _shape(job: JobView) -> Hashable:
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
+    if job.team not in cycle.team_holds and attempts:
+        first = attempts[0]
+        quota_blocked = first.quota.verdict not in (
+            QuotaVerdict.WITHIN_GUARANTEE,
+            QuotaVerdict.BORROWING,
+            QuotaVerdict.UNKNOWN_TEAM,
+        )
+        # a head waiting for quota holds its team's quota; one waiting for room holds a domain
+        if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
+            cycle.team_holds[job.team] = QuotaHold(
+                job.id, job.team, first.flavor, total_demand(job)
+            )
     reserved_note = None
     if job.team not in cycle.reserving_teams:
         reservation = domain_to_reserve(cycle.ledger, job, attempts)

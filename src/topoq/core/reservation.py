@@ -22,7 +22,7 @@ def domain_to_reserve(
     blocked = next(
         (a for a in attempts if a.placement is not None and not a.placement.admitted), None
     )
-    if blocked is None:
+    if blocked is None:  # waiting for quota: holding nodes would only idle them
         return None
     pod_set = max(blocked.workload.pod_sets, key=lambda ps: ps.count)
     if pod_set.topology.required is None:

@@ -56,8 +56,9 @@ def team(
     ``borrow_percent`` of the guarantee) when its strategy borrows."""
     limit = borrow_gpus if borrow_gpus is not None else gpus * borrow_percent // 100
     borrow = Resources({NVIDIA_GPU: limit}) if sharing.borrows else Resources()
-    quota = FlavorQuota(FlavorName(flavor), Resources({NVIDIA_GPU: gpus}), borrow,
-                        covers=frozenset({NVIDIA_GPU}))
+    quota = FlavorQuota(
+        FlavorName(flavor), Resources({NVIDIA_GPU: gpus}), borrow, covers=frozenset({NVIDIA_GPU})
+    )
     return TeamSpec(TeamName(name), (quota,), sharing, weight, preempt, tuple(cohort), queueing)
 
 

@@ -122,10 +122,17 @@ def test_a_lender_gets_its_guarantee_back_within_one_cycle(
     c.now = 1
     extra = {"required": BLOCK} if required else {}
     c.submit(job("mine", "lender", lender_nodes, **extra))
+    block_of = {name: node.labels[BLOCK] for name, node in ((n.name, n) for n in c.tree.nodes)}
+    before = dict(c.jobs)
     c.cycle()
+    victims = [p.victim for p in c.last.preemptions]
     c.now = 2
     c.cycle()
     assert c.phase("mine") is JobPhase.RUNNING
     view = c.jobs[JobId("mine")]
     assert view.allocation is not None
     assert not view.allocation.borrowed
+    if required and victims:  # the victims freed room in the block the gang then uses
+        freed = {block_of[n] for v in victims for n in before[v].allocation.nodes}  # type: ignore[union-attr]
+        used = {block_of[n] for n in view.allocation.nodes}
+        assert used <= freed

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName, TeamSpec
+from topoq.domain.lint import accelerators_first, readable_amount
 from topoq.domain.resources import Resources
 
 
@@ -261,7 +262,10 @@ def _headline(resources: Resources) -> str:
 
 
 def _fmt(resources: Resources) -> str:
-    return ", ".join(f"{value} {name}" for name, value in resources.formatted().items())
+    """``16 nvidia.com/gpu, 180 cpu, 1890.3Gi memory``: accelerators first, readable units."""
+    return ", ".join(
+        readable_amount(name, resources.amount(name)) for name in accelerators_first(resources)
+    )
 
 
 def dominant_share(book: QuotaBook, team: TeamName) -> float:

@@ -31,7 +31,8 @@ def _console() -> Console:
     return make_console()
 
 
-def _warn(cluster: LoadedCluster, *, example: bool) -> None:
+def warn_about(cluster: LoadedCluster, *, example: bool) -> None:
+    """Say on standard error that the example cluster is used, and the reader's warnings."""
     err = make_console(stderr=True)
     if example:
         err.print(
@@ -61,7 +62,7 @@ def run_place(
 ) -> None:
     workload = load_workload(workload_path)
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
-    _warn(cluster, example=nodes is None)
+    warn_about(cluster, example=nodes is None)
     result, _ = place_workload(_ledger(cluster), workload)
     if output == "json":
         _print_json(placement_document(result))
@@ -78,7 +79,7 @@ def run_topology_show(
     output: str,
 ) -> None:
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
-    _warn(cluster, example=nodes is None)
+    warn_about(cluster, example=nodes is None)
     ledger = _ledger(cluster)
     if output == "json":
         _print_json(topology_document(ledger))
@@ -150,7 +151,7 @@ def run_topology_export(
     from topoq.discovery.slurm_export import render_topology_conf
 
     cluster = load_cluster(nodes, topology=topology, slurm_instance_type=instance_type)
-    _warn(cluster, example=nodes is None)
+    warn_about(cluster, example=nodes is None)
     spec, members = cluster.topology, list(cluster.nodes)
     if to in ("slurm-tree", "slurm-block"):
         text = render_topology_conf(members, spec, plugin="tree" if to == "slurm-tree" else "block")

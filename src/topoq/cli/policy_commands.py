@@ -17,6 +17,7 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
+from topoq.cli.commands import warn_about
 from topoq.cli.render import make_console
 from topoq.core.policy_lint import lint_policy
 from topoq.discovery.jobfile import load_workload
@@ -77,7 +78,7 @@ def run_policy_lint(
         typical_gangs=gangs,
         flavor_label=flavor_label or INSTANCE_TYPE_LABEL,
     )
-    _notes(cluster, example=nodes is None)
+    warn_about(cluster, example=nodes is None)
     if output == "json":
         print(json.dumps(lint_document(findings), indent=2))
     else:
@@ -144,17 +145,6 @@ def print_findings(
 
 def _count(number: int, noun: str) -> str:
     return f"{number} {noun}" + ("" if number == 1 else "s")
-
-
-def _notes(cluster: LoadedCluster, *, example: bool) -> None:
-    err = make_console(stderr=True)
-    if example:
-        err.print(
-            f"[dim]note: no --nodes given, so this is topoq's example cluster "
-            f"({len(cluster.nodes)} nodes); pass --nodes FILE for yours[/]"
-        )
-    for warning in cluster.warnings:
-        err.print(f"[yellow]warning:[/] {warning}")
 
 
 def run_policy_show(

@@ -32,8 +32,7 @@ constraint.
 
 from __future__ import annotations
 
-import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 
 from topoq.discovery.documents import Fields, read_document
@@ -45,6 +44,7 @@ from topoq.discovery.kubernetes_workload import (
     WORKLOAD_KIND,
     workload_from_kueue,
 )
+from topoq.discovery.own_format_fields import reject_unknown_keys, spelling
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
@@ -86,7 +86,6 @@ _ACCEPTED_FORMS = (
     f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}) "
     f"or a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD})"
 )
-_CAMEL_HUMP = re.compile(r"(?<!^)(?=[A-Z])")
 
 
 def load_workload(path: Path | str) -> WorkloadSpec:
@@ -123,7 +122,7 @@ def workload_from_job_file(doc: object, *, source: str) -> WorkloadSpec:
 
 
 def _job(fields: Fields) -> WorkloadSpec:
-    _reject_unknown_keys(fields, _TOP_KEYS)
+    reject_unknown_keys(fields, _TOP_KEYS)
     for key, expected in (("apiVersion", JOB_API_VERSION), ("kind", JOB_KIND)):
         if fields.text(key, "") != expected:
             raise InvalidInputError(
@@ -132,41 +131,22 @@ def _job(fields: Fields) -> WorkloadSpec:
                 hint=f"a topoq job file has apiVersion {JOB_API_VERSION} and kind {JOB_KIND}",
             )
     metadata, spec = fields.mapping("metadata"), fields.mapping("spec")
-    _reject_unknown_keys(spec, _SPEC_KEYS)
+    reject_unknown_keys(spec, _SPEC_KEYS)
     name, namespace = metadata.text("name"), metadata.text("namespace", DEFAULT_NAMESPACE)
-    queue = spec.optional_text(_key(spec, "queueName"))
-    priority_class = spec.optional_text(_key(spec, "priorityClassName"))
-    pod_sets = tuple(_pod_set(record) for record in spec.records(_key(spec, "podSets")))
+    queue = spec.optional_text(spelling(spec, "queueName"))
+    priority_class = spec.optional_text(spelling(spec, "priorityClassName"))
+    pod_sets = tuple(_pod_set(record) for record in spec.records(spelling(spec, "podSets")))
     try:
         return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
     except InvalidInputError as error:
-        raise error.located(spec.path(_key(spec, "podSets"))) from None
-
-
-def _snake(camel: str) -> str:
-    return _CAMEL_HUMP.sub("_", camel).lower()
-
-
-def _key(fields: Fields, camel: str) -> str:
-    """The spelling of ``camel`` that ``fields`` uses: camelCase, or else snake_case."""
-    snake = _snake(camel)
-    if snake != camel and fields.has(camel) and fields.has(snake):
-        raise InvalidInputError(
-            f"both {camel!r} and {snake!r} are given", where=fields.where, hint="keep one"
-        )
-    return snake if fields.has(snake) else camel
-
-
-def _reject_unknown_keys(fields: Fields, allowed: Sequence[str]) -> None:
-    spellings = {spelling for key in allowed for spelling in (key, _snake(key))}
-    fields.reject_unknown_keys(spellings, listed=allowed)
+        raise error.located(spec.path(spelling(spec, "podSets"))) from None
 
 
 def _pod_set(record: Fields) -> PodSetSpec:
-    _reject_unknown_keys(record, _POD_SET_KEYS)
+    reject_unknown_keys(record, _POD_SET_KEYS)
     name, count = record.text("name"), record.integer("count")
     requests = _requests(record)
-    selector = record.string_map(_key(record, "nodeSelector"))
+    selector = record.string_map(spelling(record, "nodeSelector"))
     tolerated = tolerations(record)
     topology = _topology(record.mapping("topology"))
     try:
@@ -176,7 +156,7 @@ def _pod_set(record: Fields) -> PodSetSpec:
 
 
 def _requests(record: Fields) -> Resources:
-    requests_key, type_key = "requests", _key(record, "instanceType")
+    requests_key, type_key = "requests", spelling(record, "instanceType")
     explicit = resource_amounts(record.mapping(requests_key))
     if not record.has(type_key):
         if record.has("accelerators"):
@@ -205,7 +185,7 @@ def _requests(record: Fields) -> Resources:
 
 
 def _topology(fields: Fields) -> TopologyRequest:
-    _reject_unknown_keys(fields, _TOPOLOGY_KEYS)
+    reject_unknown_keys(fields, _TOPOLOGY_KEYS)
     required, preferred = fields.optional_text("required"), fields.optional_text("preferred")
     if fields.boolean("unconstrained") and (required or preferred):
         raise InvalidInputError(
@@ -223,12 +203,12 @@ def _topology(fields: Fields) -> TopologyRequest:
 
 
 def _slice(record: Fields) -> SliceConstraint:
-    _reject_unknown_keys(record, _SLICE_KEYS)
+    reject_unknown_keys(record, _SLICE_KEYS)
     return SliceConstraint(record.text("level"), record.integer("size"))
 
 
 def _spread(fields: Fields) -> SpreadConstraint:
     spread = fields.mapping("spread")
-    _reject_unknown_keys(spread, _SPREAD_KEYS)
-    maximum = spread.integer(_key(spread, "maxPodsPerDomain"))
+    reject_unknown_keys(spread, _SPREAD_KEYS)
+    maximum = spread.integer(spelling(spread, "maxPodsPerDomain"))
     return SpreadConstraint(spread.text("level"), maximum)

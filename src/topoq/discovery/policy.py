@@ -46,14 +46,14 @@ from pathlib import Path
 
 from topoq.discovery.documents import Fields, read_document
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
-from topoq.discovery.policy_export import POLICY_API_VERSION, POLICY_KIND, policy_document
-from topoq.discovery.policy_fields import (
+from topoq.discovery.own_format_fields import (
     amounts_given,
     bounded,
     choice,
     reject_unknown_keys,
     spelling,
 )
+from topoq.discovery.policy_export import POLICY_API_VERSION, POLICY_KIND, policy_document
 from topoq.discovery.policy_sizing import (
     MAX_BORROW_LIMIT_PERCENT,
     instance_amounts,

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from topoq.discovery.documents import Fields, read_document
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
-from topoq.discovery.policy_fields import bounded, choice, reject_unknown_keys
+from topoq.discovery.own_format_fields import bounded, choice, reject_unknown_keys
 from topoq.discovery.policy_sizing import (
     MAX_BORROW_LIMIT_PERCENT,
     instance_amounts,

@@ -1,4 +1,5 @@
-"""Field readers shared by the policy formats: keys in camelCase or snake_case
+"""Field readers shared by topoq's own file formats (policy, job file): keys in camelCase or
+snake_case
 (``fairShareWeight`` or ``fair_share_weight``), enum values, bounded integers and resource
 amounts that keep explicit zeros."""
 

@@ -1,0 +1,1 @@
+"""The imperative shell: intake, the cycle loop, dispatch to an executor, reconciliation."""

@@ -1,0 +1,137 @@
+"""What the engine needs from the outside, as protocols: a store that keeps jobs, policy,
+nodes and the audit log durable, and an executor that runs placed gangs.
+
+``store/`` and ``executors/`` implement these; the engine and the simulator depend only on
+them (DESIGN.md rule 5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Protocol
+
+from topoq.domain.decisions import CycleResult
+from topoq.domain.errors import TopoqError
+from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import Allocation, JobId, JobSpec, JobView
+from topoq.domain.node import NodeSpec
+
+
+class DuplicateJob(TopoqError):
+    """A job with this id was submitted before (submission is idempotent by id)."""
+
+
+class UnknownJob(TopoqError):
+    """No job has this id."""
+
+
+@dataclass(frozen=True)
+class AuditEntry:
+    at_s: float
+    actor: str
+    action: str
+    target: str
+    detail: Mapping[str, object] = field(default_factory=dict)
+
+
+class Store(Protocol):
+    """Durable state. Every method is one transaction; a crash between calls loses nothing."""
+
+    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
+        """Store a new pending job (its first history entry: submitted). Raises DuplicateJob."""
+
+    def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
+        """Every job not yet finished (and, if asked, the finished ones too)."""
+
+    def job(self, job_id: JobId) -> JobView:
+        """One job, finished or not. Raises UnknownJob."""
+
+    def save_jobs(
+        self, changed: Sequence[JobView], *, now: float, decisions: CycleResult | None = None
+    ) -> None:
+        """Atomically: update each changed job's row, append its new history entries to the
+        job events, and record the cycle's decisions (if given)."""
+
+    def policy(self) -> ClusterPolicy | None:
+        """The current policy version, if any."""
+
+    def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
+        """Keep a new policy version (every version is kept); returns its number."""
+
+    def nodes(self) -> list[NodeSpec]:
+        """The node inventory with its current health and cordon state."""
+
+    def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
+        """Replace the inventory (nodes not listed are removed)."""
+
+    def audit(self, entry: AuditEntry) -> None:
+        """Append one entry to the append-only audit log."""
+
+    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
+        """The newest entries first."""
+
+
+@dataclass(frozen=True)
+class GangLaunch:
+    """Everything an executor needs to start every pod of an admitted job."""
+
+    job: JobSpec
+    allocation: Allocation
+    attempt: int
+    """1 for the first start; counts restarts after failures, preemptions and node losses."""
+    node_labels: Mapping[str, Mapping[str, str]]
+    """The topology labels of each node the gang uses (for the pods' environment)."""
+
+
+class ExecutorEventKind(StrEnum):
+    STARTED = "started"
+    """Every pod of the gang is running."""
+    EXITED = "exited"
+    """The gang ended: all pods exited 0, or one failed (``exit_code`` is the first non-zero)."""
+    NODE_LOST = "node_lost"
+    """A node stopped: the gangs on it are gone."""
+
+
+@dataclass(frozen=True)
+class ExecutorEvent:
+    kind: ExecutorEventKind
+    at_s: float
+    job: JobId | None = None
+    attempt: int = 0
+    exit_code: int | None = None
+    node: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class ExecutorCapabilities:
+    name: str
+    runs_real_processes: bool
+    can_fail_nodes: bool
+    """Whether ``fail_node`` can stop a node's work on demand (for demos and tests)."""
+    captures_logs: bool
+
+
+class Executor(Protocol):
+    """Runs placed gangs. Outcomes come back through ``poll`` as events."""
+
+    capabilities: ExecutorCapabilities
+
+    def start(self, launch: GangLaunch) -> None:
+        """Start every pod of the gang (returns at once; STARTED comes through ``poll``)."""
+
+    def cancel(self, job: JobId) -> None:
+        """Stop every pod of the job (no EXITED event follows for a cancelled attempt)."""
+
+    def poll(self) -> list[ExecutorEvent]:
+        """Events since the last call, oldest first; never blocks."""
+
+    def fail_node(self, node: str) -> None:
+        """Stop all work on a node (NODE_LOST follows). Only with ``can_fail_nodes``."""
+
+    def logs(self, job: JobId, pod: int | None = None) -> str:
+        """The captured output of the job's pods (one pod when ``pod`` is given)."""
+
+    def close(self) -> None:
+        """Stop everything it started."""

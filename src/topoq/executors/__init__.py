@@ -1,0 +1,1 @@
+"""Executors that run placed gangs: local processes (default), later Slurm, Ray, Kubernetes."""

@@ -1,0 +1,1 @@
+"""Durable state: SQLAlchemy 2 on SQLite (default, WAL) or PostgreSQL, Alembic migrations."""

@@ -1,0 +1,255 @@
+"""The controller: read a snapshot, run the cycle, commit, dispatch, feed outcomes back.
+
+One ``step`` is: apply what the executor reported since the last step, run one scheduling
+cycle on what the store holds, commit the moves and decisions in one transaction, then tell the
+executor to cancel victims and start admitted gangs. Commit comes before dispatch: after a
+crash the store never claims less than what may be running, and ``recover`` reconciles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+
+from topoq.core.cycle import Snapshot, schedule
+from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.tree import TopologyTree, build_tree
+from topoq.domain.decisions import CycleResult
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
+from topoq.domain.node import NodeName, NodeSpec
+from topoq.domain.topology import TopologySpec
+from topoq.engine.ports import (
+    AuditEntry,
+    Executor,
+    ExecutorEvent,
+    ExecutorEventKind,
+    GangLaunch,
+    Store,
+)
+
+SYSTEM = "topoq"
+
+
+@dataclass
+class StepReport:
+    """What one step did, for logs and metrics."""
+
+    events: list[ExecutorEvent] = field(default_factory=list)
+    result: CycleResult = field(default_factory=CycleResult)
+    started: list[JobId] = field(default_factory=list)
+    cancelled: list[JobId] = field(default_factory=list)
+
+
+class Controller:
+    def __init__(
+        self,
+        store: Store,
+        executor: Executor,
+        topology: TopologySpec,
+        *,
+        clock: Callable[[], float],
+        commands: Callable[[JobSpec], Mapping[str, tuple[str, ...]]] | None = None,
+    ) -> None:
+        self.store = store
+        self.executor = executor
+        self.topology = topology
+        self.clock = clock
+        self.commands = commands or (lambda spec: {})
+        self._tree_key: tuple[NodeSpec, ...] | None = None
+        self._tree: TopologyTree | None = None
+
+    # --- intake -----------------------------------------------------------------------
+    def submit(self, spec: JobSpec, *, actor: str) -> JobView:
+        now = self.clock()
+        view = self.store.add_job(replace(spec, submitted_at=now), actor=actor, now=now)
+        self.store.audit(AuditEntry(now, actor, "submit", spec.id, {"team": spec.team}))
+        return view
+
+    def cancel(self, job_id: JobId, *, actor: str) -> JobView:
+        now = self.clock()
+        job = self.store.job(job_id)
+        if job.phase.finished:
+            raise InvalidInputError(
+                f"job {job_id} already ended {job.phase.value}",
+                hint="only pending, admitted or running jobs can be cancelled",
+            )
+        cancelled = advance(job, JobPhase.CANCELLED, now=now, cause=f"cancelled by {actor}")
+        self.store.save_jobs([cancelled], now=now)
+        self.store.audit(AuditEntry(now, actor, "cancel", job_id))
+        if job.phase.holds_capacity:
+            self.executor.cancel(job_id)
+        return cancelled
+
+    def set_held(self, job_id: JobId, held: bool, *, actor: str) -> JobView:
+        now = self.clock()
+        job = self.store.job(job_id)
+        if job.phase is not JobPhase.PENDING:
+            raise InvalidInputError(
+                f"job {job_id} is {job.phase.value}",
+                hint="only pending jobs can be held or released",
+            )
+        changed = replace(job, held=held)
+        self.store.save_jobs([changed], now=now)
+        self.store.audit(AuditEntry(now, actor, "hold" if held else "release", job_id))
+        return changed
+
+    # --- the loop -----------------------------------------------------------------------
+    def step(self) -> StepReport:
+        report = StepReport(events=self.executor.poll())
+        self._apply_events(report.events)
+        now = self.clock()
+        jobs = self.store.jobs()
+        policy = self.store.policy() or ClusterPolicy()
+        tree = self.tree()
+        result = schedule(Snapshot(now, tree, tuple(jobs.values()), policy))
+        report.result = result
+        after = apply_cycle(jobs, result, now=now, evict_at_once=True)
+        changed = [view for job_id, view in after.items() if view != jobs[job_id]]
+        if changed or result.diagnostics:
+            self.store.save_jobs(changed, now=now, decisions=result)
+        self._dispatch(result, after, tree, report)
+        return report
+
+    def tree(self) -> TopologyTree:
+        """The topology tree, rebuilt only when the node inventory or health changed."""
+        nodes = tuple(self.store.nodes())
+        if self._tree is None or nodes != self._tree_key:
+            self._tree = build_tree(nodes, self.topology)
+            self._tree_key = nodes
+        return self._tree
+
+    def _dispatch(
+        self,
+        result: CycleResult,
+        after: Mapping[JobId, JobView],
+        tree: TopologyTree,
+        report: StepReport,
+    ) -> None:
+        for preempt in result.preemptions:
+            self.executor.cancel(preempt.victim)
+            report.cancelled.append(preempt.victim)
+        for requeue in result.requeues:
+            self.executor.cancel(requeue.job)
+        for admit in result.admissions:
+            job = after[admit.job]
+            self.executor.start(self._launch(job, tree))
+            report.started.append(admit.job)
+
+    def _launch(self, job: JobView, tree: TopologyTree) -> GangLaunch:
+        if job.allocation is None:  # admitted jobs always carry one
+            raise InvalidInputError(f"job {job.id} was admitted without an allocation")
+        labels = {
+            name: {level: node.labels.get(level, "") for level in tree.spec.levels}
+            for name in job.allocation.nodes
+            if (node := _node(tree, name)) is not None
+        }
+        attempt = sum(1 for change in job.history if change.phase is JobPhase.ADMITTED)
+        return GangLaunch(job.spec, job.allocation, attempt, labels)
+
+    # --- executor outcomes --------------------------------------------------------------
+    def _apply_events(self, events: Iterable[ExecutorEvent]) -> None:
+        for event in events:
+            if event.kind is ExecutorEventKind.NODE_LOST and event.job is None:
+                if event.node is not None:
+                    self._mark_node(event.node, ready=False, actor=SYSTEM)
+                continue
+            if event.job is None:
+                continue
+            job = self.store.job(event.job)
+            moved = _moved_by(job, event)
+            if moved is not None:
+                self.store.save_jobs([moved], now=event.at_s)
+
+    def mark_node(
+        self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
+    ) -> NodeSpec:
+        return self._mark_node(name, ready=ready, unschedulable=unschedulable, actor=actor)
+
+    def _mark_node(
+        self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
+    ) -> NodeSpec:
+        nodes = self.store.nodes()
+        found = next((node for node in nodes if node.name == name), None)
+        if found is None:
+            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
+        updated = replace(
+            found,
+            ready=found.ready if ready is None else ready,
+            unschedulable=found.unschedulable if unschedulable is None else unschedulable,
+        )
+        now = self.clock()
+        self.store.save_nodes(
+            [updated if n.name == name else n for n in nodes], actor=actor, now=now
+        )
+        self.store.audit(
+            AuditEntry(
+                now,
+                actor,
+                "node",
+                name,
+                {"ready": updated.ready, "unschedulable": updated.unschedulable},
+            )
+        )
+        return updated
+
+    def fail_node(self, name: str, *, actor: str) -> None:
+        """Mark a node failed and stop its work (the gangs on it are requeued)."""
+        self._mark_node(name, ready=False, actor=actor)
+        if self.executor.capabilities.can_fail_nodes:
+            self.executor.fail_node(name)
+
+    def recover(self) -> list[JobId]:
+        """After a restart: jobs the store says hold capacity but no executor runs go back to
+        the queue (their processes did not survive). Returns their ids."""
+        now = self.clock()
+        requeued = []
+        for job in self.store.jobs().values():
+            if job.phase.holds_capacity:
+                moved = advance(
+                    job,
+                    JobPhase.PENDING,
+                    now=now,
+                    cause="the control plane restarted; the gang is requeued",
+                )
+                self.store.save_jobs([moved], now=now)
+                requeued.append(job.id)
+        return requeued
+
+
+def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
+    """The job after an executor event, or None when the event is stale (another attempt)."""
+    current = sum(1 for change in job.history if change.phase is JobPhase.ADMITTED)
+    if event.attempt and event.attempt != current:
+        return None
+    at = event.at_s
+    match event.kind:
+        case ExecutorEventKind.STARTED if job.phase is JobPhase.ADMITTED:
+            return advance(job, JobPhase.RUNNING, now=at, cause="started")
+        case ExecutorEventKind.EXITED if job.phase is JobPhase.RUNNING:
+            if event.exit_code == 0:
+                return advance(job, JobPhase.SUCCEEDED, now=at, cause="every pod exited 0")
+            cause = f"a pod exited {event.exit_code}"
+            if job.failures < job.spec.max_retry:
+                retried = advance(
+                    job,
+                    JobPhase.PENDING,
+                    now=at,
+                    cause=f"{cause}; retry {job.failures + 1} of {job.spec.max_retry}",
+                )
+                return replace(retried, failures=job.failures + 1)
+            return advance(job, JobPhase.FAILED, now=at, cause=cause)
+        case ExecutorEventKind.NODE_LOST if job.phase.holds_capacity:
+            return advance(
+                job,
+                JobPhase.PENDING,
+                now=at,
+                cause=f"node {event.node} was lost; the gang is requeued",
+            )
+    return None
+
+
+def _node(tree: TopologyTree, name: str) -> NodeSpec | None:
+    index = tree.node_index.get(NodeName(name))
+    return tree.nodes[index] if index is not None else None

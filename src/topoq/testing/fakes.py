@@ -1,0 +1,124 @@
+"""In-memory stand-ins for the engine's ports, for fast tests of the engine itself. The real
+store (SQLite, PostgreSQL) and the local executor have their own contract tests."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from topoq.domain.decisions import CycleResult
+from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import JobId, JobSpec, JobView, PhaseChange
+from topoq.domain.node import NodeSpec
+from topoq.engine.ports import (
+    AuditEntry,
+    DuplicateJob,
+    ExecutorCapabilities,
+    ExecutorEvent,
+    ExecutorEventKind,
+    GangLaunch,
+    UnknownJob,
+)
+
+
+@dataclass
+class MemoryStore:
+    """Keeps everything in dictionaries; same contract as the SQL store, no durability."""
+
+    job_rows: dict[JobId, JobView] = field(default_factory=dict)
+    policies: list[ClusterPolicy] = field(default_factory=list)
+    node_rows: list[NodeSpec] = field(default_factory=list)
+    audit_rows: list[AuditEntry] = field(default_factory=list)
+    cycles: list[CycleResult] = field(default_factory=list)
+
+    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
+        if spec.id in self.job_rows:
+            raise DuplicateJob(f"job {spec.id} was already submitted")
+        view = JobView(spec, history=(PhaseChange(now, JobView(spec).phase, "submitted"),))
+        self.job_rows[spec.id] = view
+        return view
+
+    def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
+        return {k: v for k, v in self.job_rows.items() if include_finished or not v.phase.finished}
+
+    def job(self, job_id: JobId) -> JobView:
+        if job_id not in self.job_rows:
+            raise UnknownJob(f"no job {job_id}")
+        return self.job_rows[job_id]
+
+    def save_jobs(
+        self, changed: Sequence[JobView], *, now: float, decisions: CycleResult | None = None
+    ) -> None:
+        for view in changed:
+            self.job_rows[view.id] = view
+        if decisions is not None:
+            self.cycles.append(decisions)
+
+    def policy(self) -> ClusterPolicy | None:
+        return self.policies[-1] if self.policies else None
+
+    def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
+        self.policies.append(policy)
+        return len(self.policies)
+
+    def nodes(self) -> list[NodeSpec]:
+        return list(self.node_rows)
+
+    def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
+        self.node_rows = list(nodes)
+
+    def audit(self, entry: AuditEntry) -> None:
+        self.audit_rows.append(entry)
+
+    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
+        return list(reversed(self.audit_rows))[:limit]
+
+
+@dataclass
+class ScriptedExecutor:
+    """Records what it is asked to do; the test decides what happens (``report``)."""
+
+    capabilities: ExecutorCapabilities = field(
+        default_factory=lambda: ExecutorCapabilities("scripted", False, True, False)
+    )
+    launches: list[GangLaunch] = field(default_factory=list)
+    cancelled: list[JobId] = field(default_factory=list)
+    failed_nodes: list[str] = field(default_factory=list)
+    pending: list[ExecutorEvent] = field(default_factory=list)
+
+    def start(self, launch: GangLaunch) -> None:
+        self.launches.append(launch)
+
+    def cancel(self, job: JobId) -> None:
+        self.cancelled.append(job)
+
+    def poll(self) -> list[ExecutorEvent]:
+        events, self.pending = self.pending, []
+        return events
+
+    def fail_node(self, node: str) -> None:
+        self.failed_nodes.append(node)
+        affected = {
+            launch.job.id: launch.attempt
+            for launch in self.launches
+            if node in launch.allocation.nodes
+        }
+        self.pending.extend(
+            ExecutorEvent(ExecutorEventKind.NODE_LOST, 0.0, job=job, attempt=attempt, node=node)
+            for job, attempt in affected.items()
+        )
+        self.pending.append(ExecutorEvent(ExecutorEventKind.NODE_LOST, 0.0, node=node))
+
+    def report(
+        self, kind: ExecutorEventKind, job: str, *, exit_code: int | None = None, at: float = 0.0
+    ) -> None:
+        attempt = max((x.attempt for x in self.launches if x.job.id == job), default=0)
+        self.pending.append(
+            ExecutorEvent(kind, at, job=JobId(job), attempt=attempt, exit_code=exit_code)
+        )
+
+    def logs(self, job: JobId, pod: int | None = None) -> str:
+        return ""
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,147 @@
+"""The controller's loop with in-memory ports: intake, cycle, commit, dispatch, outcomes."""
+
+from __future__ import annotations
+
+import pytest
+
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId, JobPhase
+from topoq.engine.controller import Controller
+from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
+from topoq.testing.builders import BLOCK
+from topoq.testing.fakes import MemoryStore, ScriptedExecutor
+from topoq.testing.governance import gpu_cluster, job, policy, team
+
+Kind = ExecutorEventKind
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+def controller(*teams: object) -> tuple[Controller, MemoryStore, ScriptedExecutor]:
+    nodes, spec = gpu_cluster([1, 2, 4])
+    store, executor = MemoryStore(), ScriptedExecutor()
+    store.save_nodes(nodes, actor="test", now=0)
+    store.save_policy(policy(*(teams or (team("a", 32), team("b", 32)))), actor="test", now=0)  # type: ignore[arg-type]
+    return Controller(store, executor, spec, clock=Clock()), store, executor
+
+
+def phase(store: MemoryStore, job_id: str) -> JobPhase:
+    return store.job(JobId(job_id)).phase
+
+
+def test_a_submitted_job_is_admitted_started_and_finished() -> None:
+    c, store, executor = controller()
+    c.submit(job("j1", "a", 2).spec, actor="alice")
+    report = c.step()
+    assert report.started == ["j1"] and phase(store, "j1") is JobPhase.ADMITTED
+    [launch] = executor.launches
+    assert launch.attempt == 1 and len(launch.allocation.nodes) == 2
+    assert set(next(iter(launch.node_labels.values()))) == {
+        "spine",
+        "block",
+        "kubernetes.io/hostname",
+    }
+    executor.report(Kind.STARTED, "j1")
+    c.step()
+    assert phase(store, "j1") is JobPhase.RUNNING
+    executor.report(Kind.EXITED, "j1", exit_code=0)
+    c.step()
+    assert phase(store, "j1") is JobPhase.SUCCEEDED
+    causes = [change.cause for change in store.job(JobId("j1")).history]
+    assert causes == ["submitted", "admitted", "started", "every pod exited 0"]
+    assert [entry.action for entry in store.audit_log()] == ["submit"]
+
+
+def test_a_failed_gang_is_retried_up_to_max_retry_then_fails() -> None:
+    c, store, executor = controller()
+    c.submit(job("j1", "a", 1, max_retry=1).spec, actor="alice")
+    for attempt in (1, 2):
+        c.step()
+        assert executor.launches[-1].attempt == attempt
+        executor.report(Kind.STARTED, "j1")
+        c.step()
+        executor.report(Kind.EXITED, "j1", exit_code=3)
+    c.step()
+    view = store.job(JobId("j1"))
+    assert view.phase is JobPhase.FAILED and view.failures == 1
+    assert "retry 1 of 1" in view.history[-4].cause
+
+
+def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
+    c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    c.submit(job("b1", "b", 4).spec, actor="bob")
+    c.submit(job("b2", "b", 4).spec, actor="bob")
+    c.step()
+    for name in ("b1", "b2"):
+        executor.report(Kind.STARTED, name)
+    c.step()
+    c.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    report = c.step()
+    [victim] = report.cancelled
+    assert executor.cancelled == [victim]
+    assert phase(store, victim) is JobPhase.PENDING
+    assert store.job(JobId(victim)).preemptions == 1
+    report = c.step()
+    assert "a1" in report.started
+
+
+def test_a_lost_node_requeues_its_gang_and_marks_the_node_failed() -> None:
+    c, store, executor = controller()
+    c.submit(job("j1", "a", 2).spec, actor="alice")
+    c.step()
+    executor.report(Kind.STARTED, "j1")
+    c.step()
+    lost = sorted(executor.launches[0].allocation.nodes)[0]
+    c.fail_node(lost, actor="admin")
+    report = c.step()
+    assert report.started == ["j1"]
+    assert lost not in executor.launches[-1].allocation.nodes
+    assert executor.launches[-1].attempt == 2
+    assert not next(n for n in store.nodes() if n.name == lost).ready
+
+
+def test_events_of_an_earlier_attempt_are_ignored() -> None:
+    c, store, executor = controller()
+    c.submit(job("j1", "a", 1, max_retry=2).spec, actor="alice")
+    c.step()
+    executor.report(Kind.STARTED, "j1")
+    c.step()
+    executor.report(Kind.EXITED, "j1", exit_code=1)
+    c.step()  # requeued and admitted again: attempt 2
+    stale = executor.launches[0]
+    executor.pending.append(
+        ExecutorEvent(Kind.EXITED, 0.0, job=stale.job.id, attempt=1, exit_code=0)
+    )
+    c.step()
+    assert phase(store, "j1") is JobPhase.ADMITTED
+
+
+def test_cancel_hold_and_release_with_clear_errors() -> None:
+    c, store, executor = controller()
+    c.submit(job("j1", "a", 1).spec, actor="alice")
+    c.set_held(JobId("j1"), True, actor="alice")
+    assert c.step().started == []
+    c.set_held(JobId("j1"), False, actor="alice")
+    assert c.step().started == ["j1"]
+    c.cancel(JobId("j1"), actor="alice")
+    assert executor.cancelled == ["j1"] and phase(store, "j1") is JobPhase.CANCELLED
+    with pytest.raises(InvalidInputError, match="already ended cancelled"):
+        c.cancel(JobId("j1"), actor="alice")
+    with pytest.raises(InvalidInputError, match="only pending jobs"):
+        c.set_held(JobId("j1"), True, actor="alice")
+
+
+def test_recover_requeues_gangs_that_held_capacity_before_a_restart() -> None:
+    c, store, _ = controller()
+    c.submit(job("j1", "a", 1).spec, actor="alice")
+    c.step()
+    restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
+    assert restarted.recover() == ["j1"]
+    assert phase(store, "j1") is JobPhase.PENDING

@@ -120,6 +120,25 @@ class QuotaBook:
                 guaranteed = guaranteed + self.guarantee(team.name, flavor)
         return positive(self.covered(flavor, self.capacity.get(flavor, Resources())) - guaranteed)
 
+    def lent(self, team: TeamName, flavor: FlavorName) -> Resources:
+        """The part of the team's unused guarantee that borrowers use now. Borrowers draw on
+        idle capacity first, then on their pool's lenders, in proportion to what each lends."""
+        spec = self.policy.by_team.get(team)
+        if spec is None:
+            return Resources()
+        members = _pools(self.policy.teams)[pool_of(spec)]
+        borrowed = _total(self.borrowed(member, flavor) for member in members)
+        lendable = _total(self.lendable(member, flavor) for member in members)
+        from_lenders = positive(borrowed - self.idle(flavor))
+        mine = self.lendable(team, flavor)
+        return Resources(
+            {
+                name: min(amount, amount * from_lenders.amount(name) // lendable.amount(name))
+                for name, amount in mine.items()
+                if lendable.amount(name)
+            }
+        )
+
     # --- books ----------------------------------------------------------------------
     def charge(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
         flavors = self.usage.setdefault(team, {})

@@ -8,17 +8,21 @@ crash the store never claims less than what may be running, and ``recover`` reco
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.quota import QuotaBook
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
-from topoq.domain.node import NodeName, NodeSpec
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.ports import (
     AuditEntry,
@@ -30,6 +34,16 @@ from topoq.engine.ports import (
 )
 
 SYSTEM = "topoq"
+
+
+class ControlPlaneMetricsLike(Protocol):
+    """What the controller reports to (``topoq.engine.metrics.ControlPlaneMetrics``)."""
+
+    def observe_step(
+        self, report: StepReport, duration_s: float, jobs: Mapping[JobId, JobView]
+    ) -> None: ...
+
+    def observe_state(self, jobs: Mapping[JobId, JobView], book: QuotaBook) -> None: ...
 
 
 @dataclass
@@ -51,12 +65,14 @@ class Controller:
         *,
         clock: Callable[[], float],
         commands: Callable[[JobSpec], Mapping[str, tuple[str, ...]]] | None = None,
+        metrics: ControlPlaneMetricsLike | None = None,
     ) -> None:
         self.store = store
         self.executor = executor
         self.topology = topology
         self.clock = clock
         self.commands = commands or (lambda spec: {})
+        self.metrics = metrics
         self._tree_key: tuple[NodeSpec, ...] | None = None
         self._tree: TopologyTree | None = None
 
@@ -97,6 +113,7 @@ class Controller:
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
+        began = time.perf_counter()
         report = StepReport(events=self.executor.poll())
         self._apply_events(report.events)
         now = self.clock()
@@ -110,6 +127,13 @@ class Controller:
         if changed or result.diagnostics:
             self.store.save_jobs(changed, now=now, decisions=result)
         self._dispatch(result, after, tree, report)
+        if self.metrics is not None:
+            holders = [view for view in after.values() if view.phase.holds_capacity]
+            book = QuotaBook(
+                policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
+            )
+            self.metrics.observe_step(report, time.perf_counter() - began, after)
+            self.metrics.observe_state(after, book)
         return report
 
     def tree(self) -> TopologyTree:

@@ -1,0 +1,100 @@
+"""Prometheus metrics of the control plane (prometheus-client), fed by the controller.
+
+Gauges describe the state after each step (jobs and GPUs per team and phase; guarantee,
+borrowed and lent GPUs per team); counters and histograms accumulate what steps did
+(admissions, preemptions by cause, cycle duration, how many domains of each level a placed
+gang spans)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
+from prometheus_client import Counter as PromCounter
+
+from topoq.core.holdings import total_demand
+from topoq.core.quota import QuotaBook
+from topoq.domain.governance import TeamName
+from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.engine.controller import StepReport
+
+SPAN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
+
+
+class ControlPlaneMetrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.jobs = Gauge("topoq_jobs", "Jobs by team and phase", ["team", "phase"], registry=r)
+        self.gpus = Gauge(
+            "topoq_gpus",
+            "GPUs requested by pending and held by running jobs",
+            ["team", "state"],
+            registry=r,
+        )
+        self.quota = Gauge(
+            "topoq_quota_gpus",
+            "GPUs per team: guarantee, borrowed, lent",
+            ["team", "kind"],
+            registry=r,
+        )
+        self.admissions = PromCounter("topoq_admissions", "Jobs admitted", ["team"], registry=r)
+        self.preemptions = PromCounter(
+            "topoq_preemptions", "Jobs preempted, by cause", ["cause"], registry=r
+        )
+        self.cycle_seconds = Histogram(
+            "topoq_cycle_duration_seconds", "Duration of one controller step", registry=r
+        )
+        self.span = Histogram(
+            "topoq_placement_span_domains",
+            "Domains of each level an admitted gang spans",
+            ["level"],
+            buckets=SPAN_BUCKETS,
+            registry=r,
+        )
+
+    def observe_step(
+        self, report: StepReport, duration_s: float, jobs: Mapping[JobId, JobView]
+    ) -> None:
+        self.cycle_seconds.observe(duration_s)
+        for admit in report.result.admissions:
+            team = jobs[admit.job].team if admit.job in jobs else "unknown"
+            self.admissions.labels(team=team).inc()
+            for outcome in admit.allocation.placement.pod_sets:
+                for level, count in outcome.span.items():
+                    self.span.labels(level=level).observe(count)
+        for preempt in report.result.preemptions:
+            self.preemptions.labels(cause=preempt.cause.value).inc()
+
+    def observe_state(self, jobs: Mapping[JobId, JobView], book: QuotaBook) -> None:
+        self.jobs.clear()
+        self.gpus.clear()
+        self.quota.clear()
+        phases: Counter[tuple[TeamName, JobPhase]] = Counter()
+        gpus: Counter[tuple[TeamName, str]] = Counter()
+        for job in jobs.values():
+            phases[(job.team, job.phase)] += 1
+            state = "running" if job.phase.holds_capacity else "pending"
+            if job.phase is JobPhase.PENDING or job.phase.holds_capacity:
+                gpus[(job.team, state)] += total_demand(job).amount(NVIDIA_GPU)
+        for (team, phase), count in phases.items():
+            self.jobs.labels(team=team, phase=phase.value).set(count)
+        for (team, state), count in gpus.items():
+            self.gpus.labels(team=team, state=state).set(count)
+        for spec in book.policy.teams:
+            for kind, amount in _quota_gpus(book, spec.name).items():
+                self.quota.labels(team=spec.name, kind=kind).set(amount)
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, int]:
+    totals = {"guarantee": 0, "borrowed": 0, "lent": 0}
+    for flavor in book.capacity:
+        totals["guarantee"] += book.guarantee(team, flavor).amount(NVIDIA_GPU)
+        totals["borrowed"] += book.borrowed(team, flavor).amount(NVIDIA_GPU)
+        totals["lent"] += book.lent(team, flavor).amount(NVIDIA_GPU)
+    return totals

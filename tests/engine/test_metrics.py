@@ -1,0 +1,47 @@
+"""Prometheus metrics as the controller reports them."""
+
+from __future__ import annotations
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from topoq.engine.controller import Controller
+from topoq.engine.metrics import ControlPlaneMetrics
+from topoq.engine.ports import ExecutorEventKind
+from topoq.testing.builders import BLOCK
+from topoq.testing.fakes import MemoryStore, ScriptedExecutor
+from topoq.testing.governance import gpu_cluster, job, policy, team
+
+
+def samples(metrics: ControlPlaneMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    found = {}
+    for family in text_string_to_metric_families(metrics.exposition().decode()):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def test_metrics_follow_admissions_borrowing_and_preemptions() -> None:
+    nodes, spec = gpu_cluster([1, 2, 4])
+    store, executor, metrics = MemoryStore(), ScriptedExecutor(), ControlPlaneMetrics()
+    store.save_nodes(nodes, actor="t", now=0)
+    store.save_policy(policy(team("a", 32), team("b", 32, borrow_gpus=32)), actor="t", now=0)
+    c = Controller(store, executor, spec, clock=lambda: 1.0, metrics=metrics)
+    c.submit(job("b1", "b", 4).spec, actor="t")
+    c.submit(job("b2", "b", 4).spec, actor="t")
+    c.step()
+    for name in ("b1", "b2"):
+        executor.report(ExecutorEventKind.STARTED, name)
+    c.step()
+    found = samples(metrics)
+    assert found[("topoq_jobs", (("phase", "running"), ("team", "b")))] == 2
+    assert found[("topoq_gpus", (("state", "running"), ("team", "b")))] == 64
+    assert found[("topoq_quota_gpus", (("kind", "borrowed"), ("team", "b")))] == 32
+    assert found[("topoq_quota_gpus", (("kind", "lent"), ("team", "a")))] == 32
+    assert found[("topoq_admissions_total", (("team", "b"),))] == 2
+    c.submit(job("a1", "a", 4, required=BLOCK).spec, actor="t")
+    c.step()
+    found = samples(metrics)
+    assert found[("topoq_preemptions_total", (("cause", "PREEMPTED_FOR_RECLAIM"),))] == 1
+    assert found[("topoq_cycle_duration_seconds_count", ())] == 3
+    spans = {k: v for k, v in found.items() if k[0] == "topoq_placement_span_domains_count"}
+    assert spans[("topoq_placement_span_domains_count", (("level", BLOCK),))] == 2

@@ -16,6 +16,7 @@ from topoq.domain.errors import TopoqError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import Allocation, JobId, JobSpec, JobView
 from topoq.domain.node import NodeSpec
+from topoq.domain.resources import Resources
 
 
 class DuplicateJob(TopoqError):
@@ -82,6 +83,15 @@ class GangLaunch:
     """1 for the first start; counts restarts after failures, preemptions and node losses."""
     node_labels: Mapping[str, Mapping[str, str]]
     """The topology labels of each node the gang uses (for the pods' environment)."""
+    commands: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The argv every pod of a pod set runs, by pod-set name. A pod set without one (or with an
+    empty one) runs the executor's default workload."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables the user asked for, set in every pod; the executor's own launcher variables
+    (``RANK``, ``WORLD_SIZE``, …) take precedence over them."""
+    node_allocatable: Mapping[str, Resources] = field(default_factory=dict)
+    """Everything each node of the gang has (not only the gang's share), e.g. so that the local
+    executor can number a node's GPUs 0..n-1. Empty when unknown."""
 
 
 class ExecutorEventKind(StrEnum):

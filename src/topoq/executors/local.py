@@ -1,0 +1,312 @@
+"""The local executor: every pod of a placed gang is a real process on this machine, running
+on a "virtual node" of the configured cluster.
+
+Commands come from ``GangLaunch.commands`` (pod-set name → argv); a pod set without one runs
+``topoq.executors.default_pod``. Each pod gets the variables of a distributed launcher (see
+``topoq.executors.environment`` and docs/executors.md), its own GPU indices on its node, and a
+log file under ``<work_dir>/<job>/<attempt>/``. A gang lives and dies as a whole: the first pod
+to fail ends it and its other pods are stopped.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.engine.ports import (
+    ExecutorCapabilities,
+    ExecutorEvent,
+    ExecutorEventKind,
+    GangLaunch,
+)
+from topoq.executors.devices import GpuIndexBook
+from topoq.executors.environment import (
+    GangContext,
+    PodPlan,
+    hosts_in_node_rank_order,
+    launcher_environment,
+    plan_pods,
+)
+from topoq.executors.logfiles import attempt_dir, pod_log, read_logs, write_manifest
+from topoq.executors.processes import Terminations, free_port, has_exited, reap, spawn
+
+LOCAL_CAPABILITIES = ExecutorCapabilities(
+    name="local", runs_real_processes=True, can_fail_nodes=True, captures_logs=True
+)
+DEFAULT_STOP_GRACE_S = 3.0
+"""How long a pod has between SIGTERM and SIGKILL."""
+DEFAULT_POD_SCRIPT = Path(__file__).resolve().with_name("default_pod.py")
+"""What a pod set without a command runs (``topoq.executors.default_pod``, by path, so the
+pod's Python needs only its standard library)."""
+COMMAND_NOT_FOUND_EXIT_CODE = 127
+COMMAND_NOT_RUNNABLE_EXIT_CODE = 126
+
+
+@dataclass
+class _Pod:
+    plan: PodPlan
+    gpu_indices: tuple[int, ...]
+    process: subprocess.Popen[bytes] | None = None
+    exit_code: int | None = None
+
+    def describe(self) -> str:
+        return f"pod {self.plan.rank} ({self.plan.pod_set} on {self.plan.node})"
+
+
+@dataclass
+class _Attempt:
+    job: JobId
+    number: int
+    pods: list[_Pod] = field(default_factory=list)
+
+    @property
+    def nodes(self) -> frozenset[str]:
+        return frozenset(pod.plan.node for pod in self.pods)
+
+    def running(self) -> list[subprocess.Popen[bytes]]:
+        return [p.process for p in self.pods if p.process is not None and p.exit_code is None]
+
+
+class LocalExecutor:
+    """Runs gangs as process trees on this machine. Thread-safe; ``poll`` never blocks, while
+    ``cancel``, ``fail_node`` and ``close`` return once the pods' processes are gone (at most
+    ``stop_grace_s`` after SIGTERM, when SIGKILL follows)."""
+
+    def __init__(
+        self,
+        work_dir: Path,
+        *,
+        clock: Callable[[], float] = time.time,
+        python: str = sys.executable,
+        stop_grace_s: float = DEFAULT_STOP_GRACE_S,
+        base_environment: Mapping[str, str] | None = None,
+    ) -> None:
+        self.capabilities = LOCAL_CAPABILITIES
+        self.work_dir = Path(work_dir)
+        self._clock = clock
+        self._default_command = (python, str(DEFAULT_POD_SCRIPT))
+        self._base_environment = dict(os.environ if base_environment is None else base_environment)
+        self._attempts: dict[JobId, _Attempt] = {}
+        self._events: list[ExecutorEvent] = []
+        self._gpus = GpuIndexBook()
+        self._terminations = Terminations(stop_grace_s)
+        self._lock = threading.RLock()
+
+    # --- the Executor protocol ----------------------------------------------------------
+
+    def start(self, launch: GangLaunch) -> None:
+        """Spawn every pod of the gang; a running attempt of the same job is cancelled first.
+        STARTED (or EXITED 126/127 when a pod's command cannot run) comes through ``poll``."""
+        job = launch.job.id
+        with self._lock:
+            self.cancel(job)
+            plans = plan_pods(launch.job.workload, launch.allocation)
+            commands = self._commands(launch)
+            directory = attempt_dir(self.work_dir, job, launch.attempt)
+            directory.mkdir(parents=True, exist_ok=True)
+            write_manifest(directory, plans)
+            for node, allocatable in launch.node_allocatable.items():
+                self._gpus.declare(node, allocatable.amount(NVIDIA_GPU))
+            attempt = _Attempt(job, launch.attempt, self._take_gpus(plans))
+            context = GangContext(
+                job=job,
+                attempt=launch.attempt,
+                world_size=len(plans),
+                hosts=hosts_in_node_rank_order(plans),
+                master_port=free_port(),
+                node_labels=launch.node_labels,
+            )
+            self._spawn_all(attempt, context, commands, launch.environment, directory)
+
+    def cancel(self, job: JobId) -> None:
+        """Stop the job's pods and wait until they are gone; no event follows. A job that
+        does not run here is ignored."""
+        with self._lock:
+            attempt = self._attempts.get(job)
+            if attempt is not None:
+                self._end(attempt)
+                self._terminations.finish()
+
+    def poll(self) -> list[ExecutorEvent]:
+        with self._lock:
+            self._terminations.advance()
+            for attempt in list(self._attempts.values()):
+                self._observe(attempt)
+            events, self._events = self._events, []
+            return events
+
+    def fail_node(self, node: str) -> None:
+        """Kill every process on ``node`` and end every gang with a pod there. Events: one
+        NODE_LOST for the node (``job=None``), then one per gang it ended; no EXITED."""
+        with self._lock:
+            lost = [attempt for attempt in self._attempts.values() if node in attempt.nodes]
+            for attempt in lost:
+                self._end(attempt)
+            self._terminations.finish()
+            self._emit(ExecutorEventKind.NODE_LOST, None, node=node, message=f"node {node} failed")
+            for attempt in lost:
+                self._emit(
+                    ExecutorEventKind.NODE_LOST,
+                    attempt,
+                    node=node,
+                    message=f"node {node} failed; every pod of the gang was stopped",
+                )
+
+    def logs(self, job: JobId, pod: int | None = None) -> str:
+        """The newest attempt's output: one pod's, or every pod's under a header each."""
+        return read_logs(self.work_dir, job, pod)
+
+    def close(self) -> None:
+        with self._lock:
+            for attempt in list(self._attempts.values()):
+                self._end(attempt)
+            self._terminations.finish()
+
+    # --- local extras -------------------------------------------------------------------
+
+    def pids(self, job: JobId) -> dict[int, int]:
+        """The process id of each running pod of the job, by rank (empty when it does not run)."""
+        with self._lock:
+            attempt = self._attempts.get(job)
+            pods = attempt.pods if attempt is not None else []
+            return {
+                p.plan.rank: p.process.pid
+                for p in pods
+                if p.process is not None and p.exit_code is None
+            }
+
+    def __enter__(self) -> LocalExecutor:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- starting -----------------------------------------------------------------------
+
+    def _commands(self, launch: GangLaunch) -> dict[str, tuple[str, ...]]:
+        names = [pod_set.name for pod_set in launch.job.workload.pod_sets]
+        unknown = sorted(set(launch.commands) - set(names))
+        if unknown:
+            raise InvalidInputError(
+                f"commands name pod sets the job does not have: {', '.join(unknown)}",
+                where=f"job {launch.job.id}",
+                hint=f"its pod sets are {', '.join(names)}",
+            )
+        return {name: tuple(launch.commands.get(name) or self._default_command) for name in names}
+
+    def _take_gpus(self, plans: Sequence[PodPlan]) -> list[_Pod]:
+        pods: list[_Pod] = []
+        try:
+            for plan in plans:
+                pods.append(_Pod(plan, self._gpus.take(plan.node, plan.gpus)))
+        except InvalidInputError:
+            self._release_gpus(pods)
+            raise
+        return pods
+
+    def _spawn_all(
+        self,
+        attempt: _Attempt,
+        context: GangContext,
+        commands: Mapping[str, tuple[str, ...]],
+        user_environment: Mapping[str, str],
+        directory: Path,
+    ) -> None:
+        base = self._base_environment | {"PYTHONUNBUFFERED": "1"} | dict(user_environment)
+        self._attempts[attempt.job] = attempt
+        for pod in attempt.pods:
+            environment = base | launcher_environment(context, pod.plan, pod.gpu_indices)
+            try:
+                pod.process = spawn(
+                    commands[pod.plan.pod_set],
+                    environment=environment,
+                    cwd=directory,
+                    log_path=pod_log(directory, pod.plan.rank),
+                )
+            except OSError as error:
+                self._fail_to_start(attempt, pod, error)
+                return
+        hosts = ", ".join(context.hosts)
+        message = f"{len(attempt.pods)} pods on {hosts}, rendezvous port {context.master_port}"
+        self._emit(ExecutorEventKind.STARTED, attempt, message=message)
+
+    def _fail_to_start(self, attempt: _Attempt, pod: _Pod, error: OSError) -> None:
+        self._end(attempt)
+        self._terminations.finish()
+        code = (
+            COMMAND_NOT_FOUND_EXIT_CODE
+            if isinstance(error, FileNotFoundError)
+            else COMMAND_NOT_RUNNABLE_EXIT_CODE
+        )
+        message = f"{pod.describe()} could not start: {error}"
+        pod_log(attempt_dir(self.work_dir, attempt.job, attempt.number), pod.plan.rank).write_text(
+            message + "\n"
+        )
+        self._emit(ExecutorEventKind.EXITED, attempt, exit_code=code, message=message)
+
+    # --- observing and ending -----------------------------------------------------------
+
+    def _observe(self, attempt: _Attempt) -> None:
+        """Reap the attempt's exited pods; end the gang on the first failure or when all
+        pods succeeded."""
+        for pod in attempt.pods:
+            if pod.exit_code is not None or pod.process is None or not has_exited(pod.process):
+                continue
+            pod.exit_code = reap(pod.process)
+            if pod.exit_code != 0:
+                self._end(attempt)
+                message = f"{pod.describe()} exited with {pod.exit_code}; the gang was stopped"
+                self._emit(
+                    ExecutorEventKind.EXITED, attempt, exit_code=pod.exit_code, message=message
+                )
+                return
+        if all(pod.exit_code == 0 for pod in attempt.pods):
+            self._end(attempt)
+            message = f"all {len(attempt.pods)} pods exited 0"
+            self._emit(ExecutorEventKind.EXITED, attempt, exit_code=0, message=message)
+
+    def _end(self, attempt: _Attempt) -> None:
+        """Forget the attempt, give back its GPUs and start stopping its running pods."""
+        self._attempts.pop(attempt.job, None)
+        self._release_gpus(attempt.pods)
+        self._terminations.begin(attempt.running())
+
+    def _release_gpus(self, pods: Sequence[_Pod]) -> None:
+        for pod in pods:
+            self._gpus.release(pod.plan.node, pod.gpu_indices)
+
+    def _emit(
+        self,
+        kind: ExecutorEventKind,
+        attempt: _Attempt | None,
+        *,
+        exit_code: int | None = None,
+        node: str | None = None,
+        message: str = "",
+    ) -> None:
+        self._events.append(
+            ExecutorEvent(
+                kind=kind,
+                at_s=self._clock(),
+                job=attempt.job if attempt is not None else None,
+                attempt=attempt.number if attempt is not None else 0,
+                exit_code=exit_code,
+                node=node,
+                message=message,
+            )
+        )

@@ -1,0 +1,114 @@
+"""OS processes for pods: spawned in their own session (so a pod's whole process tree can be
+signalled at once), stopped with SIGTERM then SIGKILL, and reaped without blocking."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+SIGNAL_EXIT_BASE = 128
+"""A pod killed by signal N reports exit code 128 + N, as shells and Kubernetes do."""
+
+
+def spawn(
+    argv: Sequence[str], *, environment: Mapping[str, str], cwd: Path, log_path: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``argv`` as the leader of a new session, stdout and stderr into ``log_path``."""
+    with log_path.open("wb") as log:
+        return subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=cwd,
+            env=dict(environment),
+            start_new_session=True,
+        )
+
+
+def free_port() -> int:
+    """A TCP port on the loopback that nothing listens on right now."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def exit_code(returncode: int) -> int:
+    """Popen's return code as a shell reports it (a signal N becomes 128 + N)."""
+    return SIGNAL_EXIT_BASE - returncode if returncode < 0 else returncode
+
+
+def has_exited(process: subprocess.Popen[bytes]) -> bool:
+    """Whether the process ended, without reaping it (its pid stays reserved until reaped)."""
+    if process.returncode is not None:
+        return True
+    try:
+        status = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return status is not None
+
+
+def signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+    """Send ``signum`` to the pod's whole process group (the leader's pid is its id)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(process.pid, signum)
+
+
+def reap(process: subprocess.Popen[bytes]) -> int:
+    """The exit code of an ended pod. Kills what is left of its process group first, while the
+    unreaped leader still reserves the group's id."""
+    signal_group(process, signal.SIGKILL)
+    return exit_code(process.wait())
+
+
+@dataclass
+class _Stopping:
+    process: subprocess.Popen[bytes]
+    kill_at: float
+
+
+class Terminations:
+    """Pods being stopped: SIGTERM first, SIGKILL for those still running after the grace
+    period. ``advance`` never blocks; ``finish`` waits until every one is gone."""
+
+    def __init__(self, grace_s: float) -> None:
+        self.grace_s = grace_s
+        self._stopping: list[_Stopping] = []
+
+    def begin(self, processes: Sequence[subprocess.Popen[bytes]]) -> None:
+        kill_at = time.monotonic() + self.grace_s
+        for process in processes:
+            signal_group(process, signal.SIGTERM)
+            self._stopping.append(_Stopping(process, kill_at))
+
+    def advance(self) -> None:
+        """Reap the pods that ended; SIGKILL those past their grace period."""
+        now = time.monotonic()
+        still: list[_Stopping] = []
+        for entry in self._stopping:
+            if has_exited(entry.process):
+                reap(entry.process)
+                continue
+            if now >= entry.kill_at:
+                signal_group(entry.process, signal.SIGKILL)
+            still.append(entry)
+        self._stopping = still
+
+    def finish(self, poll_interval_s: float = 0.01) -> None:
+        """Block until every pod being stopped is gone (at most the grace period and a bit)."""
+        while self._stopping:
+            self.advance()
+            if self._stopping:
+                time.sleep(poll_interval_s)
+
+    def __len__(self) -> int:
+        return len(self._stopping)

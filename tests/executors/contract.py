@@ -1,0 +1,191 @@
+"""The contract every executor passes (DESIGN.md rule 5).
+
+Subclass ``ExecutorContract`` in a ``test_*.py`` module as ``Test<Name>Contract`` and override
+the ``executor_factory`` fixture (``work_dir → Executor``). Pods run short Python programs
+(``pod_command``) that print ``pid=<pid>`` first; ``alive`` checks those pids on this machine,
+so an executor whose pods run elsewhere overrides both hooks.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.executors.launches import (
+    Command,
+    gang,
+    place,
+    poll_until,
+    process_alive,
+    python,
+    wait_until,
+)
+from topoq.domain.job import JobId
+from topoq.engine.ports import Executor, ExecutorEvent, ExecutorEventKind
+from topoq.testing.builders import gpu_pods
+
+ExecutorFactory = Callable[[Path], Executor]
+STARTED, EXITED, NODE_LOST = (
+    ExecutorEventKind.STARTED,
+    ExecutorEventKind.EXITED,
+    ExecutorEventKind.NODE_LOST,
+)
+_PID = "import os, sys, time; print(f'pid={os.getpid()}', flush=True)"
+SLEEP = _PID + "; time.sleep(60)"
+SAY_HELLO = _PID + "; print(f\"hello from rank {os.environ['RANK']}\", flush=True)"
+
+
+def exit_when_exists(trigger: Path, code: int) -> str:
+    """A pod that waits until ``trigger`` exists, then exits with ``code``."""
+    wait = f"while not os.path.exists({str(trigger)!r}): time.sleep(0.01)"
+    return f"{_PID}\n{wait}\nsys.exit({code})"
+
+
+def of(job: str, events: list[ExecutorEvent]) -> list[ExecutorEvent]:
+    return [event for event in events if event.job == job]
+
+
+def ended(job: str) -> Callable[[list[ExecutorEvent]], bool]:
+    return lambda events: any(e.kind in (EXITED, NODE_LOST) for e in of(job, events))
+
+
+class ExecutorContract:
+    """Behaviour every executor shows, whatever runs its pods."""
+
+    @pytest.fixture
+    def executor_factory(self) -> ExecutorFactory:
+        raise NotImplementedError("a contract subclass provides executor_factory")
+
+    @pytest.fixture
+    def executor(self, executor_factory: ExecutorFactory, tmp_path: Path) -> Iterator[Executor]:
+        executor = executor_factory(tmp_path / "work")
+        try:
+            yield executor
+        finally:
+            executor.close()
+
+    # --- hooks -------------------------------------------------------------------------
+
+    def pod_command(self, code: str) -> Command:
+        return python(code)
+
+    def pod_pids(self, executor: Executor, job: str) -> list[int]:
+        return [int(pid) for pid in re.findall(r"^pid=(\d+)$", executor.logs(JobId(job)), re.M)]
+
+    def alive(self, pid: int) -> bool:
+        return process_alive(pid)
+
+    def still_running(self, executor: Executor, job: str) -> bool:
+        return any(self.alive(pid) for pid in self.pod_pids(executor, job))
+
+    def wait_for_pods(self, executor: Executor, job: str, pods: int) -> None:
+        """Until every pod of ``job`` has printed its pid (so it surely runs)."""
+        wait_until(lambda: len(self.pod_pids(executor, job)) == pods, what=f"{pods} pods")
+
+    # --- the contract ------------------------------------------------------------------
+
+    def test_declares_its_capabilities(self, executor: Executor) -> None:
+        capabilities = executor.capabilities
+        assert capabilities.name
+        assert isinstance(capabilities.runs_real_processes, bool)
+        assert isinstance(capabilities.can_fail_nodes, bool)
+        assert isinstance(capabilities.captures_logs, bool)
+
+    def test_a_gang_that_succeeds_reports_started_then_exited_zero(
+        self, executor: Executor
+    ) -> None:
+        executor.start(place(gang("ok")).launch("ok", command=self.pod_command(SAY_HELLO)))
+        events = of("ok", poll_until(executor, ended("ok")))
+        assert [e.kind for e in events] == [STARTED, EXITED]
+        assert events[1].exit_code == 0
+        assert all(e.attempt == 1 for e in events)
+        assert events[0].at_s <= events[1].at_s
+
+    def test_a_failing_pod_ends_the_gang_with_its_code_and_stops_the_others(
+        self, executor: Executor, tmp_path: Path
+    ) -> None:
+        trigger = tmp_path / "fail-now"
+        job = gang("bad", gpu_pods(2, gpus=8), gpu_pods(1, gpus=1, name="failer"))
+        commands = {
+            "workers": self.pod_command(SLEEP),
+            "failer": self.pod_command(exit_when_exists(trigger, 3)),
+        }
+        executor.start(place(job).launch("bad", commands=commands))
+        self.wait_for_pods(executor, "bad", 3)
+        trigger.touch()
+        events = of("bad", poll_until(executor, ended("bad")))
+        assert [(e.kind, e.exit_code) for e in events] == [(STARTED, None), (EXITED, 3)]
+        wait_until(lambda: not self.still_running(executor, "bad"), what="the gang to stop")
+        assert of("bad", poll_until(executor, lambda _: True)) == []
+
+    def test_cancel_reports_nothing_and_stops_every_pod(self, executor: Executor) -> None:
+        executor.start(place(gang("c")).launch("c", command=self.pod_command(SLEEP)))
+        self.wait_for_pods(executor, "c", 2)
+        executor.cancel(JobId("c"))
+        wait_until(lambda: not self.still_running(executor, "c"), what="the pods to stop")
+        time.sleep(0.1)
+        assert [e.kind for e in of("c", executor.poll())] in ([], [STARTED])
+        executor.cancel(JobId("c"))  # a second cancel is harmless
+        executor.cancel(JobId("never-started"))
+
+    def test_a_failed_node_loses_its_gangs_and_spares_the_others(self, executor: Executor) -> None:
+        if not executor.capabilities.can_fail_nodes:
+            pytest.skip("this executor cannot fail nodes on demand")
+        placed = place(gang("hit"), gang("spared"))
+        for job in ("hit", "spared"):
+            executor.start(placed.launch(job, command=self.pod_command(SLEEP)))
+            self.wait_for_pods(executor, job, 2)
+        lost_node = sorted(placed.allocation("hit").nodes)[0]
+        executor.fail_node(lost_node)
+        events = poll_until(executor, ended("hit"))
+        lost = [e for e in events if e.kind is NODE_LOST]
+        assert {(e.job, e.node) for e in lost} == {(None, lost_node), ("hit", lost_node)}
+        assert not [e for e in of("hit", events) if e.kind is EXITED]
+        wait_until(lambda: not self.still_running(executor, "hit"), what="the lost gang to stop")
+        assert self.still_running(executor, "spared")
+        assert not [e for e in of("spared", executor.poll()) if e.kind is not STARTED]
+
+    def test_each_pods_output_is_captured(self, executor: Executor) -> None:
+        if not executor.capabilities.captures_logs:
+            pytest.skip("this executor does not capture logs")
+        executor.start(place(gang("talk")).launch("talk", command=self.pod_command(SAY_HELLO)))
+        poll_until(executor, ended("talk"))
+        for rank in (0, 1):
+            assert f"hello from rank {rank}" in executor.logs(JobId("talk"), rank)
+        everything = executor.logs(JobId("talk"))
+        assert "hello from rank 0" in everything
+        assert "hello from rank 1" in everything
+
+    def test_poll_never_blocks(self, executor: Executor) -> None:
+        executor.start(place(gang("slow")).launch("slow", command=self.pod_command(SLEEP)))
+        for _ in range(20):
+            began = time.monotonic()
+            executor.poll()
+            assert time.monotonic() - began < 0.2
+
+    def test_close_stops_everything(self, executor: Executor) -> None:
+        placed = place(gang("a"), gang("b"))
+        for job in ("a", "b"):
+            executor.start(placed.launch(job, command=self.pod_command(SLEEP)))
+            self.wait_for_pods(executor, job, 2)
+        executor.close()
+        wait_until(
+            lambda: not (self.still_running(executor, "a") or self.still_running(executor, "b")),
+            what="every pod to stop",
+        )
+
+    def test_starting_again_replaces_the_running_attempt(self, executor: Executor) -> None:
+        placed = place(gang("again"))
+        executor.start(placed.launch("again", command=self.pod_command(SLEEP)))
+        self.wait_for_pods(executor, "again", 2)
+        first_pids = self.pod_pids(executor, "again")
+        executor.start(placed.launch("again", command=self.pod_command(SAY_HELLO), attempt=2))
+        events = of("again", poll_until(executor, ended("again")))
+        assert [(e.kind, e.attempt, e.exit_code) for e in events if e.kind is EXITED] == [
+            (EXITED, 2, 0)
+        ]
+        wait_until(lambda: not any(self.alive(pid) for pid in first_pids), what="attempt 1")

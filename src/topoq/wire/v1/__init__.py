@@ -1,0 +1,67 @@
+"""Version 1 of topoq's wire models: what ``/api/v1`` accepts and returns."""
+
+from topoq.wire.v1.access import Role, TokenCreated, TokenModel, TokenRequest, WhoAmI
+from topoq.wire.v1.base import ResourceAmounts, WireModel
+from topoq.wire.v1.cluster import (
+    AuditEntryModel,
+    EventModel,
+    Health,
+    NodeAction,
+    NodeModel,
+    PolicyModel,
+    TeamFlavorModel,
+    TeamModel,
+    TopologyDomainModel,
+    TopologyModel,
+    UnplacedNodeModel,
+)
+from topoq.wire.v1.errors import ErrorBody, ErrorDetail
+from topoq.wire.v1.jobs import (
+    AllocationModel,
+    DependencyModel,
+    Explanation,
+    JobDetail,
+    JobFormat,
+    JobHistory,
+    JobList,
+    JobLogs,
+    JobSummary,
+    PhaseChangeModel,
+    SubmitJobRequest,
+    WorkloadModel,
+)
+
+__all__ = [
+    "AllocationModel",
+    "AuditEntryModel",
+    "DependencyModel",
+    "ErrorBody",
+    "ErrorDetail",
+    "EventModel",
+    "Explanation",
+    "Health",
+    "JobDetail",
+    "JobFormat",
+    "JobHistory",
+    "JobList",
+    "JobLogs",
+    "JobSummary",
+    "NodeAction",
+    "NodeModel",
+    "PhaseChangeModel",
+    "PolicyModel",
+    "ResourceAmounts",
+    "Role",
+    "SubmitJobRequest",
+    "TeamFlavorModel",
+    "TeamModel",
+    "TokenCreated",
+    "TokenModel",
+    "TokenRequest",
+    "TopologyDomainModel",
+    "TopologyModel",
+    "UnplacedNodeModel",
+    "WhoAmI",
+    "WireModel",
+    "WorkloadModel",
+]

@@ -1,0 +1,22 @@
+"""The base of every v1 wire model: camelCase on the wire, snake_case in Python, unknown
+fields rejected (a typo must not silently drop a field)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+from pydantic.alias_generators import to_camel
+
+
+class WireModel(BaseModel):
+    model_config = ConfigDict(
+        alias_generator=to_camel,
+        validate_by_name=True,
+        validate_by_alias=True,
+        serialize_by_alias=True,
+        extra="forbid",
+        frozen=True,
+    )
+
+
+ResourceAmounts = dict[str, str]
+"""Resource name → readable Kubernetes quantity (``{"nvidia.com/gpu": "8", "memory": "1Ti"}``)."""

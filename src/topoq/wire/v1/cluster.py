@@ -1,0 +1,111 @@
+"""The cluster on the wire: nodes, the topology with occupancy, teams and their quota, the
+policy, events and the audit log."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import Field
+
+from topoq.domain.job import JobPhase
+from topoq.wire.v1.base import ResourceAmounts, WireModel
+
+
+class Health(WireModel):
+    status: str
+    version: str
+
+
+class NodeModel(WireModel):
+    name: str
+    ready: bool
+    cordoned: bool
+    labels: dict[str, str]
+    allocatable: ResourceAmounts
+    gpus: int
+    gpus_used: int
+    jobs: list[str] = Field(description="Jobs holding capacity on the node.")
+
+
+class TopologyDomainModel(WireModel):
+    name: str = Field(description="The label values from the top level down, joined by '/'.")
+    level: str = Field(description="The node label of this level.")
+    value: str
+    nodes: int
+    gpus: int
+    gpus_used: int
+    gpus_free: int = Field(description="Free GPUs on schedulable nodes.")
+    children: list[TopologyDomainModel] = Field(default_factory=list)
+
+
+class UnplacedNodeModel(WireModel):
+    name: str
+    reason: str
+    detail: str
+
+
+class TopologyModel(WireModel):
+    name: str
+    levels: list[str]
+    gpus: int
+    gpus_used: int
+    gpus_free: int
+    domains: list[TopologyDomainModel] = Field(description="The top level's domains.")
+    outside: list[UnplacedNodeModel] = Field(
+        description="Nodes outside the tree (a level label missing)."
+    )
+
+
+class TeamFlavorModel(WireModel):
+    flavor: str
+    guarantee: ResourceAmounts
+    used: ResourceAmounts
+    borrowed: ResourceAmounts
+    lent: ResourceAmounts
+    borrow_limit: ResourceAmounts
+    guarantee_gpus: int
+    used_gpus: int
+    borrowed_gpus: int
+    lent_gpus: int
+
+
+class TeamModel(WireModel):
+    name: str
+    active: bool
+    sharing: str
+    fair_share_weight: int
+    cohort: list[str]
+    flavors: list[TeamFlavorModel]
+    jobs: dict[JobPhase, int] = Field(description="Unfinished jobs by phase.")
+
+
+class PolicyModel(WireModel):
+    version: int | None = Field(description="Null while no policy was ever set.")
+    document: dict[str, Any] = Field(description="The policy in topoq's policy-file format.")
+
+
+class EventModel(WireModel):
+    at: float
+    job: str
+    team: str
+    phase: JobPhase
+    cause: str
+
+
+class AuditEntryModel(WireModel):
+    at: float
+    actor: str
+    action: str
+    target: str
+    detail: dict[str, Any]
+
+
+class NodeAction(WireModel):
+    node: NodeModel
+    requeued: list[str] = Field(default_factory=list, description="Jobs sent back to the queue.")
+
+
+class PolicyVersionModel(WireModel):
+    version: int
+    actor: str
+    at: float

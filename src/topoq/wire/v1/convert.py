@@ -1,0 +1,155 @@
+"""Domain objects as v1 wire models (jobs and audit entries). Figures that need the
+scheduling core (occupancy, quota books, explanations) are computed by the API."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from topoq.domain.governance import FlavorName
+from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
+from topoq.domain.quantity import NVIDIA_GPU, PODS
+from topoq.domain.resources import Resources
+from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
+from topoq.wire.v1.base import ResourceAmounts
+from topoq.wire.v1.jobs import (
+    AllocationModel,
+    AssignmentModel,
+    DependencyModel,
+    JobDetail,
+    JobSummary,
+    PhaseChangeModel,
+    PodSetModel,
+    TopologyRequestModel,
+    WorkloadModel,
+)
+
+
+def requested_gpus(spec: JobSpec) -> int:
+    return sum(
+        pod_set.requests.amount(NVIDIA_GPU) * pod_set.count for pod_set in spec.workload.pod_sets
+    )
+
+
+def amounts(resources: Resources) -> ResourceAmounts:
+    """Readable quantities, pod slots left out."""
+    return {name: text for name, text in sorted(resources.formatted().items()) if name != PODS}
+
+
+def job_summary(view: JobView, *, visible: bool = True) -> JobSummary:
+    """One row of the job list; with ``visible`` false only id, team, phase and GPUs."""
+    base = JobSummary(
+        id=view.id,
+        team=view.team,
+        phase=view.phase,
+        gpus=requested_gpus(view.spec),
+        visible=visible,
+    )
+    if not visible:
+        return base
+    spec = view.spec
+    return base.model_copy(
+        update={
+            "user": spec.user,
+            "priority_class": spec.priority_class,
+            "pods": spec.workload.total_pods,
+            "held": view.held,
+            "submitted_at": spec.submitted_at,
+            "span": allocation_span(view.allocation) if view.allocation else None,
+        }
+    )
+
+
+def job_detail(view: JobView) -> JobDetail:
+    spec = view.spec
+    summary = job_summary(view)
+    return JobDetail(
+        **dict(summary),
+        workload=workload_model(spec.workload),
+        history=history_models(view.history),
+        allocation=allocation_model(view.allocation) if view.allocation else None,
+        admitted_at=view.admitted_at,
+        started_at=view.started_at,
+        failures=view.failures,
+        preemptions=view.preemptions,
+        max_retry=spec.max_retry,
+        dependencies=[DependencyModel(kind=d.kind, job=d.job) for d in spec.dependencies],
+    )
+
+
+def history_models(history: Iterable[PhaseChange]) -> list[PhaseChangeModel]:
+    return [PhaseChangeModel(at=c.at_s, phase=c.phase, cause=c.cause) for c in history]
+
+
+def workload_model(workload: WorkloadSpec) -> WorkloadModel:
+    return WorkloadModel(
+        name=workload.name,
+        namespace=workload.namespace,
+        queue=workload.queue,
+        priority_class=workload.priority_class,
+        pod_sets=[_pod_set_model(pod_set) for pod_set in workload.pod_sets],
+    )
+
+
+def _pod_set_model(pod_set: PodSetSpec) -> PodSetModel:
+    return PodSetModel(
+        name=pod_set.name,
+        count=pod_set.count,
+        requests=amounts(pod_set.requests),
+        node_selector=dict(pod_set.node_selector),
+        topology=_topology_model(pod_set.topology),
+    )
+
+
+def _topology_model(request: TopologyRequest) -> TopologyRequestModel:
+    spread = request.spread
+    return TopologyRequestModel(
+        required=request.required,
+        preferred=request.preferred,
+        slices=[{"level": s.level, "size": s.size} for s in request.slices],
+        group=request.group,
+        spread=(
+            {"level": spread.level, "maxPodsPerDomain": spread.max_pods_per_domain}
+            if spread is not None
+            else None
+        ),
+    )
+
+
+def allocation_model(allocation: Allocation) -> AllocationModel:
+    return AllocationModel(
+        nodes=sorted(allocation.nodes),
+        usage=_by_flavor(allocation.usage),
+        borrowed=_by_flavor(allocation.borrowed),
+        span=allocation_span(allocation),
+        assignments=[
+            AssignmentModel(
+                pod_set=outcome.name,
+                node=assignment.node,
+                domain=dict(assignment.domain),
+                count=assignment.count,
+                first_rank=assignment.first_rank,
+            )
+            for outcome in allocation.placement.pod_sets
+            for assignment in outcome.assignments
+        ],
+    )
+
+
+def allocation_span(allocation: Allocation) -> dict[str, int]:
+    """How many distinct domains of each level the whole gang uses."""
+    paths = [
+        tuple(assignment.domain.items())
+        for outcome in allocation.placement.pod_sets
+        for assignment in outcome.assignments
+    ]
+    depth = max((len(path) for path in paths), default=0)
+    span: dict[str, int] = {}
+    for level in range(depth):
+        prefixes = {path[: level + 1] for path in paths if len(path) > level}
+        label = next(path[level][0] for path in paths if len(path) > level)
+        span[label] = len(prefixes)
+    return span
+
+
+def _by_flavor(usage: Mapping[FlavorName, Resources]) -> dict[str, ResourceAmounts]:
+    return {str(flavor): amounts(resources) for flavor, resources in sorted(usage.items())}

@@ -1,0 +1,161 @@
+"""Jobs on the wire: what a submission carries, and how a job reads back."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from pydantic import Field
+
+from topoq.domain.job import DependencyKind, JobPhase
+from topoq.wire.v1.base import ResourceAmounts, WireModel
+
+MAX_RETRY_LIMIT = 100
+
+
+class JobFormat(StrEnum):
+    TOPOQ = "topoq"
+    """topoq's own job file (apiVersion topoq.io/v1, kind Job)."""
+    HYPERPOD = "hyperpod"
+    """The fields of `hyp create hyp-pytorch-job` (job_name, instance_type, node_count, …)."""
+    KUEUE = "kueue"
+    """A Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload)."""
+
+
+class DependencyModel(WireModel):
+    kind: DependencyKind
+    job: str
+
+
+class SubmitJobRequest(WireModel):
+    format: JobFormat = Field(description="How `document` is written.")
+    document: dict[str, Any] = Field(description="The job document, as JSON.")
+    team: str | None = Field(
+        default=None,
+        description="The team to charge. Default: from the namespace `hyperpod-ns-<team>` "
+        "(or the queue `hyperpod-ns-<team>-localqueue`), else the namespace.",
+    )
+    priority_class: str | None = Field(
+        default=None, description="Overrides the document's priority class."
+    )
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=253,
+        description="The job id. Default: the document's name.",
+    )
+    max_retry: int | None = Field(
+        default=None,
+        ge=0,
+        le=MAX_RETRY_LIMIT,
+        description="Restarts after a failure. Default: the document's `max_retry`, else 0.",
+    )
+    dependencies: list[DependencyModel] = Field(default_factory=list)
+
+
+class TopologyRequestModel(WireModel):
+    required: str | None = None
+    preferred: str | None = None
+    slices: list[dict[str, str | int]] = Field(
+        default_factory=list, description="`{level, size}`, outermost first."
+    )
+    group: str | None = None
+    spread: dict[str, str | int] | None = Field(
+        default=None, description="`{level, maxPodsPerDomain}`."
+    )
+
+
+class PodSetModel(WireModel):
+    name: str
+    count: int
+    requests: ResourceAmounts
+    node_selector: dict[str, str] = Field(default_factory=dict)
+    topology: TopologyRequestModel
+
+
+class WorkloadModel(WireModel):
+    name: str
+    namespace: str
+    queue: str | None = None
+    priority_class: str | None = None
+    pod_sets: list[PodSetModel]
+
+
+class PhaseChangeModel(WireModel):
+    at: float = Field(description="Seconds since the epoch.")
+    phase: JobPhase
+    cause: str
+
+
+class AssignmentModel(WireModel):
+    pod_set: str
+    node: str | None
+    domain: dict[str, str]
+    count: int
+    first_rank: int
+
+
+class AllocationModel(WireModel):
+    nodes: list[str]
+    usage: dict[str, ResourceAmounts] = Field(description="Quota used, per flavor.")
+    borrowed: dict[str, ResourceAmounts] = Field(description="The part above the guarantee.")
+    span: dict[str, int] = Field(description="How many domains of each level the gang uses.")
+    assignments: list[AssignmentModel]
+
+
+class JobSummary(WireModel):
+    """A row of the job list. Jobs of teams the caller does not act for show only id, team,
+    phase and GPUs (``visible`` is false, the other fields are null)."""
+
+    id: str
+    team: str
+    phase: JobPhase
+    gpus: int = Field(description="GPUs the whole gang requests.")
+    visible: bool = True
+    user: str | None = None
+    priority_class: str | None = None
+    pods: int | None = None
+    held: bool | None = None
+    submitted_at: float | None = None
+    span: dict[str, int] | None = None
+
+
+class JobDetail(JobSummary):
+    workload: WorkloadModel
+    history: list[PhaseChangeModel]
+    allocation: AllocationModel | None = None
+    admitted_at: float | None = None
+    started_at: float | None = None
+    failures: int = 0
+    preemptions: int = 0
+    max_retry: int = 0
+    dependencies: list[DependencyModel] = Field(default_factory=list)
+
+
+class JobList(WireModel):
+    items: list[JobSummary]
+    total: int = Field(description="Jobs matching the filters, on every page.")
+    limit: int
+    offset: int
+
+
+class Explanation(WireModel):
+    job: str
+    phase: JobPhase
+    reason: str | None = Field(
+        default=None, description="Why it waits, e.g. WAITING_FOR_QUOTA (null unless pending)."
+    )
+    message: str
+    numbers: dict[str, int | str] = Field(default_factory=dict)
+    remedies: list[str] = Field(default_factory=list)
+
+
+class JobHistory(WireModel):
+    job: str
+    history: list[PhaseChangeModel]
+
+
+class JobLogs(WireModel):
+    job: str
+    pod: int | None
+    text: str

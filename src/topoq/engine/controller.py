@@ -65,6 +65,7 @@ class Controller:
         *,
         clock: Callable[[], float],
         commands: Callable[[JobSpec], Mapping[str, tuple[str, ...]]] | None = None,
+        environment: Callable[[JobSpec], Mapping[str, str]] | None = None,
         metrics: ControlPlaneMetricsLike | None = None,
     ) -> None:
         self.store = store
@@ -72,6 +73,7 @@ class Controller:
         self.topology = topology
         self.clock = clock
         self.commands = commands or (lambda spec: {})
+        self.environment = environment or (lambda spec: {})
         self.metrics = metrics
         self._tree_key: tuple[NodeSpec, ...] | None = None
         self._tree: TopologyTree | None = None
@@ -164,13 +166,23 @@ class Controller:
     def _launch(self, job: JobView, tree: TopologyTree) -> GangLaunch:
         if job.allocation is None:  # admitted jobs always carry one
             raise InvalidInputError(f"job {job.id} was admitted without an allocation")
+        nodes = {
+            name: node for name in job.allocation.nodes if (node := _node(tree, name)) is not None
+        }
         labels = {
             name: {level: node.labels.get(level, "") for level in tree.spec.levels}
-            for name in job.allocation.nodes
-            if (node := _node(tree, name)) is not None
+            for name, node in nodes.items()
         }
         attempt = sum(1 for change in job.history if change.phase is JobPhase.ADMITTED)
-        return GangLaunch(job.spec, job.allocation, attempt, labels)
+        return GangLaunch(
+            job.spec,
+            job.allocation,
+            attempt,
+            labels,
+            commands=self.commands(job.spec),
+            environment=self.environment(job.spec),
+            node_allocatable={name: node.allocatable for name, node in nodes.items()},
+        )
 
     # --- executor outcomes --------------------------------------------------------------
     def _apply_events(self, events: Iterable[ExecutorEvent]) -> None:
@@ -251,7 +263,7 @@ def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
     match event.kind:
         case ExecutorEventKind.STARTED if job.phase is JobPhase.ADMITTED:
             return advance(job, JobPhase.RUNNING, now=at, cause="started")
-        case ExecutorEventKind.EXITED if job.phase is JobPhase.RUNNING:
+        case ExecutorEventKind.EXITED if job.phase.holds_capacity:
             if event.exit_code == 0:
                 return advance(job, JobPhase.SUCCEEDED, now=at, cause="every pod exited 0")
             cause = f"a pod exited {event.exit_code}"

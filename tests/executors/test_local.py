@@ -280,3 +280,16 @@ def test_commands_for_a_pod_set_the_job_lacks_are_refused_before_anything_runs(
     with pytest.raises(InvalidInputError, match="trainers"):
         executor.start(launch)
     assert executor.poll() == []
+
+
+def test_pods_left_by_a_crashed_executor_are_stopped_by_the_next_one(tmp_path: Path) -> None:
+    crashed = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    crashed.start(place(gang("orphan")).launch("orphan", command=python(SLEEP)))
+    poll_until(crashed, lambda events: STARTED in [e.kind for e in of("orphan", events)])
+    pids = list(crashed.pids(JobId("orphan")).values())
+    assert pids and all(process_alive(pid) for pid in pids)
+    # a new executor on the same work directory, as after a control-plane restart
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
+        assert sorted(restarted.stopped_leftovers) == sorted(pids)
+    poll_until(crashed, lambda _: not any(process_alive(pid) for pid in pids), timeout_s=5)
+    crashed.close()

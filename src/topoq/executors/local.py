@@ -38,7 +38,16 @@ from topoq.executors.environment import (
     plan_pods,
 )
 from topoq.executors.logfiles import attempt_dir, pod_log, read_logs, write_manifest
-from topoq.executors.processes import Terminations, free_port, has_exited, reap, spawn
+from topoq.executors.processes import (
+    Terminations,
+    forget_pids,
+    free_port,
+    has_exited,
+    reap,
+    record_pids,
+    spawn,
+    stop_leftovers,
+)
 
 LOCAL_CAPABILITIES = ExecutorCapabilities(
     name="local", runs_real_processes=True, can_fail_nodes=True, captures_logs=True
@@ -101,6 +110,7 @@ class LocalExecutor:
         self._gpus = GpuIndexBook()
         self._terminations = Terminations(stop_grace_s)
         self._lock = threading.RLock()
+        self.stopped_leftovers = stop_leftovers(self.work_dir) if self.work_dir.is_dir() else []
 
     # --- the Executor protocol ----------------------------------------------------------
 
@@ -241,6 +251,7 @@ class LocalExecutor:
             except OSError as error:
                 self._fail_to_start(attempt, pod, error)
                 return
+        record_pids(directory, attempt.job, [p.process.pid for p in attempt.pods if p.process])
         hosts = ", ".join(context.hosts)
         message = f"{len(attempt.pods)} pods on {hosts}, rendezvous port {context.master_port}"
         self._emit(ExecutorEventKind.STARTED, attempt, message=message)
@@ -283,6 +294,7 @@ class LocalExecutor:
     def _end(self, attempt: _Attempt) -> None:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""
         self._attempts.pop(attempt.job, None)
+        forget_pids(attempt_dir(self.work_dir, attempt.job, attempt.number))
         self._release_gpus(attempt.pods)
         self._terminations.begin(attempt.running())
 

@@ -4,6 +4,7 @@ signalled at once), stopped with SIGTERM then SIGKILL, and reaped without blocki
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import socket
@@ -112,3 +113,44 @@ class Terminations:
 
     def __len__(self) -> int:
         return len(self._stopping)
+
+
+LEFTOVERS = "pids.json"
+"""Beside each running attempt's logs: the process ids of its pods, so that pods that outlived
+a crashed control plane can be found and stopped when the next executor starts."""
+
+
+def record_pids(directory: Path, job: str, pids: Sequence[int]) -> None:
+    (directory / LEFTOVERS).write_text(json.dumps({"job": job, "pids": list(pids)}) + "\n")
+
+
+def forget_pids(directory: Path) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        (directory / LEFTOVERS).unlink()
+
+
+def stop_leftovers(work_dir: Path) -> list[int]:
+    """Kill the process groups of pods a previous executor left running in ``work_dir`` (after
+    a crash), so a requeued gang is never running twice. A pid is only killed when its
+    environment still names the job, so a reused pid is left alone. Returns the pids killed."""
+    killed: list[int] = []
+    for record in sorted(work_dir.glob(f"*/*/{LEFTOVERS}")):
+        try:
+            entry = json.loads(record.read_text())
+        except (OSError, ValueError):
+            continue
+        for pid in entry.get("pids", []):
+            if _runs_job(int(pid), str(entry.get("job", ""))):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(int(pid), signal.SIGKILL)
+                    killed.append(int(pid))
+        record.unlink(missing_ok=True)
+    return killed
+
+
+def _runs_job(pid: int, job: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"TOPOQ_JOB_ID={job}".encode() in environ.split(b"\0")

@@ -1,0 +1,147 @@
+"""Which database, how to connect to it, and bringing its schema up to date.
+
+SQLite (the default, a file in the data directory) runs in WAL mode with ``synchronous=FULL``
+and a busy timeout; write transactions start with ``BEGIN IMMEDIATE`` so that two writers queue
+for the lock instead of failing half-way. PostgreSQL is reached through psycopg 3; its reads
+run at REPEATABLE READ so that a job row and its history come from one snapshot.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from alembic import command
+from alembic.config import Config
+from alembic.util.exc import CommandError
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import URL, Connection, make_url
+from sqlalchemy.exc import ArgumentError, OperationalError
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from topoq.domain.errors import InvalidInputError
+from topoq.store.errors import StoreUnavailable
+
+SQLITE_FILE_NAME = "topoq.db"
+BUSY_TIMEOUT_S = 30.0
+MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
+WRITE_OPTION: Final = "topoq_write"
+"""Execution option that marks a connection for write transactions (SQLite: BEGIN IMMEDIATE)."""
+MIGRATION_LOCK_KEY = 0x7070_7130
+"""PostgreSQL advisory lock held while migrating, so two servers starting at once take turns."""
+
+POSTGRES_SCHEMES = frozenset({"postgresql", "postgres", "postgresql+psycopg"})
+ALLOWED_URLS = (
+    "use postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or sqlite:///PATH/TO/FILE.db, "
+    "or leave the database out for the embedded SQLite file in the data directory"
+)
+_PASSWORD = re.compile(r"(//[^:/@]*):[^@/]*@")
+
+
+@dataclass(frozen=True)
+class Database:
+    """A connected database: ``reader`` for read transactions, ``writer`` for write ones."""
+
+    engine: Engine
+    reader: Engine
+    writer: Engine
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    @property
+    def display_url(self) -> str:
+        return self.engine.url.render_as_string(hide_password=True)
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced by ``***``."""
+    return _PASSWORD.sub(r"\1:***@", url)
+
+
+def resolve_url(url: str | None, data_dir: Path) -> URL:
+    """The SQLAlchemy URL for ``--database``: None means ``data_dir/topoq.db``."""
+    if url is None or not url.strip():
+        return URL.create("sqlite", database=str(data_dir / SQLITE_FILE_NAME))
+    try:
+        parsed = make_url(url.strip())
+    except ArgumentError:
+        raise InvalidInputError(
+            f"cannot read the database URL {redact(url)!r}", where="--database", hint=ALLOWED_URLS
+        ) from None
+    if parsed.drivername in POSTGRES_SCHEMES:
+        return parsed.set(drivername="postgresql+psycopg")
+    if parsed.drivername == "sqlite":
+        if not parsed.database or parsed.database == ":memory:":
+            raise InvalidInputError(
+                "an in-memory SQLite database keeps nothing",
+                where="--database",
+                hint=ALLOWED_URLS,
+            )
+        return parsed
+    raise InvalidInputError(
+        f"unsupported database URL scheme {parsed.drivername!r}",
+        where="--database",
+        hint=ALLOWED_URLS,
+    )
+
+
+def connect(url: URL) -> Database:
+    """Engines for ``url`` (resolved by ``resolve_url``); the database is not touched yet."""
+    if url.get_backend_name() == "sqlite":
+        if url.database:
+            Path(url.database).parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(
+            url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}
+        )
+        _configure_sqlite(engine)
+        return Database(engine, engine, engine.execution_options(**{WRITE_OPTION: True}))
+    engine = create_engine(url, pool_pre_ping=True, connect_args={"client_encoding": "utf8"})
+    reader = engine.execution_options(isolation_level="REPEATABLE READ")
+    return Database(engine, reader, engine)
+
+
+def _configure_sqlite(engine: Engine) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+        dbapi_connection.isolation_level = None  # topoq issues BEGIN itself (below)
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.execute(f"PRAGMA busy_timeout={int(BUSY_TIMEOUT_S * 1000)}")
+        cursor.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(connection: Connection) -> None:
+        write = connection.get_execution_options().get(WRITE_OPTION, False)
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def migrate(database: Database) -> None:
+    """Apply every Alembic migration the database lacks (nothing when it is up to date)."""
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    try:
+        with database.writer.begin() as connection:
+            if database.backend == "postgresql":
+                connection.exec_driver_sql(f"SELECT pg_advisory_xact_lock({MIGRATION_LOCK_KEY})")
+            config.attributes["connection"] = connection
+            command.upgrade(config, "head")
+    except OperationalError as error:
+        raise StoreUnavailable(
+            f"cannot open the database {database.display_url}: {_first_line(error.orig)}"
+        ) from None
+    except CommandError as error:
+        raise StoreUnavailable(
+            f"the database {database.display_url} has a schema this topoq does not know "
+            f"({error}); it was probably written by a newer topoq, so upgrade topoq"
+        ) from None
+
+
+def _first_line(error: BaseException | None) -> str:
+    text = str(error).strip() if error is not None else "unknown error"
+    return text.splitlines()[0] if text else "unknown error"

@@ -1,0 +1,264 @@
+"""Jobs in tables: a ``jobs`` row per job and its append-only ``job_events`` history, read back
+as ``JobView``s and written with optimistic concurrency (the row's ``version``)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import ColumnElement, Row, Select, insert, select, update
+from sqlalchemy.engine import Connection
+
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
+from topoq.engine.ports import UnknownJob
+from topoq.store.codec import (
+    decode_allocation,
+    decode_job_spec,
+    encode_allocation,
+    encode_job_spec,
+)
+from topoq.store.errors import ConcurrentUpdate
+from topoq.store.records import JobEvent, JobRecord
+from topoq.store.schema import JobEventRow, JobRow
+
+IN_LIST_CHUNK = 500
+"""Ids per ``IN (...)`` list, well under every backend's limit on bound parameters."""
+SUBMITTED = "submitted"
+
+VIEW_COLUMNS = (
+    JobRow.id,
+    JobRow.spec,
+    JobRow.phase,
+    JobRow.allocation,
+    JobRow.admitted_at,
+    JobRow.started_at,
+    JobRow.failures,
+    JobRow.preemptions,
+    JobRow.held,
+    JobRow.version,
+    JobRow.attempt,
+    JobRow.updated_at,
+)
+
+
+def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
+    for start in range(0, len(ids), IN_LIST_CHUNK):
+        yield ids[start : start + IN_LIST_CHUNK]
+
+
+def attempt_of(view: JobView) -> int:
+    """How many times the job was admitted: the executor's attempt number."""
+    return sum(1 for change in view.history if change.phase is JobPhase.ADMITTED)
+
+
+# --- reading ------------------------------------------------------------------------------
+def read_records(connection: Connection, where: Iterable[ColumnElement[bool]]) -> list[JobRecord]:
+    """The jobs matching ``where`` with their histories, oldest submission first."""
+    query = select(*VIEW_COLUMNS).where(*where).order_by(JobRow.submitted_at, JobRow.id)
+    return records_of(connection, query)
+
+
+def records_of(connection: Connection, query: Select[Any]) -> list[JobRecord]:
+    """Records for the job rows ``query`` selects (``VIEW_COLUMNS``), histories attached."""
+    rows = connection.execute(query).all()
+    histories = read_histories(connection, [row.id for row in rows])
+    return [record_from_row(row, histories.get(row.id, ())) for row in rows]
+
+
+def read_histories(
+    connection: Connection, job_ids: Sequence[str]
+) -> dict[str, tuple[PhaseChange, ...]]:
+    changes: dict[str, list[PhaseChange]] = defaultdict(list)
+    for part in chunks(job_ids):
+        query = (
+            select(JobEventRow.job_id, JobEventRow.at, JobEventRow.phase, JobEventRow.cause)
+            .where(JobEventRow.job_id.in_(part))
+            .order_by(JobEventRow.job_id, JobEventRow.seq)
+        )
+        for row in connection.execute(query):
+            changes[row.job_id].append(PhaseChange(row.at, JobPhase(row.phase), row.cause))
+    return {job_id: tuple(history) for job_id, history in changes.items()}
+
+
+def record_from_row(row: Row[Any], history: tuple[PhaseChange, ...]) -> JobRecord:
+    view = JobView(
+        spec=decode_job_spec(row.spec),
+        phase=JobPhase(row.phase),
+        history=history,
+        allocation=None if row.allocation is None else decode_allocation(row.allocation),
+        admitted_at=row.admitted_at,
+        started_at=row.started_at,
+        failures=row.failures,
+        preemptions=row.preemptions,
+        held=row.held,
+    )
+    return JobRecord(view, row.version, row.attempt, row.updated_at)
+
+
+def read_record(connection: Connection, job_id: str) -> JobRecord:
+    records = read_records(connection, [JobRow.id == job_id])
+    if not records:
+        raise UnknownJob(f"no job has the id {job_id!r}")
+    return records[0]
+
+
+def event_from_row(row: Row[Any]) -> JobEvent:
+    return JobEvent(
+        job=JobId(row.job_id),
+        team=row.team,
+        seq=row.seq,
+        at_s=row.at,
+        phase=JobPhase(row.phase),
+        cause=row.cause,
+        allocation=None if row.allocation is None else decode_allocation(row.allocation),
+    )
+
+
+# --- writing ------------------------------------------------------------------------------
+def insert_job(connection: Connection, spec: JobSpec, now: float) -> JobView:
+    view = JobView(spec, history=(PhaseChange(now, JobPhase.PENDING, SUBMITTED),))
+    connection.execute(
+        insert(JobRow).values(
+            id=spec.id,
+            team=spec.team,
+            user_name=spec.user,
+            priority_class=spec.priority_class,
+            submitted_at=spec.submitted_at,
+            spec=encode_job_spec(spec),
+            version=1,
+            **_state_columns(view, now),
+        )
+    )
+    _append_events(connection, view, start=0)
+    return view
+
+
+def _state_columns(view: JobView, now: float) -> dict[str, Any]:
+    """The columns that change as the job moves (everything but the spec)."""
+    allocation = view.allocation
+    return {
+        "phase": view.phase.value,
+        "held": view.held,
+        "failures": view.failures,
+        "preemptions": view.preemptions,
+        "attempt": attempt_of(view),
+        "history_length": len(view.history),
+        "allocation": None if allocation is None else encode_allocation(allocation),
+        "admitted_at": view.admitted_at,
+        "started_at": view.started_at,
+        "updated_at": now,
+    }
+
+
+def _append_events(connection: Connection, view: JobView, *, start: int) -> None:
+    """Insert history entries ``start…``; the latest ``admitted`` one carries the allocation."""
+    if start >= len(view.history):
+        return
+    booked = max(
+        (seq for seq, change in enumerate(view.history) if change.phase is JobPhase.ADMITTED),
+        default=None,
+    )
+    allocation = None if view.allocation is None else encode_allocation(view.allocation)
+    rows = [
+        {
+            "job_id": view.id,
+            "seq": seq,
+            "team": view.team,
+            "at": change.at_s,
+            "phase": change.phase.value,
+            "cause": change.cause,
+            "allocation": allocation if seq == booked and view.phase.holds_capacity else None,
+        }
+        for seq, change in enumerate(view.history)
+        if seq >= start
+    ]
+    connection.execute(insert(JobEventRow), rows)
+
+
+@dataclass(frozen=True)
+class StoredState:
+    version: int
+    history_length: int
+
+
+def update_jobs(
+    connection: Connection,
+    changed: Sequence[JobView],
+    expected: Mapping[JobId, int],
+    now: float,
+) -> dict[JobId, int]:
+    """Write every changed job and its new history entries; returns the new versions.
+
+    A job is written only if its row still has the version ``expected`` names (the one its
+    writer read), else ``ConcurrentUpdate``. A job without an expected version must at least
+    extend the stored history (same length and same last entry)."""
+    ids = [view.id for view in changed]
+    if len(set(ids)) != len(ids):
+        raise InvalidInputError(
+            "a job appears twice in one save", hint="pass each changed job once, latest first"
+        )
+    stored = _stored_states(connection, ids)
+    versions: dict[JobId, int] = {}
+    for view in changed:
+        state = stored.get(view.id)
+        if state is None:
+            raise UnknownJob(f"no job has the id {view.id!r}")
+        _check_not_stale(connection, view, state, expected.get(view.id))
+        versions[view.id] = _update_row(connection, view, state, now)
+        _append_events(connection, view, start=state.history_length)
+    return versions
+
+
+def _stored_states(connection: Connection, ids: Sequence[str]) -> dict[str, StoredState]:
+    states: dict[str, StoredState] = {}
+    for part in chunks(ids):
+        query = select(JobRow.id, JobRow.version, JobRow.history_length).where(JobRow.id.in_(part))
+        for row in connection.execute(query):
+            states[row.id] = StoredState(row.version, row.history_length)
+    return states
+
+
+def _check_not_stale(
+    connection: Connection, view: JobView, state: StoredState, expected: int | None
+) -> None:
+    if expected is not None and expected != state.version:
+        raise ConcurrentUpdate(
+            f"job {view.id} was changed by another writer after it was read "
+            f"(stored version {state.version}, read version {expected}); "
+            "nothing was saved: read the job again and redo the change"
+        )
+    if state.history_length > len(view.history):
+        raise ConcurrentUpdate(
+            f"job {view.id} has {state.history_length} history entries stored but the change "
+            f"carries {len(view.history)}; it was based on an older read. Nothing was saved: "
+            "read the job again and redo the change"
+        )
+    if expected is None and state.history_length:
+        last = connection.execute(
+            select(JobEventRow.at, JobEventRow.phase).where(
+                JobEventRow.job_id == view.id, JobEventRow.seq == state.history_length - 1
+            )
+        ).one()
+        mine = view.history[state.history_length - 1]
+        if (last.at, last.phase) != (mine.at_s, mine.phase.value):
+            raise ConcurrentUpdate(
+                f"job {view.id}: its stored history diverges from the change at entry "
+                f"{state.history_length - 1}; another writer moved it. Nothing was saved"
+            )
+
+
+def _update_row(connection: Connection, view: JobView, state: StoredState, now: float) -> int:
+    values = _state_columns(view, now) | {"version": state.version + 1}
+    if view.phase is not JobPhase.PENDING:
+        values["diagnostic"] = None  # why it waited no longer applies
+    result = connection.execute(
+        update(JobRow).where(JobRow.id == view.id, JobRow.version == state.version).values(values)
+    )
+    if result.rowcount != 1:
+        raise ConcurrentUpdate(
+            f"job {view.id} was changed by another writer during this save; nothing was saved"
+        )
+    return state.version + 1

@@ -1,0 +1,348 @@
+"""``SqlStore``: the engine's ``Store`` port on SQLite or PostgreSQL, plus the queries the API
+and the reports need. Every method is one transaction.
+
+Optimistic concurrency: each job row has a ``version``. The store remembers, per thread, the
+version of every job it handed out (``jobs``, ``job``, ``job_record``, ``add_job``) and
+``save_jobs`` writes a job only if its row still has that version; otherwise it raises
+``ConcurrentUpdate`` and writes nothing. ``save_jobs(expected_versions=...)`` states the
+versions explicitly (from ``job_record``) for writers that read elsewhere.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Collection, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from types import TracebackType
+
+from sqlalchemy import ColumnElement, asc, desc, func, insert, select
+from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError, OperationalError
+
+from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
+from topoq.domain.node import NodeSpec
+from topoq.engine.ports import AuditEntry, DuplicateJob, UnknownJob
+from topoq.store import inventory, job_rows, tokens
+from topoq.store.cycle_log import record_cycle
+from topoq.store.database import Database, connect, migrate, resolve_url
+from topoq.store.errors import StoreUnavailable
+from topoq.store.policy_codec import decode_diagnostic
+from topoq.store.records import (
+    DecisionKind,
+    DecisionRecord,
+    JobEvent,
+    JobRecord,
+    PolicyVersion,
+    TokenRecord,
+)
+from topoq.store.schema import (
+    ApiTokenRow,
+    AuditRow,
+    DecisionRow,
+    JobEventRow,
+    JobRow,
+    PolicyVersionRow,
+)
+
+MAX_REMEMBERED_VERSIONS = 100_000
+"""Per thread; past it the memory starts afresh (writes then fall back to the history check)."""
+ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
+
+
+class _ReadVersions(threading.local):
+    def __init__(self) -> None:
+        self.of_job: dict[JobId, int] = {}
+
+
+def open_store(url: str | None, data_dir: Path) -> SqlStore:
+    """The store at ``url`` with its schema brought up to date. ``None`` is the embedded SQLite
+    file ``data_dir/topoq.db``; ``postgresql://…`` is PostgreSQL (via psycopg)."""
+    database = connect(resolve_url(url, data_dir))
+    migrate(database)
+    return SqlStore(database)
+
+
+class SqlStore:
+    def __init__(self, database: Database) -> None:
+        self.database = database
+        self._read_versions = _ReadVersions()
+
+    def close(self) -> None:
+        self.database.engine.dispose()
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # --- transactions -------------------------------------------------------------------
+    @contextmanager
+    def _reading(self) -> Iterator[Connection]:
+        with (
+            self._unavailable_as_error(),
+            self.database.reader.connect() as connection,
+            connection.begin(),
+        ):
+            yield connection
+
+    @contextmanager
+    def _writing(self) -> Iterator[Connection]:
+        with self._unavailable_as_error(), self.database.writer.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def _unavailable_as_error(self) -> Iterator[None]:
+        try:
+            yield
+        except OperationalError as error:
+            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
+            raise StoreUnavailable(
+                f"the database {self.database.display_url} failed: {reason}"
+            ) from None
+
+    def _remember(self, records: Sequence[JobRecord]) -> None:
+        seen = self._read_versions.of_job
+        if len(seen) + len(records) > MAX_REMEMBERED_VERSIONS:
+            seen.clear()
+        seen.update((record.view.id, record.version) for record in records)
+
+    # --- jobs (the Store port) ----------------------------------------------------------
+    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
+        """Store a new pending job (history: submitted). Raises DuplicateJob."""
+        duplicate = DuplicateJob(f"job {spec.id} was already submitted")
+        try:
+            with self._writing() as connection:
+                if connection.execute(select(JobRow.id).where(JobRow.id == spec.id)).first():
+                    raise duplicate
+                view = job_rows.insert_job(connection, spec, now)
+        except IntegrityError:  # a concurrent submission of the same id won the race
+            raise duplicate from None
+        self._read_versions.of_job[spec.id] = 1
+        return view
+
+    def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
+        where = [] if include_finished else [JobRow.phase.in_(ACTIVE_PHASES)]
+        with self._reading() as connection:
+            records = job_rows.read_records(connection, where)
+        self._remember(records)
+        return {record.view.id: record.view for record in records}
+
+    def job(self, job_id: JobId) -> JobView:
+        return self.job_record(job_id).view
+
+    def job_record(self, job_id: JobId) -> JobRecord:
+        """The job with its row version; raises UnknownJob."""
+        with self._reading() as connection:
+            record = job_rows.read_record(connection, job_id)
+        self._remember([record])
+        return record
+
+    def save_jobs(
+        self,
+        changed: Sequence[JobView],
+        *,
+        now: float,
+        decisions: CycleResult | None = None,
+        expected_versions: Mapping[JobId, int] | None = None,
+    ) -> None:
+        """Atomically update the changed jobs, append their new history entries and record the
+        cycle's decisions. Raises ConcurrentUpdate (nothing written) when a job changed since
+        this thread read it (or since ``expected_versions``), UnknownJob for unknown ids."""
+        seen, given = self._read_versions.of_job, expected_versions or {}
+        expected = {
+            view.id: version
+            for view in changed
+            if (version := given.get(view.id, seen.get(view.id))) is not None
+        }
+        with self._writing() as connection:
+            versions = job_rows.update_jobs(connection, changed, expected, now)
+            if decisions is not None:
+                record_cycle(connection, decisions, now)
+        self._read_versions.of_job.update(versions)
+
+    # --- jobs (queries for the API and reports) -----------------------------------------
+    def list_jobs(
+        self,
+        *,
+        team: str | Collection[str] | None = None,
+        phase: JobPhase | Collection[JobPhase] | None = None,
+        user: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        newest_first: bool = True,
+    ) -> list[JobView]:
+        """Jobs matching every filter given (a collection matches any of its members)."""
+        direction = desc if newest_first else asc
+        query = (
+            select(*job_rows.VIEW_COLUMNS)
+            .where(*_job_filters(team, phase, user))
+            .order_by(direction(JobRow.submitted_at), direction(JobRow.id))
+            .limit(max(limit, 0))
+            .offset(max(offset, 0))
+        )
+        with self._reading() as connection:
+            return [record.view for record in job_rows.records_of(connection, query)]
+
+    def count_jobs(
+        self,
+        *,
+        team: str | Collection[str] | None = None,
+        phase: JobPhase | Collection[JobPhase] | None = None,
+        user: str | None = None,
+    ) -> int:
+        query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
+        with self._reading() as connection:
+            return int(connection.execute(query).scalar_one())
+
+    def job_history(self, job_id: JobId) -> list[JobEvent]:
+        """Every phase change of the job, oldest first; raises UnknownJob."""
+        with self._reading() as connection:
+            rows = connection.execute(
+                select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.seq)
+            ).all()
+            if not rows:
+                job_rows.read_record(connection, job_id)  # raises UnknownJob
+        return [job_rows.event_from_row(row) for row in rows]
+
+    def job_events_between(
+        self, start_s: float, end_s: float, *, team: str | None = None
+    ) -> list[JobEvent]:
+        """Phase changes with ``start_s <= at < end_s``, in time order (for usage reports: a
+        job holds its ``admitted`` event's allocation until its next event)."""
+        where = [JobEventRow.at >= start_s, JobEventRow.at < end_s]
+        if team is not None:
+            where.append(JobEventRow.team == team)
+        query = (
+            select(JobEventRow)
+            .where(*where)
+            .order_by(JobEventRow.at, JobEventRow.job_id, JobEventRow.seq)
+        )
+        with self._reading() as connection:
+            rows = connection.execute(query).all()
+        return [job_rows.event_from_row(row) for row in rows]
+
+    def diagnostic(self, job_id: JobId) -> Diagnostic | None:
+        """Why the job last waited (the latest cycle's diagnostic); raises UnknownJob."""
+        with self._reading() as connection:
+            row = connection.execute(
+                select(JobRow.diagnostic).where(JobRow.id == job_id)
+            ).one_or_none()
+        if row is None:
+            raise UnknownJob(f"no job has the id {job_id!r}")
+        return None if row.diagnostic is None else decode_diagnostic(row.diagnostic)
+
+    def decisions(self, *, limit: int = 100, job: JobId | None = None) -> list[DecisionRecord]:
+        """The newest decisions first (of one job, if given)."""
+        query = select(DecisionRow).order_by(DecisionRow.id.desc()).limit(max(limit, 0))
+        if job is not None:
+            query = query.where(DecisionRow.job_id == job)
+        with self._reading() as connection:
+            rows = connection.execute(query).all()
+        return [
+            DecisionRecord(row.cycle, row.at, DecisionKind(row.kind), JobId(row.job_id), row.detail)
+            for row in rows
+        ]
+
+    # --- policy -------------------------------------------------------------------------
+    def policy(self) -> ClusterPolicy | None:
+        with self._reading() as connection:
+            return inventory.read_policy(connection)
+
+    def policy_at(self, version: int) -> ClusterPolicy | None:
+        """An earlier (or the current) policy version, or None when there is no such version."""
+        with self._reading() as connection:
+            return inventory.read_policy(connection, version)
+
+    def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
+        with self._writing() as connection:
+            return inventory.insert_policy(connection, policy, actor, now)
+
+    def policy_versions(self) -> list[PolicyVersion]:
+        """Every version kept, oldest first."""
+        query = select(PolicyVersionRow.version, PolicyVersionRow.actor, PolicyVersionRow.at)
+        with self._reading() as connection:
+            rows = connection.execute(query.order_by(PolicyVersionRow.version)).all()
+        return [PolicyVersion(row.version, row.actor, row.at) for row in rows]
+
+    # --- nodes --------------------------------------------------------------------------
+    def nodes(self) -> list[NodeSpec]:
+        with self._reading() as connection:
+            return inventory.read_nodes(connection)
+
+    def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
+        """Replace the inventory (nodes not listed are removed). The caller audits the change."""
+        with self._writing() as connection:
+            inventory.replace_nodes(connection, nodes, now)
+
+    # --- audit --------------------------------------------------------------------------
+    def audit(self, entry: AuditEntry) -> None:
+        row = {
+            "at": entry.at_s,
+            "actor": entry.actor,
+            "action": entry.action,
+            "target": entry.target,
+            "detail": dict(entry.detail),
+        }
+        with self._writing() as connection:
+            connection.execute(insert(AuditRow).values(row))
+
+    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
+        query = select(AuditRow).order_by(AuditRow.id.desc()).limit(max(limit, 0))
+        with self._reading() as connection:
+            rows = connection.execute(query).all()
+        return [AuditEntry(row.at, row.actor, row.action, row.target, row.detail) for row in rows]
+
+    # --- API tokens ---------------------------------------------------------------------
+    def create_token(
+        self, name: str, role: str, teams: Collection[str] = (), *, now: float | None = None
+    ) -> tuple[str, TokenRecord]:
+        """A new token: its secret (shown once, never stored) and its record."""
+        with self._writing() as connection:
+            return tokens.insert_token(connection, name, role, teams, _now(now))
+
+    def token_for(self, plaintext: str) -> TokenRecord | None:
+        """The active token with this secret; None for an unknown or revoked one."""
+        with self._reading() as connection:
+            return tokens.find_token(connection, plaintext)
+
+    def revoke_token(self, token_id: str, *, now: float | None = None) -> TokenRecord:
+        """Revoke a token at once; raises UnknownToken."""
+        with self._writing() as connection:
+            return tokens.mark_revoked(connection, token_id, _now(now))
+
+    def tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]:
+        query = select(*tokens.TOKEN_COLUMNS).order_by(ApiTokenRow.created_at, ApiTokenRow.id)
+        if not include_revoked:
+            query = query.where(ApiTokenRow.revoked_at.is_(None))
+        with self._reading() as connection:
+            return [tokens.token_from_row(row) for row in connection.execute(query)]
+
+
+def _job_filters(
+    team: str | Collection[str] | None,
+    phase: JobPhase | Collection[JobPhase] | None,
+    user: str | None,
+) -> list[ColumnElement[bool]]:
+    filters: list[ColumnElement[bool]] = []
+    if team is not None:
+        filters.append(JobRow.team.in_([team] if isinstance(team, str) else sorted(team)))
+    if phase is not None:
+        phases = [phase] if isinstance(phase, JobPhase) else sorted(phase)
+        filters.append(JobRow.phase.in_([p.value for p in phases]))
+    if user is not None:
+        filters.append(JobRow.user_name == user)
+    return filters
+
+
+def _now(now: float | None) -> float:
+    return time.time() if now is None else now

@@ -1,0 +1,92 @@
+"""Alembic migrations build exactly the ORM schema, on an empty database and again on re-open."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from alembic.autogenerate import compare_metadata
+from alembic.migration import MigrationContext
+from sqlalchemy import inspect, text
+
+from tests.store.conftest import StoreLocation
+from topoq.domain.errors import InvalidInputError
+from topoq.store import SqlStore, StoreUnavailable, open_store
+from topoq.store.schema import Base
+from topoq.testing.governance import job
+
+TABLES = {
+    "jobs",
+    "job_events",
+    "cycles",
+    "decisions",
+    "policy_versions",
+    "nodes",
+    "api_tokens",
+    "audit_log",
+    "alembic_version",
+}
+
+
+def test_the_migrated_schema_is_the_orm_schema(store: SqlStore) -> None:
+    with store.database.engine.connect() as connection:
+        context = MigrationContext.configure(connection, opts={"compare_type": True})
+        assert compare_metadata(context, Base.metadata) == []
+
+
+def test_opening_an_empty_database_creates_every_table_at_the_head_revision(
+    store: SqlStore,
+) -> None:
+    assert set(inspect(store.database.engine).get_table_names()) == TABLES
+    with store.database.engine.connect() as connection:
+        assert (
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+        )
+
+
+def test_reopening_keeps_the_data_and_migrates_nothing(store_location: StoreLocation) -> None:
+    with store_location.open() as first:
+        first.add_job(job("a", "llm").spec, actor="alice", now=1.0)
+    for _ in range(2):
+        with store_location.open() as again:
+            assert list(again.jobs()) == ["a"]
+
+
+def test_sqlite_runs_in_wal_mode_in_the_data_directory(tmp_path: Path) -> None:
+    with (
+        open_store(None, tmp_path / "data") as store,
+        store.database.engine.connect() as connection,
+    ):
+        assert connection.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert connection.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+    assert (tmp_path / "data" / "topoq.db").exists()
+
+
+def test_a_sqlite_url_names_the_file(tmp_path: Path) -> None:
+    with open_store(f"sqlite:///{tmp_path}/elsewhere.db", tmp_path / "unused"):
+        pass
+    assert (tmp_path / "elsewhere.db").exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://root:hunter2@db/topoq", "not a url", "sqlite:///:memory:", "sqlite://"],
+)
+def test_a_bad_url_names_the_schemes_allowed(url: str, tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="postgresql://") as raised:
+        open_store(url, tmp_path)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_an_unreachable_postgresql_is_a_clear_error_without_the_password(tmp_path: Path) -> None:
+    url = "postgresql://topoq:hunter2@127.0.0.1:1/topoq"
+    with pytest.raises(StoreUnavailable, match="cannot open the database") as raised:
+        open_store(url, tmp_path)
+    assert "hunter2" not in str(raised.value)
+
+
+def test_a_database_from_a_newer_topoq_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with open_store(None, tmp_path) as store, store.database.engine.begin() as connection:
+        connection.execute(text("UPDATE alembic_version SET version_num = '9999'"))
+    with pytest.raises(StoreUnavailable, match="newer topoq"):
+        open_store(None, tmp_path)

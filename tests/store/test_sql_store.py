@@ -1,0 +1,177 @@
+"""Every method of the SQL store, on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import replace
+
+import pytest
+
+from topoq.core.cycle import Snapshot, schedule
+from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.tree import build_tree
+from topoq.domain.decisions import CycleResult
+from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.engine.ports import AuditEntry, DuplicateJob, Store, UnknownJob
+from topoq.store import DecisionKind, SqlStore
+from topoq.testing.governance import gpu_cluster, job, policy, team
+
+
+def submit(
+    store: SqlStore,
+    job_id: str,
+    team_name: str = "llm",
+    at: float = 1.0,
+    pods: int = 1,
+    user: str | None = None,
+) -> JobView:
+    spec = replace(job(job_id, team_name, pods, at=at).spec, user=user)
+    return store.add_job(spec, actor="alice", now=at)
+
+
+def run_cycle(store: SqlStore, now: float) -> tuple[CycleResult, dict[JobId, JobView]]:
+    """What the controller does: snapshot from the store, one cycle, one atomic save."""
+    nodes, topology = gpu_cluster([1, 2, 2])
+    store.save_nodes(nodes, actor="topoq", now=now)
+    jobs = store.jobs()
+    current = store.policy()
+    assert current is not None
+    result = schedule(Snapshot(now, build_tree(nodes, topology), tuple(jobs.values()), current))
+    after = apply_cycle(jobs, result, now=now, start_at_once=True)
+    changed = [view for job_id, view in after.items() if view != jobs[job_id]]
+    store.save_jobs(changed, now=now, decisions=result)
+    return result, after
+
+
+def test_a_submitted_job_is_pending_with_one_history_entry(store: SqlStore) -> None:
+    view = submit(store, "train-1", user="alice")
+    assert view.phase is JobPhase.PENDING
+    assert [(c.phase, c.cause) for c in view.history] == [(JobPhase.PENDING, "submitted")]
+    assert store.job(JobId("train-1")) == view
+    assert store.jobs() == {view.id: view}
+    assert store.job_record(view.id).version == 1
+
+
+def test_submitting_the_same_id_twice_raises_and_keeps_the_first(store: SqlStore) -> None:
+    first = submit(store, "train-1", at=1.0)
+    with pytest.raises(DuplicateJob, match="train-1"):
+        submit(store, "train-1", at=2.0, pods=8)
+    assert store.job(first.id) == first
+    assert len(store.job_history(first.id)) == 1
+
+
+def test_unknown_jobs_raise_unknown_job(store: SqlStore) -> None:
+    for read in (store.job, store.job_history, store.diagnostic, store.job_record):
+        with pytest.raises(UnknownJob, match="ghost"):
+            read(JobId("ghost"))
+
+
+def test_a_cycle_is_saved_and_read_back_exactly(store: SqlStore) -> None:
+    store.save_policy(policy(team("llm", 16), team("vision", 16)), actor="admin", now=0.0)
+    for name, team_name in (("a", "llm"), ("b", "vision"), ("c", "llm")):
+        submit(store, name, team_name)
+    submit(store, "too-big", "llm", pods=9)
+    result, after = run_cycle(store, now=5.0)
+    assert {a.job for a in result.admissions} == {"a", "b", "c"}
+    assert store.jobs(include_finished=True) == after
+    admitted = store.job_history(JobId("a"))
+    assert [e.phase for e in admitted] == [JobPhase.PENDING, JobPhase.ADMITTED, JobPhase.RUNNING]
+    assert admitted[1].allocation == after[JobId("a")].allocation
+    kinds = [d.kind for d in store.decisions()]
+    assert kinds.count(DecisionKind.ADMIT) == 3
+    assert kinds.count(DecisionKind.DIAGNOSTIC) == 1
+    assert store.diagnostic(JobId("too-big")) is not None
+
+
+def test_a_waiting_job_logs_its_reason_once_not_every_cycle(store: SqlStore) -> None:
+    store.save_policy(policy(team("llm", 8)), actor="admin", now=0.0)
+    submit(store, "too-big", pods=9)
+    for now in (1.0, 2.0, 3.0):
+        run_cycle(store, now=now)
+    diagnostics = store.decisions(job=JobId("too-big"))
+    assert [d.kind for d in diagnostics] == [DecisionKind.DIAGNOSTIC]
+    assert diagnostics[0].cycle == 1
+
+
+def test_saving_appends_only_the_new_history_entries(store: SqlStore) -> None:
+    view = submit(store, "j")
+    held = replace(view, held=True)
+    store.save_jobs([held], now=2.0)
+    store.save_jobs([held], now=3.0)  # nothing new in the history
+    cancelled = advance(store.job(view.id), JobPhase.CANCELLED, now=4.0, cause="by bob")
+    store.save_jobs([cancelled], now=4.0)
+    history = store.job_history(view.id)
+    assert [(e.seq, e.phase) for e in history] == [(0, JobPhase.PENDING), (1, JobPhase.CANCELLED)]
+    assert store.job(view.id) == cancelled
+    assert store.jobs() == {}
+    assert store.job_record(view.id).version == 4
+
+
+def test_list_and_count_filter_by_team_phase_and_user(store: SqlStore) -> None:
+    for i in range(6):
+        submit(store, f"j{i}", "llm" if i % 2 else "vision", at=float(i), user=f"u{i % 3}")
+    cancelled = advance(store.job(JobId("j5")), JobPhase.CANCELLED, now=9.0, cause="x")
+    store.save_jobs([cancelled], now=9.0)
+    ids = [v.id for v in store.list_jobs(team="llm")]
+    assert ids == ["j5", "j3", "j1"]
+    assert [v.id for v in store.list_jobs(team=["llm"], phase=JobPhase.PENDING)] == ["j3", "j1"]
+    assert [v.id for v in store.list_jobs(user="u0", newest_first=False)] == ["j0", "j3"]
+    assert [v.id for v in store.list_jobs(limit=2, offset=1)] == ["j4", "j3"]
+    assert store.count_jobs() == 6
+    assert store.count_jobs(team={"llm", "vision"}, phase={JobPhase.CANCELLED}) == 1
+
+
+def test_job_events_between_gives_a_time_window_in_order(store: SqlStore) -> None:
+    for i in range(4):
+        submit(store, f"j{i}", "llm" if i < 2 else "vision", at=float(i))
+    window = store.job_events_between(1.0, 3.0)
+    assert [(e.job, e.at_s) for e in window] == [("j1", 1.0), ("j2", 2.0)]
+    assert [e.job for e in store.job_events_between(0.0, 9.0, team="vision")] == ["j2", "j3"]
+
+
+def test_every_policy_version_is_kept_with_its_author(store: SqlStore) -> None:
+    assert store.policy() is None
+    first, second = policy(team("llm", 8)), policy(team("llm", 16), team("vision", 8))
+    assert store.save_policy(first, actor="alice", now=1.0) == 1
+    assert store.save_policy(second, actor="bob", now=2.0) == 2
+    assert store.policy() == second
+    assert store.policy_at(1) == first
+    assert store.policy_at(3) is None
+    assert [(v.version, v.actor, v.at_s) for v in store.policy_versions()] == [
+        (1, "alice", 1.0),
+        (2, "bob", 2.0),
+    ]
+
+
+def test_saving_nodes_replaces_the_inventory_in_order(store: SqlStore) -> None:
+    nodes, _ = gpu_cluster([1, 1, 4])
+    store.save_nodes(nodes, actor="topoq", now=1.0)
+    assert store.nodes() == nodes
+    cordoned = replace(nodes[2], unschedulable=True, ready=False)
+    smaller = [nodes[3], cordoned, nodes[0]]
+    store.save_nodes(smaller, actor="admin", now=2.0)
+    assert store.nodes() == smaller
+    store.save_nodes([], actor="admin", now=3.0)
+    assert store.nodes() == []
+
+
+def test_the_audit_log_is_newest_first_and_keeps_everything(store: SqlStore) -> None:
+    entries = [AuditEntry(float(i), "alice", "submit", f"j{i}", {"team": "llm"}) for i in range(5)]
+    for entry in entries:
+        store.audit(entry)
+    store.audit(AuditEntry(2.0, "bob", "cancel", "j0"))  # same time: insertion order still wins
+    log = store.audit_log()
+    assert log[0] == AuditEntry(2.0, "bob", "cancel", "j0")
+    assert log[1:] == list(reversed(entries))
+    assert store.audit_log(limit=2) == log[:2]
+
+
+def test_the_sql_store_offers_every_method_of_the_engine_port(store: SqlStore) -> None:
+    as_port: Store = store  # mypy checks the protocol; this checks the parameters at run time
+    for name, wanted in vars(Store).items():
+        if name.startswith("_") or not callable(wanted):
+            continue
+        offered = inspect.signature(getattr(as_port, name)).parameters
+        for parameter in list(inspect.signature(wanted).parameters.values())[1:]:
+            assert parameter.name in offered, f"{name} lacks {parameter.name}"
+            assert offered[parameter.name].kind == parameter.kind, f"{name}.{parameter.name}"

@@ -1,0 +1,39 @@
+"""The FastAPI application: routes under ``/api/v1``, ``/healthz`` outside, one error shape."""
+
+from __future__ import annotations
+
+from fastapi import FastAPI
+
+from topoq import __version__
+from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records
+from topoq.api.errors import install_error_handlers
+from topoq.api.service import Service
+from topoq.wire.v1 import ErrorBody
+
+API_PREFIX = "/api/v1"
+_ERRORS = {
+    status: {"model": ErrorBody, "description": description}
+    for status, description in (
+        (401, "No API token, or one that is not valid"),
+        (403, "The token's role or teams do not allow it"),
+        (404, "No such job, node or route"),
+        (409, "The job's state, or an id already taken, does not allow it"),
+        (422, "A field is not valid; `where` names it, `hint` says what is allowed"),
+    )
+}
+
+
+def create_app(service: Service) -> FastAPI:
+    app = FastAPI(
+        title="topoq",
+        version=__version__,
+        summary="Topology-aware gang scheduler and governance control plane",
+        description="See docs/api.md: routes, roles, the error shape and tokens.",
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    app.include_router(routes_records.health_router)
+    routers = (routes_jobs, routes_cluster, routes_records, routes_access)
+    for module in routers:
+        app.include_router(module.router, prefix=API_PREFIX, responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI types the mapping loosely
+    return app

@@ -1,0 +1,64 @@
+"""Why a job waits: the diagnostic of the latest cycle that considered it, or, when no cycle
+has yet, a read-only scheduling cycle on the current state (nothing of it is committed; the
+controller's own next cycle decides)."""
+
+from __future__ import annotations
+
+from topoq.api.service import Service
+from topoq.core.cycle import Snapshot, schedule
+from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import JobPhase, JobView
+from topoq.wire.v1 import Explanation
+
+
+def explain_job(service: Service, view: JobView) -> Explanation:
+    if view.phase is not JobPhase.PENDING:
+        return _not_waiting(view)
+    stored = service.store.diagnostic(view.id)
+    if stored is not None:
+        return _waiting(view, stored)
+    with service.lock:  # one consistent snapshot, and the controller's tree is not shared
+        jobs = tuple(service.store.jobs().values())
+        policy = service.store.policy() or ClusterPolicy()
+        tree = service.controller.tree()
+        result = schedule(Snapshot(service.clock(), tree, jobs, policy))
+    diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
+    if diagnostic is not None:
+        return _waiting(view, diagnostic)
+    return Explanation(job=view.id, phase=view.phase, message=_undiagnosed(view, result))
+
+
+def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
+    return Explanation(
+        job=view.id,
+        phase=view.phase,
+        reason=diagnostic.reason.value,
+        message=diagnostic.message,
+        numbers=dict(diagnostic.numbers),
+        remedies=list(diagnostic.remedies),
+    )
+
+
+def _undiagnosed(view: JobView, result: CycleResult) -> str:
+    if any(admit.job == view.id for admit in result.admissions):
+        return "it fits now: the next cycle admits it"
+    victims = [p.victim for p in result.preemptions if p.for_job == view.id]
+    if victims:
+        return f"the next cycle preempts {', '.join(victims)} to make room for it"
+    return "it is about to be considered by the next cycle"
+
+
+def _not_waiting(view: JobView) -> Explanation:
+    last = view.history[-1] if view.history else None
+    said = last is None or last.cause in (view.phase.value, "started")
+    cause = "" if said or last is None else f" ({last.cause})"
+    messages = {
+        JobPhase.ADMITTED: "admitted, waiting for the executor to start every pod",
+        JobPhase.RUNNING: "running",
+        JobPhase.PREEMPTED: "preempted, stopping before it goes back to the queue",
+    }
+    text = messages.get(view.phase, view.phase.value)
+    if view.allocation is not None:
+        text += f" on {len(view.allocation.nodes)} node(s)"
+    return Explanation(job=view.id, phase=view.phase, message=f"{text}{cause}")

@@ -1,0 +1,178 @@
+"""The cluster as the API shows it: nodes with what runs on them, the topology tree with free
+and used GPUs per domain, and each team's quota (guarantee, used, borrowed, lent)."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from topoq.api.service import Service
+from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
+from topoq.core.quota import QuotaBook
+from topoq.core.tree import IntArray, TopologyTree, build_tree
+from topoq.domain.governance import FlavorName, TeamName, TeamSpec
+from topoq.domain.job import JobPhase, JobView
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
+from topoq.wire.v1 import (
+    NodeModel,
+    TeamFlavorModel,
+    TeamModel,
+    TopologyDomainModel,
+    TopologyModel,
+    UnplacedNodeModel,
+)
+from topoq.wire.v1.convert import amounts
+
+
+def holders(jobs: Iterable[JobView]) -> list[JobView]:
+    return [job for job in jobs if job.phase.holds_capacity and job.allocation is not None]
+
+
+# --- nodes ---------------------------------------------------------------------------------
+def node_models(nodes: Sequence[NodeSpec], running: Sequence[JobView]) -> list[NodeModel]:
+    return [node_model(node, running) for node in nodes]
+
+
+def node_model(node: NodeSpec, running: Sequence[JobView]) -> NodeModel:
+    on_node = [job for job in running if job.allocation and node.name in job.allocation.nodes]
+    used = sum(
+        job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU)
+        for job in on_node
+        if job.allocation is not None
+    )
+    return NodeModel(
+        name=node.name,
+        ready=node.ready,
+        cordoned=node.unschedulable,
+        labels=dict(node.labels),
+        allocatable=amounts(node.allocatable),
+        gpus=node.allocatable.amount(NVIDIA_GPU),
+        gpus_used=used,
+        jobs=sorted(job.id for job in on_node),
+    )
+
+
+# --- topology ------------------------------------------------------------------------------
+def topology_model(service: Service) -> TopologyModel:
+    """Every node with its level labels, cordoned and failed ones included (their free GPUs
+    count as zero: nothing new goes there)."""
+    nodes = service.store.nodes()
+    schedulable = {node.name for node in nodes if node.schedulable}
+    shown = [replace(node, ready=True, unschedulable=False) for node in nodes]
+    tree = build_tree(shown, service.controller.topology)
+    running = holders(service.store.jobs().values())
+    column = tree.resource_column.get(NVIDIA_GPU)
+    if column is None:
+        total = used = np.zeros(len(tree.nodes), dtype=np.int64)
+    else:
+        total = tree.capacity[:, column]
+        used = ledger_after(tree, running).used()[:, column]
+    open_nodes = np.asarray([node.name in schedulable for node in tree.nodes], dtype=bool)
+    free = np.where(open_nodes, np.maximum(total - used, 0), 0) if len(tree.nodes) else used
+    gpus = _GpuColumns(total, used, free)
+    return TopologyModel(
+        name=tree.spec.name,
+        levels=list(tree.spec.levels),
+        gpus=int(total.sum()),
+        gpus_used=int(used.sum()),
+        gpus_free=int(free.sum()),
+        domains=_domains(tree, gpus, 0, 0, tree.levels[0].size) if tree.levels else [],
+        outside=[
+            UnplacedNodeModel(name=e.name, reason=e.reason.value, detail=e.detail)
+            for e in tree.excluded
+        ],
+    )
+
+
+@dataclass(frozen=True)
+class _GpuColumns:
+    """GPUs per node of the tree, in tree order."""
+
+    total: IntArray
+    used: IntArray
+    free: IntArray
+
+
+def _domains(
+    tree: TopologyTree, gpus: _GpuColumns, level: int, first: int, last: int
+) -> list[TopologyDomainModel]:
+    index = tree.levels[level]
+    domains = []
+    for domain in range(first, last):
+        start, end = int(index.node_start[domain]), int(index.node_start[domain + 1])
+        children: list[TopologyDomainModel] = []
+        if index.child_start is not None:
+            children = _domains(
+                tree,
+                gpus,
+                level + 1,
+                int(index.child_start[domain]),
+                int(index.child_start[domain + 1]),
+            )
+        domains.append(
+            TopologyDomainModel(
+                name=index.name(domain),
+                level=index.label,
+                value=index.paths[domain][-1],
+                nodes=end - start,
+                gpus=int(gpus.total[start:end].sum()),
+                gpus_used=int(gpus.used[start:end].sum()),
+                gpus_free=int(gpus.free[start:end].sum()),
+                children=children,
+            )
+        )
+    return domains
+
+
+# --- teams ---------------------------------------------------------------------------------
+def team_models(service: Service) -> list[TeamModel]:
+    policy = service.store.policy()
+    if policy is None:
+        return []
+    jobs = list(service.store.jobs().values())
+    running = holders(jobs)
+    capacity = capacity_by_flavor(service.controller.tree(), INSTANCE_TYPE_LABEL)
+    book = QuotaBook(policy, capacity, usage_by_team(running))
+    phases = Counter((job.team, job.phase) for job in jobs)
+    return [_team_model(team, book, phases) for team in policy.teams]
+
+
+def _team_model(
+    team: TeamSpec, book: QuotaBook, phases: Counter[tuple[TeamName, JobPhase]]
+) -> TeamModel:
+    flavors = [quota.flavor for quota in team.quotas]
+    flavors += sorted(f for f in book.usage.get(team.name, {}) if f not in flavors)
+    return TeamModel(
+        name=team.name,
+        active=team.active,
+        sharing=team.sharing.value,
+        fair_share_weight=team.fair_share_weight,
+        cohort=list(team.cohort),
+        flavors=[_flavor_model(team, flavor, book) for flavor in flavors],
+        jobs={phase: count for (name, phase), count in phases.items() if name == team.name},
+    )
+
+
+def _flavor_model(team: TeamSpec, flavor: FlavorName, book: QuotaBook) -> TeamFlavorModel:
+    quota = team.quota_for(flavor)
+    guarantee = book.guarantee(team.name, flavor)
+    used = book.used(team.name, flavor)
+    borrowed = book.borrowed(team.name, flavor)
+    lent = book.lent(team.name, flavor)
+    return TeamFlavorModel(
+        flavor=flavor,
+        guarantee=amounts(guarantee),
+        used=amounts(used),
+        borrowed=amounts(borrowed),
+        lent=amounts(lent),
+        borrow_limit=amounts(quota.borrow_limit if quota is not None else Resources()),
+        guarantee_gpus=guarantee.amount(NVIDIA_GPU),
+        used_gpus=used.amount(NVIDIA_GPU),
+        borrowed_gpus=borrowed.amount(NVIDIA_GPU),
+        lent_gpus=lent.amount(NVIDIA_GPU),
+    )

@@ -1,0 +1,164 @@
+"""Cluster routes: teams and their quota, the policy and its versions, nodes, the topology."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Body
+
+from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
+from topoq.api.errors import ApiError
+from topoq.api.occupancy import holders, node_model, node_models, team_models, topology_model
+from topoq.api.service import Service
+from topoq.core.lifecycle import advance
+from topoq.discovery.policy import policy_document, policy_from_document
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId, JobPhase
+from topoq.domain.node import NodeSpec
+from topoq.engine.ports import AuditEntry
+from topoq.wire.v1 import NodeAction, NodeModel, PolicyModel, TeamModel, TopologyModel
+from topoq.wire.v1.cluster import PolicyVersionModel
+
+router = APIRouter(tags=["cluster"])
+
+POLICY_BODY = "body"
+
+
+@router.get("/teams", summary="Teams with guarantee, used, borrowed and lent per flavor")
+def teams(principal: Anyone, service: ServiceDep) -> list[TeamModel]:
+    return team_models(service)
+
+
+@router.get("/policy", summary="The current policy")
+def get_policy(principal: Anyone, service: ServiceDep) -> PolicyModel:
+    policy = service.store.policy()
+    if policy is None:
+        return PolicyModel(version=None, document={})
+    versions = service.store.policy_versions()
+    return PolicyModel(
+        version=versions[-1].version if versions else None, document=policy_document(policy)
+    )
+
+
+@router.put("/policy", summary="Set a new policy version (admin)")
+def put_policy(
+    principal: Admin,
+    service: ServiceDep,
+    document: dict[str, Any] = Body(  # noqa: B008 FastAPI declares the body this way
+        description="A policy in topoq's policy-file format (apiVersion topoq.io/v1, kind Policy)."
+    ),
+) -> PolicyModel:
+    """Every version is kept with who set it and when."""
+    try:
+        policy = policy_from_document(document, source=POLICY_BODY)
+    except InvalidInputError as error:
+        where = (error.where or POLICY_BODY).replace(f"{POLICY_BODY}: ", f"{POLICY_BODY}.", 1)
+        raise InvalidInputError(error.message, where=where, hint=error.hint) from None
+    with service.lock:
+        now = service.clock()
+        version = service.store.save_policy(policy, actor=principal.name, now=now)
+        service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}"))
+    service.wake()
+    return PolicyModel(version=version, document=policy_document(policy))
+
+
+@router.get("/policy/versions", summary="Every policy version, oldest first")
+def policy_versions(principal: Anyone, service: ServiceDep) -> list[PolicyVersionModel]:
+    return [
+        PolicyVersionModel(version=v.version, actor=v.actor, at=v.at_s)
+        for v in service.store.policy_versions()
+    ]
+
+
+@router.get("/nodes", summary="Nodes with health, cordon state and GPUs in use")
+def nodes(principal: Anyone, service: ServiceDep) -> list[NodeModel]:
+    return node_models(service.store.nodes(), holders(service.store.jobs().values()))
+
+
+@router.post("/nodes/{name}/cordon", summary="Keep new work off a node (admin)")
+def cordon(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
+    return _mark(service, principal, name, unschedulable=True)
+
+
+@router.post("/nodes/{name}/uncordon", summary="Let new work onto a node again (admin)")
+def uncordon(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
+    return _mark(service, principal, name, unschedulable=False)
+
+
+@router.post("/nodes/{name}/drain", summary="Cordon a node and requeue its gangs (admin)")
+def drain(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
+    with service.lock:
+        _mark(service, principal, name, unschedulable=True)
+        requeued = _requeue_gangs_on(service, principal, name)
+    service.wake()
+    return _node_action(service, name, requeued)
+
+
+@router.post("/nodes/{name}/fail", summary="Mark a node failed and stop its work (admin)")
+def fail(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
+    """Its gangs are requeued by the next cycle and placed elsewhere."""
+    _known_node(service, name)
+    with service.lock:
+        service.controller.fail_node(name, actor=principal.name)
+    service.wake()
+    return _node_action(service, name, [])
+
+
+@router.post("/nodes/{name}/recover", summary="Mark a failed node healthy again (admin)")
+def recover(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
+    return _mark(service, principal, name, ready=True)
+
+
+@router.get("/topology", summary="The topology tree with free and used GPUs per domain")
+def topology(principal: Anyone, service: ServiceDep) -> TopologyModel:
+    return topology_model(service)
+
+
+def _known_node(service: Service, name: str) -> NodeSpec:
+    found = next((node for node in service.store.nodes() if node.name == name), None)
+    if found is None:
+        raise ApiError(404, f"no node named {name!r}", hint="list nodes with GET /nodes")
+    return found
+
+
+def _mark(
+    service: Service,
+    principal: Principal,
+    name: str,
+    *,
+    ready: bool | None = None,
+    unschedulable: bool | None = None,
+) -> NodeAction:
+    _known_node(service, name)
+    with service.lock:
+        service.controller.mark_node(
+            name, ready=ready, unschedulable=unschedulable, actor=principal.name
+        )
+    service.wake()
+    return _node_action(service, name, [])
+
+
+def _requeue_gangs_on(service: Service, principal: Principal, name: str) -> list[JobId]:
+    """Send every gang holding capacity on the node back to the queue (call under the lock)."""
+    now = service.clock()
+    cause = f"node {name} was drained by {principal.name}; the gang is requeued"
+    moved = [
+        advance(job, JobPhase.PENDING, now=now, cause=cause)
+        for job in holders(service.store.jobs().values())
+        if job.allocation is not None and name in job.allocation.nodes
+    ]
+    if moved:  # commit before dispatch, as the controller does
+        service.store.save_jobs(moved, now=now)
+    for job in moved:
+        service.executor.cancel(job.id)
+    service.store.audit(
+        AuditEntry(now, principal.name, "drain", name, {"requeued": [job.id for job in moved]})
+    )
+    return [job.id for job in moved]
+
+
+def _node_action(service: Service, name: str, requeued: list[JobId]) -> NodeAction:
+    node = _known_node(service, name)
+    return NodeAction(
+        node=node_model(node, holders(service.store.jobs().values())), requeued=list(requeued)
+    )

@@ -1,0 +1,154 @@
+"""Job routes: submit, list, get, cancel, hold, release, explain, history, logs."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from topoq.api.auth import Anyone, JobWriter, Principal, ServiceDep, require_team
+from topoq.api.errors import ApiError, conflict
+from topoq.api.explain import explain_job
+from topoq.api.service import Service
+from topoq.api.submission import job_from_request
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.engine.ports import UnknownJob
+from topoq.wire.v1 import (
+    Explanation,
+    JobDetail,
+    JobHistory,
+    JobList,
+    JobLogs,
+    SubmitJobRequest,
+)
+from topoq.wire.v1.convert import history_models, job_detail, job_summary
+
+router = APIRouter(prefix="/jobs", tags=["jobs"])
+
+MAX_PAGE = 1000
+
+
+@router.post("", status_code=201, summary="Submit a job")
+def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep) -> JobDetail:
+    """Submit a topoq job file, a HyperPod PyTorch job or a Kueue Workload (422 naming the
+    field when it cannot be scheduled as written; 409 when the id is taken)."""
+    spec = job_from_request(
+        body,
+        policy=service.store.policy(),
+        topology=service.controller.topology,
+        user=principal.name,
+        now=service.clock(),
+    )
+    require_team(principal, spec.team, "submit")
+    view = service.controller.submit(spec, actor=principal.name)
+    service.wake()
+    return job_detail(view)
+
+
+@router.get("", summary="List jobs")
+def list_jobs(
+    principal: Anyone,
+    service: ServiceDep,
+    team: str | None = None,
+    phase: JobPhase | None = None,
+    user: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
+    offset: Annotated[int, Query(ge=0)] = 0,
+) -> JobList:
+    """Newest first. Jobs of teams the token does not act for show id, team, phase and GPUs
+    only; filtering by user shows only jobs the token may see in full."""
+    teams: str | list[str] | None = team
+    if user is not None and not principal.is_admin:
+        teams = [t for t in principal.teams if team is None or t == team]
+    store = service.store
+    views = store.list_jobs(team=teams, phase=phase, user=user, limit=limit, offset=offset)
+    return JobList(
+        items=[job_summary(view, visible=principal.acts_for(view.team)) for view in views],
+        total=store.count_jobs(team=teams, phase=phase, user=user),
+        limit=limit,
+        offset=offset,
+    )
+
+
+@router.get("/{job_id}", summary="One job in full")
+def get_job(job_id: str, principal: Anyone, service: ServiceDep) -> JobDetail:
+    return job_detail(_visible_job(service, principal, job_id, "see"))
+
+
+@router.post("/{job_id}/cancel", summary="Cancel a job")
+def cancel_job(job_id: str, principal: JobWriter, service: ServiceDep) -> JobDetail:
+    """409 when the job has already ended."""
+    _visible_job(service, principal, job_id, "cancel")
+    with service.lock:
+        try:
+            view = service.controller.cancel(JobId(job_id), actor=principal.name)
+        except InvalidInputError as error:
+            raise conflict(error) from None
+    service.wake()
+    return job_detail(view)
+
+
+@router.post("/{job_id}/hold", summary="Hold a pending job")
+def hold_job(job_id: str, principal: JobWriter, service: ServiceDep) -> JobDetail:
+    """A held job stays pending until released (409 unless it is pending)."""
+    return job_detail(_set_held(service, principal, job_id, held=True))
+
+
+@router.post("/{job_id}/release", summary="Release a held job")
+def release_job(job_id: str, principal: JobWriter, service: ServiceDep) -> JobDetail:
+    return job_detail(_set_held(service, principal, job_id, held=False))
+
+
+@router.get("/{job_id}/explain", summary="Why a job waits (or what it is doing)")
+def explain(job_id: str, principal: Anyone, service: ServiceDep) -> Explanation:
+    """For a pending job: the reason, its message, the numbers behind it and what would
+    change it, from a read-only scheduling cycle on the current state."""
+    view = _visible_job(service, principal, job_id, "see")
+    return explain_job(service, view)
+
+
+@router.get("/{job_id}/history", summary="A job's phase changes")
+def history(job_id: str, principal: Anyone, service: ServiceDep) -> JobHistory:
+    view = _visible_job(service, principal, job_id, "see")
+    return JobHistory(job=view.id, history=history_models(view.history))
+
+
+@router.get("/{job_id}/logs", summary="A job's captured output")
+def logs(
+    job_id: str,
+    principal: Anyone,
+    service: ServiceDep,
+    pod: Annotated[
+        int | None, Query(ge=0, description="One pod's rank; all pods if left out.")
+    ] = None,
+) -> JobLogs:
+    view = _visible_job(service, principal, job_id, "see")
+    pods = view.spec.workload.total_pods
+    if pod is not None and pod >= pods:
+        raise ApiError(
+            422, f"pod {pod} does not exist", where="pod", hint=f"the job has pods 0 to {pods - 1}"
+        )
+    try:
+        text = service.executor.logs(view.id, pod)
+    except UnknownJob as error:  # the executor never ran it
+        raise ApiError(404, str(error), hint="a job has logs once it has started") from None
+    return JobLogs(job=view.id, pod=pod, text=text)
+
+
+def _visible_job(service: Service, principal: Principal, job_id: str, action: str) -> JobView:
+    """The job (404 if unknown), if the principal acts for its team (403 otherwise)."""
+    view = service.store.job(JobId(job_id))
+    require_team(principal, view.team, action)
+    return view
+
+
+def _set_held(service: Service, principal: Principal, job_id: str, *, held: bool) -> JobView:
+    _visible_job(service, principal, job_id, "hold" if held else "release")
+    with service.lock:
+        try:
+            view = service.controller.set_held(JobId(job_id), held, actor=principal.name)
+        except InvalidInputError as error:
+            raise conflict(error) from None
+    service.wake()
+    return view

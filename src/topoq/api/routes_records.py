@@ -1,0 +1,70 @@
+"""Records and access: job events, the audit log, tokens, who am I, and health."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from topoq import __version__
+from topoq.api.auth import Admin, Anyone, ServiceDep, require_team
+from topoq.wire.v1 import (
+    AuditEntryModel,
+    EventModel,
+    Health,
+)
+
+router = APIRouter(tags=["records"])
+health_router = APIRouter(tags=["health"])
+
+MAX_RECORDS = 1000
+MAX_EVENT_AGE_S = 30 * 86400.0
+
+
+@health_router.get("/healthz", summary="Liveness (no token needed)")
+def healthz() -> Health:
+    return Health(status="ok", version=__version__)
+
+
+@router.get("/events", summary="Recent job phase changes, newest first")
+def events(
+    principal: Anyone,
+    service: ServiceDep,
+    team: str | None = None,
+    since_s: Annotated[float, Query(gt=0, le=MAX_EVENT_AGE_S)] = 3600.0,
+    limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 100,
+) -> list[EventModel]:
+    """Phase changes of the last ``since_s`` seconds: of the token's teams' jobs (every
+    team's for admins)."""
+    if team is not None:
+        require_team(principal, team, "see the events of")
+    now = service.clock()
+    store = service.store
+    if team is None and principal.is_admin:
+        found = store.job_events_between(now - since_s, now + 1)
+    else:
+        teams = [team] if team is not None else sorted(principal.teams)
+        found = [e for t in teams for e in store.job_events_between(now - since_s, now + 1, team=t)]
+    found.sort(key=lambda e: (e.at_s, e.seq), reverse=True)
+    return [
+        EventModel(at=e.at_s, job=e.job, team=e.team, phase=e.phase, cause=e.cause)
+        for e in found[:limit]
+    ]
+
+
+@router.get("/audit", summary="The audit log, newest first (admin)")
+def audit(
+    principal: Admin,
+    service: ServiceDep,
+    limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 100,
+) -> list[AuditEntryModel]:
+    return [
+        AuditEntryModel(
+            at=entry.at_s,
+            actor=entry.actor,
+            action=entry.action,
+            target=entry.target,
+            detail=dict(entry.detail),
+        )
+        for entry in service.store.audit_log(limit=limit)
+    ]

@@ -1,0 +1,132 @@
+"""Every route × every role: allowed or 403, never anything else about access. The route list
+comes from the app, so a new route without a line in ACCESS fails here (and in docs/api.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.api.conftest import POLICY_FILE, TEAM, Api, small_job
+from topoq.api.app import create_app
+from topoq.api.service import Service
+from topoq.wire.v1 import Role
+
+PUBLIC = frozenset({"anonymous", *Role})
+EVERYONE = frozenset(Role)
+WRITERS = frozenset({Role.ADMIN, Role.TEAM_ADMIN, Role.MEMBER})
+ISSUERS = frozenset({Role.ADMIN, Role.TEAM_ADMIN})
+ADMIN = frozenset({Role.ADMIN})
+V1 = "/api/v1"
+
+ACCESS: dict[tuple[str, str], frozenset[str]] = {
+    ("GET", "/healthz"): PUBLIC,
+    ("POST", f"{V1}/jobs"): WRITERS,
+    ("GET", f"{V1}/jobs"): EVERYONE,
+    ("GET", f"{V1}/jobs/{{job_id}}"): EVERYONE,
+    ("POST", f"{V1}/jobs/{{job_id}}/cancel"): WRITERS,
+    ("POST", f"{V1}/jobs/{{job_id}}/hold"): WRITERS,
+    ("POST", f"{V1}/jobs/{{job_id}}/release"): WRITERS,
+    ("GET", f"{V1}/jobs/{{job_id}}/explain"): EVERYONE,
+    ("GET", f"{V1}/jobs/{{job_id}}/history"): EVERYONE,
+    ("GET", f"{V1}/jobs/{{job_id}}/logs"): EVERYONE,
+    ("GET", f"{V1}/teams"): EVERYONE,
+    ("GET", f"{V1}/policy"): EVERYONE,
+    ("PUT", f"{V1}/policy"): ADMIN,
+    ("GET", f"{V1}/policy/versions"): EVERYONE,
+    ("GET", f"{V1}/nodes"): EVERYONE,
+    ("POST", f"{V1}/nodes/{{name}}/cordon"): ADMIN,
+    ("POST", f"{V1}/nodes/{{name}}/uncordon"): ADMIN,
+    ("POST", f"{V1}/nodes/{{name}}/drain"): ADMIN,
+    ("POST", f"{V1}/nodes/{{name}}/fail"): ADMIN,
+    ("POST", f"{V1}/nodes/{{name}}/recover"): ADMIN,
+    ("GET", f"{V1}/topology"): EVERYONE,
+    ("GET", f"{V1}/events"): EVERYONE,
+    ("GET", f"{V1}/audit"): ADMIN,
+    ("GET", f"{V1}/whoami"): EVERYONE,
+    ("POST", f"{V1}/tokens"): ISSUERS,
+    ("GET", f"{V1}/tokens"): ISSUERS,
+    ("POST", f"{V1}/tokens/{{token_id}}/revoke"): ISSUERS,
+}
+"""Who may call each route (for jobs: jobs of the token's own teams)."""
+
+TEAM_SCOPED = {route for route in ACCESS if "{job_id}" in route[1]} | {("POST", f"{V1}/jobs")}
+"""Routes about one team's job: a token of another team gets 403 whatever its role."""
+
+JOB = "matrix-job"
+NODE = "p5-0001"
+
+
+def app_routes() -> list[tuple[str, str]]:
+    """Every (method, path) the app serves, from its OpenAPI schema (FastAPI lists every
+    route there; none is hidden from it)."""
+    paths = create_app(Service.__new__(Service)).openapi()["paths"]
+    return sorted((method.upper(), path) for path, item in paths.items() for method in item)
+
+
+ROUTES = app_routes()
+
+
+def test_every_route_has_an_access_rule() -> None:
+    assert set(ROUTES) == set(ACCESS), "add the new route to ACCESS and to docs/api.md"
+
+
+def test_docs_list_every_route() -> None:
+    docs = (Path(__file__).parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
+    missing = [f"{m} {p}" for m, p in ROUTES if f"`{m} {p.removeprefix(V1)}`" not in docs]
+    assert not missing, f"docs/api.md does not describe: {missing}"
+
+
+@pytest.fixture(scope="module")
+def matrix_api(shared_api: Api) -> Api:
+    response = shared_api.client.post(
+        f"{V1}/jobs", json=small_job(JOB), headers=shared_api.headers("admin")
+    )
+    assert response.status_code == 201, response.text
+    return shared_api
+
+
+@pytest.mark.parametrize(("method", "path"), ROUTES)
+def test_each_role_is_allowed_or_forbidden(matrix_api: Api, method: str, path: str) -> None:
+    allowed = ACCESS[(method, path)]
+    for who in ("anonymous", *(role.value for role in Role)):
+        response = _call(matrix_api, method, path, who)
+        if who in allowed:
+            assert response.status_code not in (401, 403), (who, method, path, response.text)
+        elif who == "anonymous":
+            assert response.status_code == 401, (method, path, response.text)
+            assert response.headers["WWW-Authenticate"] == "Bearer"
+        else:
+            assert response.status_code == 403, (who, method, path, response.text)
+            assert "may not" in response.json()["detail"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), sorted(TEAM_SCOPED))
+def test_another_teams_token_cannot_touch_the_job(matrix_api: Api, method: str, path: str) -> None:
+    response = _call(matrix_api, method, path, "outsider")
+    assert response.status_code == 403, response.text
+    assert "team nlp" in response.json()["detail"]["message"]
+
+
+def _call(api: Api, method: str, path: str, who: str) -> Any:
+    url = path.format(job_id=JOB, name=NODE, token_id=_member_token_id(api, who))
+    headers = {} if who == "anonymous" else api.headers(who)
+    return api.client.request(method, url, headers=headers, json=_body(method, path, who))
+
+
+def _body(method: str, path: str, who: str) -> object:
+    if (method, path) == ("POST", f"{V1}/jobs"):
+        return small_job(f"matrix-{who}")
+    if (method, path) == ("PUT", f"{V1}/policy"):
+        return yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8"))
+    if (method, path) == ("POST", f"{V1}/tokens"):
+        return {"name": f"made-by-{who}", "role": "member", "teams": [TEAM]}
+    return None
+
+
+def _member_token_id(api: Api, who: str) -> str:
+    """A fresh member token of the team (so that every caller may revoke one)."""
+    _, record = api.store.create_token(f"revocable-{who}", Role.MEMBER.value, [TEAM])
+    return record.id

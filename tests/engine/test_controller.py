@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+from typing import Any
+
 import pytest
 
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
+from topoq.store import open_store
 from topoq.testing.builders import BLOCK
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
@@ -145,3 +150,30 @@ def test_recover_requeues_gangs_that_held_capacity_before_a_restart() -> None:
     restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
     assert restarted.recover() == ["j1"]
     assert phase(store, "j1") is JobPhase.PENDING
+
+
+def test_on_the_sql_store_a_cycle_that_raced_a_user_is_dropped_then_redone(
+    tmp_path: Path,
+) -> None:
+    nodes, spec = gpu_cluster([1, 2, 4])
+    with open_store(None, tmp_path) as store:
+        store.save_nodes(nodes, actor="t", now=0)
+        store.save_policy(policy(team("a", 64)), actor="t", now=0)
+        executor = ScriptedExecutor()
+        c = Controller(store, executor, spec, clock=Clock())
+        c.submit(job("j1", "a", 1).spec, actor="alice")
+        c.submit(job("j2", "a", 1).spec, actor="alice")
+        real_save = store.save_jobs
+
+        def user_cancels_first(*args: Any, **kwargs: Any) -> None:
+            store.save_jobs = real_save  # type: ignore[method-assign]
+            user = threading.Thread(target=c.cancel, args=(JobId("j2"),), kwargs={"actor": "bob"})
+            user.start()
+            user.join()
+            real_save(*args, **kwargs)
+
+        store.save_jobs = user_cancels_first  # type: ignore[method-assign]
+        report = c.step()
+        assert report.conflicted and executor.launches == []
+        assert store.job(JobId("j2")).phase is JobPhase.CANCELLED
+        assert c.step().started == ["j1"]

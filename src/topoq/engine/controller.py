@@ -26,6 +26,7 @@ from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.ports import (
     AuditEntry,
+    ConcurrentUpdate,
     Executor,
     ExecutorEvent,
     ExecutorEventKind,
@@ -54,6 +55,8 @@ class StepReport:
     result: CycleResult = field(default_factory=CycleResult)
     started: list[JobId] = field(default_factory=list)
     cancelled: list[JobId] = field(default_factory=list)
+    conflicted: bool = False
+    """Another writer changed a job during the cycle; its decisions were dropped."""
 
 
 class Controller:
@@ -127,7 +130,14 @@ class Controller:
         after = apply_cycle(jobs, result, now=now, evict_at_once=True)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]
         if changed or result.diagnostics:
-            self.store.save_jobs(changed, now=now, decisions=result)
+            try:
+                self.store.save_jobs(changed, now=now, decisions=result)
+            except ConcurrentUpdate:
+                # a user changed a job while the cycle ran: nothing was written or
+                # dispatched; the next step decides again on fresh state
+                report.result = CycleResult()
+                report.conflicted = True
+                return report
         self._dispatch(result, after, tree, report)
         if self.metrics is not None:
             holders = [view for view in after.values() if view.phase.holds_capacity]

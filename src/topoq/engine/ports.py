@@ -27,6 +27,11 @@ class UnknownJob(TopoqError):
     """No job has this id."""
 
 
+class ConcurrentUpdate(TopoqError):
+    """Another writer changed a job (or the policy) after this writer read it. Nothing of the
+    transaction was written; read the current state again and redo the change."""
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     at_s: float

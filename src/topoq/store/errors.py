@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 from topoq.domain.errors import TopoqError
+from topoq.engine.ports import ConcurrentUpdate
 
-
-class ConcurrentUpdate(TopoqError):
-    """Another writer changed a job (or the policy) after this writer read it. Nothing of the
-    transaction was written; read the current state again and redo the change."""
+__all__ = ["ConcurrentUpdate", "StoreUnavailable", "UnknownToken"]
 
 
 class UnknownToken(TopoqError):

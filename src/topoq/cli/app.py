@@ -24,6 +24,10 @@ topology_app = typer.Typer(
     help="Read, check, draw and convert cluster topologies.", no_args_is_help=True
 )
 app.add_typer(topology_app, name="topology")
+node_app = typer.Typer(
+    help="Mark nodes failed or recovered on a running server.", no_args_is_help=True
+)
+app.add_typer(node_app, name="node")
 
 
 class Output(StrEnum):
@@ -354,6 +358,15 @@ def guarded(action: Callable[[], None]) -> None:
 def fail(message: str) -> NoReturn:
     typer.echo(f"error: {message}", err=True)
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def _register_server_verbs() -> None:
+    from topoq.cli.server_app import register
+
+    register(app, node_app, policy_app)
+
+
+_register_server_verbs()
 
 
 def main() -> None:

@@ -1,0 +1,333 @@
+"""Typer definitions of the server verbs (``topoq server``, ``submit``, ``list``, …); the work
+is in :mod:`topoq.cli.server_commands`, which uses the HTTP client alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+ServerOption = Annotated[
+    str | None,
+    typer.Option(
+        "--server",
+        help="The topoq server URL (default: TOPOQ_SERVER, the config "
+        "file, or http://127.0.0.1:8750).",
+        show_default=False,
+    ),
+]
+TokenOption = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        help="An API token (default: TOPOQ_TOKEN, TOPOQ_TOKEN_FILE, the "
+        "config file, or a local server's .topoq/admin-token).",
+        show_default=False,
+    ),
+]
+JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+JobArgument = Annotated[str, typer.Argument(help="The job id.")]
+NodeArgument = Annotated[str, typer.Argument(help="The node name.")]
+
+
+def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per verb
+    """Add the server verbs to the CLI."""
+
+    @app.command()
+    def server(
+        host: str = "127.0.0.1",
+        port: int = 8750,
+        database: Annotated[
+            str | None, typer.Option(help="postgresql://… (default: SQLite in the data directory)")
+        ] = None,
+        data_dir: Annotated[
+            Path, typer.Option(help="Where the store, logs and token live.")
+        ] = Path(".topoq"),
+        cluster: Annotated[
+            Path | None,
+            typer.Option(help="The cluster (any format `topoq place` reads; default: the example)"),
+        ] = None,
+        policy: Annotated[
+            Path | None, typer.Option(help="A policy file to apply on start.")
+        ] = None,
+        executor: Annotated[str, typer.Option(help="local")] = "local",
+    ) -> None:
+        """Run the control plane: store, scheduler loop, executor and REST API."""
+        from topoq.bootstrap import serve
+        from topoq.cli.app import guarded
+
+        guarded(lambda: serve(host, port, database, data_dir, cluster, policy, executor))
+
+    @app.command()
+    def submit(
+        file: Annotated[
+            Path, typer.Argument(help="A topoq job file, HyperPod job or Kueue Workload.")
+        ],
+        form: Annotated[
+            str | None,
+            typer.Option("--format", help="topoq, hyperpod or kueue (default: detected)."),
+        ] = None,
+        team: Annotated[str | None, typer.Option(help="The team to charge.")] = None,
+        priority: Annotated[str | None, typer.Option(help="The priority class.")] = None,
+        job_id: Annotated[
+            str | None, typer.Option("--id", help="The job id (default: the document's name).")
+        ] = None,
+        max_retry: Annotated[int | None, typer.Option(help="Restarts after a failure.")] = None,
+        after_ok: Annotated[
+            list[str] | None,
+            typer.Option("--after-ok", help="Start only after this job succeeded (repeatable)."),
+        ] = None,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Submit a job; prints its id and phase."""
+        from topoq.cli.app import guarded
+        from topoq.cli.server_commands import connected, print_json, submission
+
+        def run() -> None:
+            request = submission(file, form, team, priority, job_id, max_retry, after_ok or [])
+            with connected(server, token) as client:
+                job = client.submit(request)
+                print_json(job) if as_json else typer.echo(
+                    f"{job.id} submitted to team {job.team} ({job.phase.value})"
+                )
+
+        guarded(run)
+
+    @app.command("list")
+    def list_jobs(
+        team: str | None = None,
+        phase: str | None = None,
+        user: str | None = None,
+        limit: int = 100,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Jobs, newest first (like squeue): team, user, priority, phase, GPUs, age, placement
+        span per level, and why pending jobs wait."""
+        from topoq.cli.render import make_console
+        from topoq.cli.server_commands import connected, jobs_table, print_json
+
+        with connected(server, token) as client:
+            page = client.jobs(team=team, phase=phase, user=user, limit=limit)
+            if as_json:
+                print_json(page)
+                return
+            reasons = {
+                row.id: client.explain(row.id).reason or ""
+                for row in page.items
+                if row.phase.value == "pending" and row.visible
+            }
+            make_console().print(jobs_table(page.items, reasons))
+            typer.echo(f"{len(page.items)} of {page.total} jobs")
+
+    @app.command()
+    def describe(job: JobArgument, server: ServerOption = None, token: TokenOption = None) -> None:
+        """Everything about one job, as JSON: spec, placement, history."""
+        from topoq.cli.server_commands import connected
+
+        with connected(server, token) as client:
+            print(client.job(job).model_dump_json(indent=2))
+
+    @app.command()
+    def explain(
+        job: JobArgument,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        as_json: JsonOption = False,
+    ) -> None:
+        """Why a job waits, with the numbers, and what would change it."""
+        from topoq.cli.server_commands import connected, print_json
+
+        with connected(server, token) as client:
+            answer = client.explain(job)
+            if as_json:
+                print_json(answer)
+                return
+            typer.echo(
+                f"{answer.job}: {answer.phase.value}"
+                + (f" — {answer.reason}" if answer.reason else "")
+            )
+            typer.echo(f"  {answer.message}")
+            for remedy in answer.remedies:
+                typer.echo(f"  would change it: {remedy}")
+
+    for verb in ("cancel", "hold", "release"):
+        _job_action(app, verb)
+
+    @app.command()
+    def logs(
+        job: JobArgument,
+        pod: Annotated[int | None, typer.Option(help="One pod's output.")] = None,
+        follow: Annotated[
+            bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
+        ] = False,
+        server: ServerOption = None,
+        token: TokenOption = None,
+    ) -> None:
+        """The job's captured output (every pod, or one)."""
+        from topoq.cli.server_commands import connected, follow_logs
+
+        with connected(server, token) as client:
+            if follow:
+                follow_logs(client, job, pod)
+            else:
+                print(client.logs(job, pod).text, end="")
+
+    @app.command()
+    def nodes(
+        server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    ) -> None:
+        """Nodes: health, cordon state, GPUs in use and the jobs on them."""
+        from rich.table import Table
+
+        from topoq.cli.render import make_console
+        from topoq.cli.server_commands import connected, print_json
+
+        with connected(server, token) as client:
+            found = client.nodes()
+            if as_json:
+                print_json(found)
+                return
+            table = Table(box=None, header_style="bold")
+            for column in ("NODE", "READY", "CORDONED", "GPUS USED", "JOBS"):
+                table.add_column(column)
+            for node in found:
+                table.add_row(
+                    node.name,
+                    "yes" if node.ready else "NO",
+                    "yes" if node.cordoned else "-",
+                    f"{node.gpus_used}/{node.gpus}",
+                    ", ".join(node.jobs),
+                )
+            make_console().print(table)
+
+    for verb in ("cordon", "uncordon", "drain"):
+        _node_action(app, verb, verb)
+    for verb in ("fail", "recover"):
+        _node_action(node_app, verb, verb)
+
+    @app.command()
+    def teams(
+        server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+    ) -> None:
+        """Per team and flavor: GPUs guaranteed, used, borrowed and lent."""
+        from rich.table import Table
+
+        from topoq.cli.render import make_console
+        from topoq.cli.server_commands import connected, print_json
+
+        with connected(server, token) as client:
+            found = client.teams()
+            if as_json:
+                print_json(found)
+                return
+            table = Table(box=None, header_style="bold")
+            for column in ("TEAM", "FLAVOR", "GUARANTEE", "USED", "BORROWED", "LENT", "JOBS"):
+                table.add_column(column)
+            for team in found:
+                jobs = ", ".join(f"{count} {phase}" for phase, count in team.jobs.items())
+                for flavor in team.flavors:
+                    table.add_row(
+                        team.name,
+                        flavor.flavor,
+                        str(flavor.guarantee_gpus),
+                        str(flavor.used_gpus),
+                        str(flavor.borrowed_gpus),
+                        str(flavor.lent_gpus),
+                        jobs,
+                    )
+            make_console().print(table)
+
+    @policy_app.command("apply")
+    def policy_apply(
+        file: Annotated[Path, typer.Argument(help="A topoq policy file (kind: Policy).")],
+        server: ServerOption = None,
+        token: TokenOption = None,
+    ) -> None:
+        """Make a policy file the server's policy (a new version; admins only)."""
+        from topoq.cli.app import guarded
+        from topoq.cli.server_commands import connected
+
+        def run() -> None:
+            document = read_policy_document(file)
+            with connected(server, token) as client:
+                applied = client.apply_policy(document)
+                typer.echo(f"policy version {applied.version} is in force")
+
+        guarded(run)
+
+    @policy_app.command("current")
+    def policy_current(server: ServerOption = None, token: TokenOption = None) -> None:
+        """The server's policy in force, as a policy file (YAML)."""
+        import yaml
+
+        from topoq.cli.server_commands import connected
+
+        with connected(server, token) as client:
+            current = client.policy()
+            typer.echo(f"# version {current.version}")
+            typer.echo(yaml.safe_dump(current.document, sort_keys=False), nl=False)
+
+    @app.command()
+    def events(limit: int = 50, server: ServerOption = None, token: TokenOption = None) -> None:
+        """Recent job phase changes, newest first."""
+        from topoq.cli.server_commands import age, connected
+
+        with connected(server, token) as client:
+            for event in client.events(limit):
+                when, phase = age(event.at), event.phase.value
+                typer.echo(f"{when:>5}  {event.job}  {event.team}  {phase}  {event.cause}")
+
+
+def read_policy_document(file: Path) -> dict[str, object]:
+    """The policy file's document, checked locally first so errors name lines of the file."""
+    from topoq.discovery.documents import read_document
+    from topoq.discovery.policy import policy_from_document
+    from topoq.domain.errors import InvalidInputError
+
+    document = read_document(file)
+    policy_from_document(document, source=str(file))
+    if not isinstance(document, dict):
+        raise InvalidInputError("expected a policy document", where=str(file))
+    return document
+
+
+def _job_action(app: typer.Typer, verb: str) -> None:
+    def action(job: JobArgument, server: ServerOption = None, token: TokenOption = None) -> None:
+        from topoq.cli.server_commands import connected
+
+        with connected(server, token) as client:
+            result = getattr(client, verb)(job)
+            typer.echo(f"{result.id}: {result.phase.value}" + (" (held)" if result.held else ""))
+
+    action.__doc__ = {
+        "cancel": "Cancel a job (its pods are stopped).",
+        "hold": "Keep a pending job from being admitted.",
+        "release": "Let a held job be admitted again.",
+    }[verb]
+    app.command(verb)(action)
+
+
+def _node_action(app: typer.Typer, verb: str, route: str) -> None:
+    def action(node: NodeArgument, server: ServerOption = None, token: TokenOption = None) -> None:
+        from topoq.cli.server_commands import connected
+
+        with connected(server, token) as client:
+            result = client.node_action(node, route)
+            state = "ready" if result.node.ready else "failed"
+            cordon = "cordoned" if result.node.cordoned else "schedulable"
+            requeued = f"; requeued {', '.join(result.requeued)}" if result.requeued else ""
+            typer.echo(f"{result.node.name}: {state}, {cordon}{requeued}")
+
+    action.__doc__ = {
+        "cordon": "Keep new work off a node.",
+        "uncordon": "Let new work onto a node.",
+        "drain": "Cordon a node and requeue its gangs.",
+        "fail": "Mark a node failed and stop its work (its gangs are requeued).",
+        "recover": "Mark a failed node healthy again.",
+    }[verb]
+    app.command(verb)(action)

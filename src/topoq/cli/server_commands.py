@@ -1,0 +1,165 @@
+"""The verbs that talk to a running server, through ``topoq.client`` alone."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, NoReturn
+
+import typer
+from rich.table import Table
+from rich.tree import Tree
+
+from topoq.client import ClientError, TopoqClient, resolve_settings
+from topoq.discovery.documents import read_document
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import DependencyKind
+from topoq.wire.v1 import JobFormat, JobSummary, SubmitJobRequest
+from topoq.wire.v1.cluster import TopologyDomainModel
+from topoq.wire.v1.jobs import DependencyModel
+
+EXIT_REJECTED = 2
+EXIT_UNREACHABLE = 3
+EXIT_UNAUTHORIZED = 4
+EXIT_SERVER_ERROR = 1
+FINISHED = {"succeeded", "failed", "cancelled"}
+
+
+@contextmanager
+def connected(server: str | None, token: str | None) -> Iterator[TopoqClient]:
+    """A client for the configured server; API errors end the command with a clear exit code:
+    2 rejected (4xx), 3 server unreachable, 4 not allowed (401/403), 1 server error."""
+    settings = resolve_settings(server, token)
+    client = TopoqClient(settings.server, settings.token)
+    try:
+        yield client
+    except ClientError as error:
+        _fail(error)
+    finally:
+        client.close()
+
+
+def _fail(error: ClientError) -> NoReturn:
+    typer.echo(f"error: {error}", err=True)
+    if error.status is None:
+        raise typer.Exit(EXIT_UNREACHABLE)
+    if error.status in (401, 403):
+        raise typer.Exit(EXIT_UNAUTHORIZED)
+    raise typer.Exit(EXIT_REJECTED if error.status < 500 else EXIT_SERVER_ERROR)
+
+
+def print_json(model: Any) -> None:
+    if isinstance(model, list):
+        print(json.dumps([item.model_dump(mode="json") for item in model], indent=2))
+    else:
+        print(model.model_dump_json(indent=2))
+
+
+# --- jobs ---------------------------------------------------------------------------------
+def detect_format(document: object, source: str) -> JobFormat:
+    if isinstance(document, dict):
+        if str(document.get("apiVersion", "")).startswith("topoq.io/"):
+            return JobFormat.TOPOQ
+        if document.get("kind") == "Workload":
+            return JobFormat.KUEUE
+        if "job_name" in document:
+            return JobFormat.HYPERPOD
+    raise InvalidInputError(
+        "cannot tell the job format",
+        where=source,
+        hint="give a topoq job file (apiVersion topoq.io/v1), a Kueue Workload or a HyperPod "
+        "job (job_name, …), or say which with --format",
+    )
+
+
+def submission(
+    path: Path,
+    form: str | None,
+    team: str | None,
+    priority: str | None,
+    job_id: str | None,
+    max_retry: int | None,
+    after_ok: list[str],
+) -> SubmitJobRequest:
+    document = read_document(path)
+    chosen = JobFormat(form) if form else detect_format(document, str(path))
+    return SubmitJobRequest(
+        format=chosen,
+        document=document,
+        team=team,
+        priority_class=priority,
+        id=job_id,
+        max_retry=max_retry,
+        dependencies=[DependencyModel(kind=DependencyKind.AFTER_OK, job=job) for job in after_ok],
+    )
+
+
+def age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    span = max(0, int(time.time() - seconds))
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if span >= size:
+            return f"{span // size}{unit}"
+    return f"{span}s"
+
+
+def jobs_table(rows: list[JobSummary], reasons: dict[str, str]) -> Table:
+    table = Table(box=None, header_style="bold")
+    for column in ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "REASON"):
+        table.add_column(column, justify="right" if column == "GPUS" else "left")
+    for row in rows:
+        span = "/".join(str(count) for count in (row.span or {}).values()) or "-"
+        table.add_row(
+            row.id,
+            row.team,
+            row.user or "-",
+            row.priority_class or "-",
+            row.phase.value + (" (held)" if row.held else ""),
+            str(row.gpus),
+            age(row.submitted_at),
+            span,
+            reasons.get(row.id, ""),
+        )
+    return table
+
+
+def follow_logs(client: TopoqClient, job: str, pod: int | None, interval_s: float = 1.0) -> None:
+    """Print the job's output as it grows, until the job ends."""
+    shown = 0
+    while True:
+        text = client.logs(job, pod).text
+        if len(text) > shown:
+            print(text[shown:], end="", flush=True)
+            shown = len(text)
+        if client.job(job).phase.value in FINISHED:
+            return
+        time.sleep(interval_s)
+
+
+# --- cluster ------------------------------------------------------------------------------
+def topology_tree(domains: list[TopologyDomainModel], title: str, depth: int) -> Tree:
+    root = Tree(title)
+
+    def add(parent: Tree, domain: TopologyDomainModel, level: int) -> None:
+        branch = parent.add(
+            f"{domain.value}  [dim]{domain.level.rsplit('/', 1)[-1]}[/]  "
+            f"{domain.gpus_free}/{domain.gpus} GPU free, {domain.gpus_used} used"
+        )
+        if level + 1 < depth:
+            for child in domain.children:
+                add(branch, child, level + 1)
+
+    for domain in domains:
+        add(root, domain, 0)
+    return root
+
+
+def with_client(
+    server: str | None, token: str | None, action: Callable[[TopoqClient], None]
+) -> None:
+    with connected(server, token) as client:
+        action(client)

@@ -1,0 +1,6 @@
+"""A small typed client of topoq's REST API (httpx + the wire models)."""
+
+from topoq.client.config import ClientSettings, resolve_settings
+from topoq.client.http import ClientError, TopoqClient
+
+__all__ = ["ClientError", "ClientSettings", "TopoqClient", "resolve_settings"]

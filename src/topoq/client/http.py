@@ -1,0 +1,177 @@
+"""``TopoqClient``: one method per API route, returning wire models; errors as ``ClientError``
+with the server's message, field and hint."""
+
+from __future__ import annotations
+
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, TypeAdapter
+
+from topoq.domain.errors import TopoqError
+from topoq.wire.v1 import (
+    Explanation,
+    JobDetail,
+    JobHistory,
+    JobList,
+    JobLogs,
+    SubmitJobRequest,
+)
+from topoq.wire.v1.access import WhoAmI
+from topoq.wire.v1.cluster import (
+    AuditEntryModel,
+    EventModel,
+    Health,
+    NodeAction,
+    NodeModel,
+    PolicyModel,
+    PolicyVersionModel,
+    TeamModel,
+    TopologyModel,
+)
+
+Model = TypeVar("Model")
+API = "/api/v1"
+
+
+class ClientError(TopoqError):
+    """A request that failed: ``status`` is the HTTP status (None when the server could not be
+    reached); the message carries the server's explanation."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        where: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.status, self.where, self.hint = status, where, hint
+        text = f"{where}: {message}" if where else message
+        super().__init__(f"{text} ({hint})" if hint else text)
+
+
+class TopoqClient:
+    def __init__(
+        self,
+        server: str,
+        token: str | None,
+        *,
+        timeout_s: float = 30.0,
+        transport: httpx.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        self.server = server.rstrip("/")
+        self._http = httpx.Client(
+            base_url=self.server, headers=headers, timeout=timeout_s, transport=transport
+        )
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> TopoqClient:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- jobs -------------------------------------------------------------------------
+    def submit(self, request: SubmitJobRequest) -> JobDetail:
+        body = request.model_dump(mode="json", exclude_none=True)
+        return self._call("POST", "/jobs", JobDetail, json=body)
+
+    def jobs(self, **filters: str | int | None) -> JobList:
+        params = {key: value for key, value in filters.items() if value is not None}
+        return self._call("GET", "/jobs", JobList, params=params)
+
+    def job(self, job_id: str) -> JobDetail:
+        return self._call("GET", f"/jobs/{job_id}", JobDetail)
+
+    def cancel(self, job_id: str) -> JobDetail:
+        return self._call("POST", f"/jobs/{job_id}/cancel", JobDetail)
+
+    def hold(self, job_id: str) -> JobDetail:
+        return self._call("POST", f"/jobs/{job_id}/hold", JobDetail)
+
+    def release(self, job_id: str) -> JobDetail:
+        return self._call("POST", f"/jobs/{job_id}/release", JobDetail)
+
+    def explain(self, job_id: str) -> Explanation:
+        return self._call("GET", f"/jobs/{job_id}/explain", Explanation)
+
+    def history(self, job_id: str) -> JobHistory:
+        return self._call("GET", f"/jobs/{job_id}/history", JobHistory)
+
+    def logs(self, job_id: str, pod: int | None = None) -> JobLogs:
+        params = {"pod": pod} if pod is not None else {}
+        return self._call("GET", f"/jobs/{job_id}/logs", JobLogs, params=params)
+
+    # --- cluster ----------------------------------------------------------------------
+    def teams(self) -> list[TeamModel]:
+        return self._call("GET", "/teams", list[TeamModel])
+
+    def policy(self) -> PolicyModel:
+        return self._call("GET", "/policy", PolicyModel)
+
+    def apply_policy(self, document: dict[str, Any]) -> PolicyModel:
+        return self._call("PUT", "/policy", PolicyModel, json=document)
+
+    def policy_versions(self) -> list[PolicyVersionModel]:
+        return self._call("GET", "/policy/versions", list[PolicyVersionModel])
+
+    def nodes(self) -> list[NodeModel]:
+        return self._call("GET", "/nodes", list[NodeModel])
+
+    def node_action(self, name: str, action: str) -> NodeAction:
+        return self._call("POST", f"/nodes/{name}/{action}", NodeAction)
+
+    def topology(self) -> TopologyModel:
+        return self._call("GET", "/topology", TopologyModel)
+
+    def events(self, limit: int = 50) -> list[EventModel]:
+        return self._call("GET", "/events", list[EventModel], params={"limit": limit})
+
+    def audit(self, limit: int = 50) -> list[AuditEntryModel]:
+        return self._call("GET", "/audit", list[AuditEntryModel], params={"limit": limit})
+
+    def whoami(self) -> WhoAmI:
+        return self._call("GET", "/whoami", WhoAmI)
+
+    def health(self) -> Health:
+        return self._call("GET", "/healthz", Health, prefix="")
+
+    # --- plumbing ---------------------------------------------------------------------
+    def _call(
+        self, method: str, path: str, model: type[Model] | Any, *, prefix: str = API, **options: Any
+    ) -> Model:
+        try:
+            response = self._http.request(method, prefix + path, **options)
+        except httpx.TransportError as error:
+            raise ClientError(
+                f"cannot reach the topoq server at {self.server}: {error}",
+                hint="start it with `topoq server`, or point --server / TOPOQ_SERVER at it",
+            ) from None
+        if response.is_error:
+            raise _error(response)
+        payload = response.json()
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate(payload)  # type: ignore[return-value]  # Model is model
+        result: Model = TypeAdapter(model).validate_python(payload)
+        return result
+
+
+def _error(response: httpx.Response) -> ClientError:
+    try:
+        detail = response.json().get("detail")
+    except ValueError:
+        detail = None
+    if isinstance(detail, dict):
+        return ClientError(
+            str(detail.get("message", response.reason_phrase)),
+            status=response.status_code,
+            where=detail.get("where"),
+            hint=detail.get("hint"),
+        )
+    return ClientError(
+        f"{response.status_code} {response.reason_phrase}", status=response.status_code
+    )

@@ -109,6 +109,22 @@ def test_a_level_the_cluster_does_not_have_is_refused(api: Api) -> None:
     assert "rack" in detail["message"] and "network-node-layer-3" in detail["hint"]
 
 
+@pytest.mark.parametrize(
+    ("pod_set", "message"),
+    [
+        ({"count": 10**9}, "pods"),
+        ({"requests": {"nvidia.com/gpu": 8, "memory": "1e30"}}, "more than any cluster has"),
+    ],
+)
+def test_sizes_no_cluster_has_are_refused(
+    api: Api, pod_set: dict[str, object], message: str
+) -> None:
+    body = small_job("huge")
+    body["document"]["spec"]["podSets"][0].update(pod_set)  # type: ignore[index]
+    response = submit(api, body)
+    assert response.status_code == 422 and message in response.json()["detail"]["message"]
+
+
 def test_a_duplicate_id_is_a_409(api: Api) -> None:
     assert submit(api, small_job("twice")).status_code == 201
     response = submit(api, small_job("twice"))

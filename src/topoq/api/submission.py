@@ -25,6 +25,8 @@ _READERS = {
 }
 _HYPERPOD_NAMESPACE = re.compile(r"^hyperpod-ns-(?P<team>.+?)(?:-localqueue)?$")
 _HYPERPOD_MAX_RETRY = "max_retry"
+MAX_PODS_PER_JOB = 100_000
+MAX_AMOUNT = 2**62
 
 
 def job_from_request(
@@ -42,6 +44,7 @@ def job_from_request(
     priority_class = request.priority_class or workload.priority_class
     check_priority_class(priority_class, policy, overridden=request.priority_class is not None)
     check_levels(workload, topology)
+    check_sizes(workload)
     return JobSpec(
         id=JobId(request.id or workload.name),
         team=TeamName(team),
@@ -128,6 +131,25 @@ def check_levels(workload: WorkloadSpec, topology: TopologySpec) -> None:
                     f"level {level!r} is not a level of the cluster",
                     where=f"{DOCUMENT} (pod set {index}, {pod_set.name!r})",
                     hint=f"the cluster's levels are: {_listed(topology.levels)}",
+                )
+
+
+def check_sizes(workload: WorkloadSpec) -> None:
+    """Pod counts and amounts a cluster can hold at all (the cycle counts in 64-bit integers)."""
+    if workload.total_pods > MAX_PODS_PER_JOB:
+        raise InvalidInputError(
+            f"the job has {workload.total_pods} pods",
+            where=f"{DOCUMENT} (pod counts)",
+            hint=f"a job has at most {MAX_PODS_PER_JOB} pods",
+        )
+    for index, pod_set in enumerate(workload.pod_sets):
+        for name, amount in pod_set.requests.items():
+            if amount * pod_set.count > MAX_AMOUNT:
+                raise InvalidInputError(
+                    f"{pod_set.count} pods of {name} {pod_set.requests.formatted()[name]} is "
+                    "more than any cluster has",
+                    where=f"{DOCUMENT} (pod set {index}, {pod_set.name!r}, requests)",
+                    hint="check the quantity's unit (e.g. 1Ti, not 1e30)",
                 )
 
 

@@ -1,0 +1,140 @@
+"""The server verbs as a user types them, against a real `topoq server` process."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.api.test_server import _wait_until_healthy, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+API_TESTS = ROOT / "tests" / "api"
+WORKLOADS = ROOT / "examples" / "workloads"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    data_dir = tmp_path_factory.mktemp("cli-server")
+    port = free_port()
+    command = [
+        sys.executable,
+        "-m",
+        "topoq",
+        "server",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+        "--cluster",
+        str(API_TESTS / "cluster.yaml"),
+        "--policy",
+        str(API_TESTS / "policy.yaml"),
+    ]
+    log = (data_dir / "server.log").open("w")
+    process = subprocess.Popen(
+        command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"TOPOQ_SLEEP_S": "1"}
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_until_healthy(url, process, data_dir)
+        yield {"TOPOQ_SERVER": url, "TOPOQ_TOKEN_FILE": str(data_dir / "admin-token")}
+    finally:
+        process.terminate()
+        process.wait(timeout=15)
+        log.close()
+
+
+def topoq(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | env
+    return subprocess.run(
+        [sys.executable, "-m", "topoq", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=environment,
+        timeout=60,
+        check=False,
+    )
+
+
+JOB_FILE = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: cli-block, namespace: hyperpod-ns-nlp}
+spec:
+  podSets:
+  - name: workers
+    count: 2
+    requests: {nvidia.com/gpu: 8}
+    topology: {required: topology.k8s.aws/network-node-layer-3}
+"""
+
+
+def test_submit_list_explain_logs_and_cancel(server: dict[str, str], tmp_path: Path) -> None:
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(JOB_FILE)
+    submitted = topoq(server, "submit", job_file)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "cli-block submitted to team nlp" in submitted.stdout
+    deadline = time.monotonic() + 30
+    while "succeeded" not in (listing := topoq(server, "list", "--team", "nlp")).stdout:
+        assert time.monotonic() < deadline, listing.stdout
+        time.sleep(0.5)
+    assert "cli-block" in listing.stdout and "SPAN" in listing.stdout
+    logs = topoq(server, "logs", "cli-block", "--pod", "1")
+    assert logs.returncode == 0 and "rank 1 of world size 2" in logs.stdout
+    explained = topoq(server, "explain", "cli-block")
+    assert explained.returncode == 0 and "succeeded" in explained.stdout
+    cancelled = topoq(server, "cancel", "cli-block")
+    assert cancelled.returncode == 2 and "already ended" in cancelled.stderr
+
+
+def test_a_job_that_cannot_fit_waits_with_its_reason(server: dict[str, str]) -> None:
+    topoq(
+        server,
+        "submit",
+        WORKLOADS / "required-block.yaml",
+        "--team",
+        "nlp",
+        "--id",
+        "huge",
+        "--format",
+        "kueue",
+    )
+    deadline = time.monotonic() + 20
+    while "pending" not in (listing := topoq(server, "list", "--phase", "pending")).stdout:
+        assert time.monotonic() < deadline, listing.stdout
+        time.sleep(0.5)
+    held = topoq(server, "hold", "huge")
+    assert held.returncode == 0 and "(held)" in held.stdout
+    released = topoq(server, "release", "huge")
+    assert released.returncode == 0
+
+
+def test_cluster_verbs(server: dict[str, str]) -> None:
+    nodes = topoq(server, "nodes")
+    assert nodes.returncode == 0 and "READY" in nodes.stdout
+    first = nodes.stdout.splitlines()[1].split()[0]
+    assert topoq(server, "cordon", first).stdout.strip().endswith("cordoned")
+    assert "schedulable" in topoq(server, "uncordon", first).stdout
+    teams = topoq(server, "teams")
+    assert teams.returncode == 0 and "nlp" in teams.stdout and "vision" in teams.stdout
+    current = topoq(server, "policy", "current")
+    assert current.returncode == 0 and "kind: Policy" in current.stdout
+
+
+def test_errors_have_exit_codes_scripts_can_rely_on(server: dict[str, str], tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("apiVersion: topoq.io/v1\nkind: Job\nmetadata: {name: x}\nspec: {}\n")
+    rejected = topoq(server, "submit", bad, "--team", "nlp")
+    assert rejected.returncode == 2 and rejected.stderr.startswith("error: ")
+    assert "Traceback" not in rejected.stderr
+    unauthorized = topoq({**server, "TOPOQ_TOKEN": "wrong"}, "list")
+    assert unauthorized.returncode == 4
+    unreachable = topoq({"TOPOQ_SERVER": f"http://127.0.0.1:{free_port()}"}, "list")
+    assert unreachable.returncode == 3 and "topoq server" in unreachable.stderr

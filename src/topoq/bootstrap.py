@@ -26,6 +26,7 @@ from topoq.api.service import Service, ServiceStore
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.engine.controller import SYSTEM, Controller
+from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import AuditEntry
 from topoq.executors.registry import make_executor
 from topoq.store.sql_store import open_store
@@ -120,11 +121,12 @@ def build_server(
     if policy_file is not None:
         _apply_policy_file(store, policy_file)
     executor = make_executor(executor_name, **_executor_options(executor_name, data_dir))
-    controller = Controller(store, executor, cluster.topology, clock=time.time)
+    metrics = ControlPlaneMetrics()
+    controller = Controller(store, executor, cluster.topology, clock=time.time, metrics=metrics)
     requeued = controller.recover()
     if requeued:
         log.warning("requeued after a restart: %s", ", ".join(requeued))
-    service = Service(store, executor, controller)
+    service = Service(store, executor, controller, metrics=metrics)
     loop = ControllerLoop(service)
     service.wake = loop.wake
     return Server(service, loop, ensure_admin_token(store, data_dir))

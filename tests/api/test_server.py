@@ -215,3 +215,15 @@ def test_a_failed_node_sends_its_gang_elsewhere(admin: httpx.Client) -> None:
     assert topology["gpus"] == 64
     actions = [entry["action"] for entry in admin.get("/audit").json()]
     assert "node" in actions and "submit" in actions
+
+
+def test_prometheus_metrics_are_served_without_a_token(
+    server: tuple[str, Path], member: httpx.Client
+) -> None:
+    url, _ = server
+    wait_for(
+        lambda: httpx.get(f"{url}/metrics", timeout=5).text,
+        lambda text: "topoq_cycle_duration_seconds_count" in text,
+    )
+    body = httpx.get(f"{url}/metrics", timeout=5).text
+    assert "topoq_quota_gpus" in body and 'kind="guarantee"' in body

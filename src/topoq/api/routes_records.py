@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query
+from fastapi import APIRouter, Query, Response
+from prometheus_client import CONTENT_TYPE_LATEST
 
 from topoq import __version__
 from topoq.api.auth import Admin, Anyone, ServiceDep, require_team
@@ -24,6 +25,14 @@ MAX_EVENT_AGE_S = 30 * 86400.0
 @health_router.get("/healthz", summary="Liveness (no token needed)")
 def healthz() -> Health:
     return Health(status="ok", version=__version__)
+
+
+@health_router.get("/metrics", include_in_schema=False)
+def metrics(service: ServiceDep) -> Response:
+    """Prometheus metrics (no token needed, like /healthz; scrape it from inside the cluster)."""
+    if service.metrics is None:
+        return Response("metrics are not enabled\n", status_code=404, media_type="text/plain")
+    return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
 
 
 @router.get("/events", summary="Recent job phase changes, newest first")

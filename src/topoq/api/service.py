@@ -11,6 +11,7 @@ from typing import Protocol
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.engine.controller import Controller
+from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import Executor, Store
 from topoq.store.records import JobEvent, PolicyVersion, TokenRecord
 
@@ -64,6 +65,8 @@ class Service:
     wake: Callable[[], None] = lambda: None
     """Asks the controller loop for a step now (after a submission or a node change)."""
     lock: threading.RLock = field(default_factory=threading.RLock)
+    metrics: ControlPlaneMetrics | None = None
+    """What ``GET /metrics`` exposes (the controller feeds it)."""
     """Held by the controller loop around each step and by every change the API makes, so
     that a cancel is never overwritten by a cycle that read the job before it."""
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import json
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -163,3 +164,24 @@ def _kind(value: object) -> str:
     if isinstance(value, list):
         return "a list"
     return f"{type(value).__name__} {value!r}"
+
+
+def argv(fields: Fields, key: str) -> tuple[str, ...]:
+    """A command as an argv: a list of strings, or one string split as a shell would."""
+    value = fields.raw(key)
+    if value is None:
+        return ()
+    if isinstance(value, str):
+        try:
+            return tuple(shlex.split(value))
+        except ValueError as error:
+            raise InvalidInputError(
+                f"cannot split the command: {error}", where=fields.path(key)
+            ) from None
+    if isinstance(value, list) and all(isinstance(part, str | int | float) for part in value):
+        return tuple(str(part) for part in value)
+    raise InvalidInputError(
+        f"expected a list of strings, got {_kind(value)}",
+        where=fields.path(key),
+        hint='e.g. ["python", "train.py"]',
+    )

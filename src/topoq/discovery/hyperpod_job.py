@@ -12,8 +12,8 @@ type as written (``ml.p5.48xlarge`` on HyperPod), plus ``label_selector``, plus
 ``deep_health_check_passed_nodes_only`` is true (as the HyperPod CLI writes it, in the pods'
 nodeSelector). HyperPod sets no tolerations;
 the pods get those EKS's ExtendedResourceToleration admission plugin adds for the extended
-resources they request (``nvidia.com/gpu`` …). Fields the scheduler does not use (image,
-command, volumes, …) are ignored.
+resources they request (``nvidia.com/gpu`` …). ``command``/``args`` and ``environment`` are
+what the pods run; fields topoq does not use (image, volumes, …) are ignored.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 
-from topoq.discovery.documents import Fields
+from topoq.discovery.documents import Fields, argv
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
 from topoq.discovery.instance_types import GIB, InstanceType
 from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, extended_resource_tolerations
@@ -64,6 +64,8 @@ def _workload(fields: Fields) -> WorkloadSpec:
         node_selector=_node_selector(fields),
         tolerations=extended_resource_tolerations(requests),
         topology=topology,
+        command=argv(fields, "command") + argv(fields, "args"),
+        environment=fields.string_map("environment"),
     )
     return WorkloadSpec(
         name=name,

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from topoq.discovery.documents import Fields, read_document
+from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
 from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, resource_amounts, tolerations
@@ -77,6 +77,9 @@ _POD_SET_KEYS = (
     "nodeSelector",
     "tolerations",
     "topology",
+    "command",
+    "args",
+    "environment",
 )
 _TOPOLOGY_KEYS = ("required", "preferred", "unconstrained", "slices", "group", "spread")
 _SLICE_KEYS = ("level", "size")
@@ -149,8 +152,12 @@ def _pod_set(record: Fields) -> PodSetSpec:
     selector = record.string_map(spelling(record, "nodeSelector"))
     tolerated = tolerations(record)
     topology = _topology(record.mapping("topology"))
+    command = argv(record, "command") + argv(record, "args")
+    environment = record.string_map("environment")
     try:
-        return PodSetSpec(name, count, requests, selector, (), tolerated, topology)
+        return PodSetSpec(
+            name, count, requests, selector, (), tolerated, topology, command, environment
+        )
     except InvalidInputError as error:
         raise error.located(record.where) from None
 

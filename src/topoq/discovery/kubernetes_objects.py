@@ -11,7 +11,7 @@ from collections.abc import Collection, Mapping
 from enum import StrEnum
 from typing import TypeVar
 
-from topoq.discovery.documents import Fields
+from topoq.discovery.documents import Fields, argv
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import TaintEffect
 from topoq.domain.resources import Resources
@@ -202,3 +202,18 @@ def extended_resource_tolerations(requests: Mapping[str, int]) -> tuple[Tolerati
         for name in sorted(requests)
         if is_extended_resource(name) and requests[name] > 0
     )
+
+
+def main_container_command(pod_spec: Fields) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The first container's command + args and its literal environment (``env[].value``;
+    values from secrets or fields cannot be resolved here and are left out)."""
+    containers = pod_spec.records("containers")
+    if not containers:
+        return (), {}
+    main = containers[0]
+    environment = {
+        item.text("name"): item.text("value", "")
+        for item in main.records("env")
+        if item.has("name") and not item.has("valueFrom")
+    }
+    return argv(main, "command") + argv(main, "args"), environment

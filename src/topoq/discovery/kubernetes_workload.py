@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from topoq.discovery.documents import Fields
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
+    main_container_command,
     pod_requests,
     require_kind,
     required_affinity_terms,
@@ -123,8 +124,11 @@ def _pod_set(record: Fields) -> PodSetSpec:
     requests, selector = pod_requests(pod_spec), pod_spec.string_map("nodeSelector")
     affinity, tolerated = required_affinity_terms(pod_spec), tolerations(pod_spec)
     topology = pod_set_topology(annotations, record.mapping("topologyRequest"))
+    command, environment = main_container_command(pod_spec)
     try:
-        return PodSetSpec(name, count, requests, selector, affinity, tolerated, topology)
+        return PodSetSpec(
+            name, count, requests, selector, affinity, tolerated, topology, command, environment
+        )
     except InvalidInputError as error:
         raise error.located(record.where) from None
 

@@ -130,9 +130,14 @@ class PodSetSpec:
     affinity_terms: tuple[NodeSelectorTerm, ...] = ()
     tolerations: tuple[Toleration, ...] = ()
     topology: TopologyRequest = field(default_factory=TopologyRequest)
+    command: tuple[str, ...] = ()
+    """What every pod runs (argv); empty means the executor's default workload."""
+    environment: Mapping[str, str] = field(default_factory=dict)
+    """Variables set in every pod of the pod set."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))
+        object.__setattr__(self, "environment", MappingProxyType(dict(self.environment)))
         where = f"pod set {self.name!r}"
         if not self.name:
             raise InvalidRequestError("a pod set has no name", hint="give every pod set a name")

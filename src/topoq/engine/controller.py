@@ -75,8 +75,8 @@ class Controller:
         self.executor = executor
         self.topology = topology
         self.clock = clock
-        self.commands = commands or (lambda spec: {})
-        self.environment = environment or (lambda spec: {})
+        self.commands = commands or pod_set_commands
+        self.environment = environment
         self.metrics = metrics
         self._tree_key: tuple[NodeSpec, ...] | None = None
         self._tree: TopologyTree | None = None
@@ -190,7 +190,8 @@ class Controller:
             attempt,
             labels,
             commands=self.commands(job.spec),
-            environment=self.environment(job.spec),
+            environment=pod_set_environment(job.spec)
+            | (dict(self.environment(job.spec)) if self.environment else {}),
             node_allocatable={name: node.allocatable for name, node in nodes.items()},
         )
 
@@ -262,6 +263,19 @@ class Controller:
                 self.store.save_jobs([moved], now=now)
                 requeued.append(job.id)
         return requeued
+
+
+def pod_set_commands(spec: JobSpec) -> dict[str, tuple[str, ...]]:
+    """Each pod set's command, as the job was submitted (none: the default workload)."""
+    return {ps.name: ps.command for ps in spec.workload.pod_sets if ps.command}
+
+
+def pod_set_environment(spec: JobSpec) -> dict[str, str]:
+    """The variables the job's pod sets ask for, merged in pod-set order."""
+    merged: dict[str, str] = {}
+    for pod_set in spec.workload.pod_sets:
+        merged.update(pod_set.environment)
+    return merged
 
 
 def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:

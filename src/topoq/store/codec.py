@@ -111,6 +111,8 @@ def _encode_pod_set(pod_set: PodSetSpec) -> Document:
         ],
         "tolerations": [_encode_toleration(toleration) for toleration in pod_set.tolerations],
         "topology": _encode_topology(pod_set.topology),
+        "command": list(pod_set.command),
+        "environment": dict(pod_set.environment),
     }
 
 
@@ -126,6 +128,8 @@ def _decode_pod_set(data: Mapping[str, Any]) -> PodSetSpec:
         ),
         tolerations=tuple(_decode_toleration(item) for item in data.get("tolerations", ())),
         topology=_decode_topology(data.get("topology", {})),
+        command=tuple(str(part) for part in data.get("command", ())),
+        environment={str(k): str(v) for k, v in data.get("environment", {}).items()},
     )
 
 

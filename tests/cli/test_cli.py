@@ -165,8 +165,8 @@ def test_kueue_export_reads_back_as_the_same_levels(tmp_path: Path) -> None:
     ]
 
 
-def test_demo_runs_and_shows_a_refusal_with_its_reason() -> None:
-    run = topoq("demo")
+def test_offline_demo_runs_and_shows_a_refusal_with_its_reason() -> None:
+    run = topoq("demo", "--offline")
     assert run.returncode == 0, run.stderr
     assert "llama-pretrain: admitted" in run.stdout
     assert "moe-pretrain: not admitted" in run.stdout

@@ -330,11 +330,44 @@ def simulate(
 
 
 @app.command()
-def demo() -> None:
-    """Place a few example jobs on the example cluster and show what happens and why."""
-    from topoq.cli.demo import run_demo
+def demo(
+    quick: Annotated[
+        bool, typer.Option("--quick", help="The same story with short sleeps (for CI): ≤ 30 s.")
+    ] = False,
+    keep_running: Annotated[
+        bool,
+        typer.Option("--keep-running", help="Leave the server up at the end, until Ctrl-C."),
+    ] = False,
+    offline: Annotated[
+        bool,
+        typer.Option(
+            "--offline", help="No server: place a few jobs on the example cluster and say why."
+        ),
+    ] = False,
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            help="A new or empty directory for the store, token and logs (kept).",
+            show_default=False,
+        ),
+    ] = None,
+    port: Annotated[
+        int | None,
+        typer.Option(help="The server's port (default: a free one).", show_default=False),
+    ] = None,
+) -> None:
+    """Start a server on a 512-GPU virtual cluster with three teams and real pods, and play a
+    story: borrowing, reclaim, priority preemption, a gang waiting for a block, a node failure."""
+    if offline:
+        from topoq.cli.demo import run_offline_demo
 
-    guarded(run_demo)
+        guarded(run_offline_demo)
+        return
+    from topoq.cli.demo import DemoOptions, run_demo
+
+    codes: list[int] = []
+    guarded(lambda: codes.append(run_demo(DemoOptions(quick, keep_running, data_dir, port))))
+    raise typer.Exit(codes[0] if codes else EXIT_BAD_INPUT)
 
 
 @app.command()

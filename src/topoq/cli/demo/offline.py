@@ -1,4 +1,5 @@
-"""``topoq demo``: the example cluster, a few jobs placed one after another, and the reasons."""
+"""``topoq demo --offline``: the example cluster, a few jobs placed one after another, and the
+reasons — no server, the placement core in-process."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from topoq.discovery.jobfile import workload_from_document
 from topoq.discovery.sources import load_cluster
 
 
-def run_demo() -> None:
+def run_offline_demo() -> None:
     console = make_console()
     cluster = load_cluster(None)
     ledger = CapacityLedger.with_usage(build_tree(cluster.nodes, cluster.topology), cluster.used)
@@ -24,8 +25,8 @@ def run_demo() -> None:
     console.print(topology_tree(ledger, ledger.tree.depth - 1))
     demo = files("topoq") / "data" / "demo"
     for entry in sorted(demo.iterdir(), key=lambda item: item.name):
-        if not entry.name.endswith(".yaml"):
-            continue
+        if not (entry.name.endswith(".yaml") and entry.name[:1].isdigit()):
+            continue  # the numbered workloads; cluster.yaml and policy.yaml are the server demo's
         text = entry.read_text(encoding="utf-8")
         source = f"demo/{entry.name}"
         workload = workload_from_document(parse_document(text, source=source), source=source)

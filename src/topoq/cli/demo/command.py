@@ -1,0 +1,220 @@
+"""``topoq demo``: start a real server on the demo cluster, play the story, say where to look,
+and stop everything (or keep the server up with ``--keep-running`` until Ctrl-C).
+
+Exit codes: 0 when every scene showed what it should, 1 when one did not (or the server would
+not start), 2 for bad options, 130 when interrupted."""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from importlib.resources import as_file, files
+from pathlib import Path
+from types import FrameType
+from typing import NoReturn
+
+from rich.console import Console
+
+from topoq.cli.demo.server import DemoServer, DemoServerError, free_port
+from topoq.cli.demo.stage import DEFAULT_PACE, QUICK_PACE, SceneStopped, Stage
+from topoq.cli.demo.story import SCENES, Scene, StoryState
+from topoq.cli.render import make_console
+from topoq.client import ClientError, TopoqClient
+from topoq.domain.errors import InvalidInputError
+
+EXIT_MISSED = 1
+EXIT_INTERRUPTED = 130
+CLIENT_TIMEOUT_S = 10.0
+DEMO_FILES = files("topoq") / "data" / "demo"
+
+
+@dataclass(frozen=True)
+class DemoOptions:
+    quick: bool = False
+    keep_running: bool = False
+    data_dir: Path | None = None
+    """Default: a new temporary directory, removed at the end."""
+    port: int | None = None
+    """Default: a free port."""
+
+
+def run_demo(options: DemoOptions) -> int:
+    """Play the demo; returns the exit code."""
+    console = make_console()
+    started = time.monotonic()
+    with ExitStack() as stack, _sigterm_as_exit():
+        data_dir = _data_dir(options.data_dir, stack)
+        cluster = stack.enter_context(as_file(DEMO_FILES / "cluster.yaml"))
+        policy = stack.enter_context(as_file(DEMO_FILES / "policy.yaml"))
+        server = DemoServer(data_dir, options.port or free_port(), cluster, policy)
+        stack.callback(_stop, console, server)
+        try:
+            code = _play(console, server, options, started)
+        except KeyboardInterrupt:
+            console.print("\ninterrupted: stopping the demo server and its pods")
+            code = EXIT_INTERRUPTED
+        except DemoServerError as error:
+            console.print(f"error: {error}", markup=False)
+            code = EXIT_MISSED
+    return code
+
+
+def _play(console: Console, server: DemoServer, options: DemoOptions, started: float) -> int:
+    pace = QUICK_PACE if options.quick else DEFAULT_PACE
+    _introduce(console, server)
+    server.start()
+    _print_where_to_look(console, server)
+    with TopoqClient(server.url, server.token(), timeout_s=CLIENT_TIMEOUT_S) as client:
+        stage = Stage(client, console, pace)
+        stage.pause()
+        missed = play_scenes(stage)
+    console.rule("the end")
+    if not server.alive():
+        tail = server.log_tail()
+        console.print(
+            f"The server exited during the story; its log ends:\n{tail}",
+            markup=False,
+            soft_wrap=True,
+        )
+    elapsed_s = time.monotonic() - started
+    if missed:
+        shown = len(SCENES) - len(missed)
+        console.print(
+            f"{shown} of {len(SCENES)} scenes showed what they should; scene "
+            f"{', '.join(map(str, missed))} did not (see ✗ above) ({elapsed_s:.0f} s)."
+        )
+    else:
+        console.print(f"All {len(SCENES)} scenes showed what they should ({elapsed_s:.0f} s).")
+    if options.keep_running:
+        _keep_running(console, server)
+    return EXIT_MISSED if missed else 0
+
+
+def play_scenes(stage: Stage, scenes: Sequence[Scene] = SCENES) -> list[int]:
+    """Play every scene, whatever happens in one; the numbers of those that missed something."""
+    state = StoryState()
+    missed: list[int] = []
+    for number, scene in enumerate(scenes, start=1):
+        stage.console.rule(f"Scene {number}/{len(scenes)} · {scene.title}")
+        stage.say(scene.summary, style="bold")
+        stage.misses.clear()
+        try:
+            scene.play(stage, state)
+        except SceneStopped:
+            pass  # the stage said what it missed
+        except ClientError as error:
+            stage.miss(f"the scene stopped: {error}")
+        except Exception as error:  # the demo reports any failure in a line and goes on
+            stage.miss(f"the scene stopped on {type(error).__name__}: {error}")
+        if stage.misses:
+            missed.append(number)
+            stage.say(f"✗ scene {number} did not show everything it should", style="bold red")
+        else:
+            stage.say(f"✓ scene {number}: {scene.title.lower()} shown", style="bold green")
+        stage.pause()
+    return missed
+
+
+def _introduce(console: Console, server: DemoServer) -> None:
+    console.rule("topoq demo")
+    for line in (
+        "A real topoq server on a virtual cluster of 2 spines × 4 blocks × 8 nodes × 8 GPUs "
+        "(512 GPUs), with three teams:",
+        "  nlp and vision are guaranteed 192 GPUs each and lend and borrow; speech is "
+        "guaranteed 128 and only lends.",
+        "  Priority classes inference > training > experiment; borrowed GPUs are shared by "
+        "fair share.",
+        "Every pod is a real process on this machine that prints its rank and topology, then "
+        "sleeps.",
+        f"Cluster: {server.cluster_file}",
+        f"Policy:  {server.policy_file}",
+        "Starting the server…",
+    ):
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_where_to_look(console: Console, server: DemoServer) -> None:
+    program, token_file = _program(), shlex.quote(str(server.token_path))
+    lines = [
+        f"API:     {server.url}/api/v1   (OpenAPI: {server.url}/docs)",
+        f"Token:   {server.token_path}   (admin)",
+        f"Logs:    {server.log_path}; each pod's output under {server.pods_dir}/",
+        "Try, in another terminal, while it runs:",
+        f"  export TOPOQ_SERVER={server.url} TOPOQ_TOKEN_FILE={token_file}",
+    ]
+    for command, meaning in (
+        ("list", "jobs, phases, and why pending ones wait"),
+        ("explain vision-pretrain", "why a job waits, with the numbers"),
+        ("logs nlp-train-1", "what a job's pods print: rank and topology"),
+        ("teams", "guarantee, used, borrowed and lent GPUs per team"),
+        ("nodes", "node health and the jobs on each node"),
+        ("events", "phase changes, newest first"),
+    ):
+        lines.append(f"  {program} {command:<24} # {meaning}")
+    lines.append(f'  (or give each command --server {server.url} --token "$(cat {token_file})")')
+    for line in lines:
+        console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _program() -> str:
+    """How the user called topoq (``.venv/bin/topoq`` before activating the venv)."""
+    called = Path(sys.argv[0]) if sys.argv and sys.argv[0] else Path("topoq")
+    return shlex.quote(str(called)) if called.name == "topoq" else "topoq"
+
+
+def _keep_running(console: Console, server: DemoServer) -> None:
+    _print_where_to_look(console, server)
+    console.print("The server keeps running; press Ctrl-C to stop it and its pods.")
+    try:
+        code = server.wait()
+        console.print(f"the server exited by itself (exit code {code})")
+    except KeyboardInterrupt:
+        console.print()
+
+
+def _stop(console: Console, server: DemoServer) -> None:
+    """Stop the server if it runs, and in any case every pod it left behind."""
+    if server.alive():
+        console.print("Stopping the server and its pods…", end=" ")
+        left_behind = server.stop()
+        console.print("done.")
+    else:
+        left_behind = server.stop()
+    if left_behind:
+        console.print(f"Killed {len(left_behind)} pod process(es) the server left behind.")
+
+
+def _data_dir(chosen: Path | None, stack: ExitStack) -> Path:
+    if chosen is None:
+        made = Path(tempfile.mkdtemp(prefix="topoq-demo-"))
+        stack.callback(shutil.rmtree, made, ignore_errors=True)
+        return made
+    if chosen.exists() and (not chosen.is_dir() or any(chosen.iterdir())):
+        raise InvalidInputError(
+            "the demo needs a new or empty data directory",
+            where=str(chosen),
+            hint="give another --data-dir, or leave it out for a temporary one",
+        )
+    chosen.mkdir(parents=True, exist_ok=True)
+    return chosen
+
+
+@contextmanager
+def _sigterm_as_exit() -> Iterator[None]:
+    """A SIGTERM (a CI timeout, `kill`) unwinds like Ctrl-C, so the server is stopped too."""
+
+    def interrupt(signum: int, frame: FrameType | None) -> NoReturn:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)

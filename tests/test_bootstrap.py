@@ -1,0 +1,58 @@
+"""The server process: SIGTERM (what `kill`, systemd and the demo send) stops it *and* its pods."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_demo import processes_using
+from topoq.cli.demo.jobs import block_job
+from topoq.cli.demo.server import free_port
+from topoq.client import ClientError, TopoqClient
+
+DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
+
+
+def wait_until(check: Callable[[], object], timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if check():
+                return True
+        except ClientError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds leftover processes in /proc")
+def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
+    port = free_port()
+    command = [
+        sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(tmp_path),
+        "--cluster", str(DEMO_DATA / "cluster.yaml"), "--policy", str(DEMO_DATA / "policy.yaml"),
+    ]  # fmt: skip
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+        try:
+            url = f"http://127.0.0.1:{port}"
+            token = tmp_path / "admin-token"
+            assert wait_until(lambda: token.exists() and TopoqClient(url, None).health())
+            with TopoqClient(url, token.read_text().strip()) as client:
+                client.submit(block_job("long", "nlp", "training", sleep_s=300).request())
+                assert wait_until(lambda: client.job("long").phase.value == "running")
+            pods = [p for p in processes_using(tmp_path) if "default_pod" in p]
+            assert len(pods) == 8
+            server.send_signal(signal.SIGTERM)
+            assert server.wait(timeout=20) == 128 + signal.SIGTERM
+        finally:
+            if server.poll() is None:
+                server.kill()
+    assert processes_using(tmp_path) == [], (tmp_path / "server.log").read_text()

@@ -4,16 +4,21 @@ Every route but ``/healthz`` needs a token (401 without one or with an unknown o
 names the roles it admits (``allow``); routes about one job also check the job's team
 (``require_team``): an admin acts for every team, everyone else only for the teams of their
 token. Jobs of other teams appear in lists with id, team, phase and GPUs only.
+
+The dependencies here are ``async``: they do no I/O (a token the store has verified lately is
+answered from its memory; only other tokens go to the database, in the thread pool), so a
+request makes one trip to the thread pool, for its route, not one per dependency.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
 
 from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from starlette.concurrency import run_in_threadpool
 
 from topoq.api.errors import ApiError
 from topoq.api.service import Service
@@ -55,7 +60,11 @@ def service_of(request: Request) -> Service:
     return service
 
 
-def authenticate(
+async def service_dependency(request: Request) -> Service:
+    return service_of(request)
+
+
+async def authenticate(
     request: Request,
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> Principal:
@@ -68,7 +77,10 @@ def authenticate(
             "server's data directory (admin-token)",
             headers=challenge,
         )
-    record = service_of(request).store.token_for(credentials.credentials)
+    store, secret = service_of(request).store, credentials.credentials
+    record = store.cached_token(secret)
+    if record is None:
+        record = await run_in_threadpool(store.token_for, secret)
     if record is None or not record.active:
         raise ApiError(
             401, "the API token is not valid", hint="ask an admin for a token", headers=challenge
@@ -76,11 +88,11 @@ def authenticate(
     return Principal.of(record)
 
 
-def allow(*roles: Role) -> Callable[..., Principal]:
+def allow(*roles: Role) -> Callable[..., Awaitable[Principal]]:
     """A dependency that admits only ``roles`` (403 naming the roles that may)."""
     admitted = frozenset(roles)
 
-    def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
+    async def check(principal: Annotated[Principal, Depends(authenticate)]) -> Principal:
         if principal.role not in admitted:
             raise ApiError(
                 403,
@@ -108,4 +120,4 @@ Anyone = Annotated[Principal, Depends(allow(*Role))]
 JobWriter = Annotated[Principal, Depends(allow(*JOB_WRITERS))]
 TokenIssuer = Annotated[Principal, Depends(allow(*TOKEN_ISSUERS))]
 Admin = Annotated[Principal, Depends(allow(*ADMINS))]
-ServiceDep = Annotated[Service, Depends(service_of)]
+ServiceDep = Annotated[Service, Depends(service_dependency)]

@@ -52,6 +52,9 @@ class ServiceStore(Store, Protocol):
 
     def token_for(self, plaintext: str) -> TokenRecord | None: ...
 
+    def cached_token(self, plaintext: str) -> TokenRecord | None:
+        """``token_for``'s answer if it is remembered and still trusted, without I/O."""
+
     def revoke_token(self, token_id: str, *, now: float | None = None) -> TokenRecord: ...
 
     def tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]: ...

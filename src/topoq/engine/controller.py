@@ -84,9 +84,10 @@ class Controller:
     # --- intake -----------------------------------------------------------------------
     def submit(self, spec: JobSpec, *, actor: str) -> JobView:
         now = self.clock()
-        view = self.store.add_job(replace(spec, submitted_at=now), actor=actor, now=now)
-        self.store.audit(AuditEntry(now, actor, "submit", spec.id, {"team": spec.team}))
-        return view
+        entry = AuditEntry(now, actor, "submit", spec.id, {"team": spec.team})
+        return self.store.add_job(
+            replace(spec, submitted_at=now), actor=actor, now=now, audit=entry
+        )
 
     def cancel(self, job_id: JobId, *, actor: str) -> JobView:
         now = self.clock()

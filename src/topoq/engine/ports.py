@@ -44,8 +44,11 @@ class AuditEntry:
 class Store(Protocol):
     """Durable state. Every method is one transaction; a crash between calls loses nothing."""
 
-    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
-        """Store a new pending job (its first history entry: submitted). Raises DuplicateJob."""
+    def add_job(
+        self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
+    ) -> JobView:
+        """Store a new pending job (its first history entry: submitted) and, in the same
+        transaction, ``audit`` when given. Raises DuplicateJob (nothing written)."""
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         """Every job not yet finished (and, if asked, the finished ones too)."""

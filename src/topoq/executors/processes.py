@@ -132,7 +132,14 @@ def forget_pids(directory: Path) -> None:
 def stop_leftovers(work_dir: Path) -> list[int]:
     """Kill the process groups of pods a previous executor left running in ``work_dir`` (after
     a crash), so a requeued gang is never running twice. A pid is only killed when its
-    environment still names the job, so a reused pid is left alone. Returns the pids killed."""
+    environment still names the job, so a reused pid is left alone. Then every other process
+    still working in an attempt directory of ``work_dir`` with a pod's environment is killed
+    too: pods of a crash between their spawn and ``record_pids``. Returns the pids killed."""
+    killed = _stop_recorded(work_dir)
+    return killed + _stop_working_in(work_dir)
+
+
+def _stop_recorded(work_dir: Path) -> list[int]:
     killed: list[int] = []
     for record in sorted(work_dir.glob(f"*/*/{LEFTOVERS}")):
         try:
@@ -145,6 +152,25 @@ def stop_leftovers(work_dir: Path) -> list[int]:
                     os.killpg(int(pid), signal.SIGKILL)
                     killed.append(int(pid))
         record.unlink(missing_ok=True)
+    return killed
+
+
+def _stop_working_in(work_dir: Path) -> list[int]:
+    """Kill the processes (Linux ``/proc``) whose working directory is under ``work_dir`` and
+    whose environment names a job (``TOPOQ_JOB_ID``), as every pod's does."""
+    root, killed = work_dir.resolve(), []
+    for entry in Path("/proc").glob("[0-9]*"):
+        try:
+            working = Path(os.readlink(entry / "cwd"))
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        pid = int(entry.name)
+        is_pod = any(variable.startswith(b"TOPOQ_JOB_ID=") for variable in environ)
+        if pid != os.getpid() and is_pod and working.is_relative_to(root):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
     return killed
 
 

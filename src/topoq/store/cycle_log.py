@@ -1,11 +1,13 @@
 """A cycle's decisions in tables: a numbered ``cycles`` row and one ``decisions`` row per
 admission, preemption, requeue and cancellation. A pending job's diagnostic is kept on its job
 row (the latest, for ``explain``) and logged as a decision only when its reason changes, so a
-job that waits for an hour does not write a row every cycle."""
+job that waits for an hour does not write a row every cycle. A store passes the diagnostics it
+knows are stored (it wrote or read them), so that only the others are read back to compare."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from sqlalchemy import insert, select, update
@@ -24,17 +26,31 @@ from topoq.store.records import DecisionKind
 from topoq.store.schema import CycleRow, DecisionRow, JobRow
 
 
-def record_cycle(connection: Connection, result: CycleResult, now: float) -> int | None:
-    """Record ``result``; returns the cycle's number, or None when nothing was worth a row."""
+@dataclass
+class RecordedCycle:
+    number: int | None = None
+    """None when nothing was worth a row."""
+    diagnostics: dict[str, Document] = field(default_factory=dict)
+    """The diagnostic each pending job now has stored (of those compared)."""
+
+
+def record_cycle(
+    connection: Connection,
+    result: CycleResult,
+    now: float,
+    known: Mapping[str, Document] | None = None,
+) -> RecordedCycle:
+    """Record ``result``. ``known``: diagnostics the caller knows are stored (not read back)."""
+    recorded = RecordedCycle()
     entries: list[tuple[DecisionKind, str, Document]] = [
         *((DecisionKind.ADMIT, a.job, encode_admission(a)) for a in result.admissions),
         *((DecisionKind.PREEMPT, p.victim, encode_preempt(p)) for p in result.preemptions),
         *((DecisionKind.REQUEUE, r.job, encode_requeue(r)) for r in result.requeues),
         *((DecisionKind.CANCEL, c.job, encode_cancel(c)) for c in result.cancellations),
-        *_changed_diagnostics(connection, result.diagnostics),
+        *_changed_diagnostics(connection, result.diagnostics, known or {}, recorded.diagnostics),
     ]
     if not entries:
-        return None
+        return recorded
     number: int = connection.execute(
         insert(CycleRow)
         .values(
@@ -52,7 +68,8 @@ def record_cycle(connection: Connection, result: CycleResult, now: float) -> int
         for kind, job, detail in entries
     ]
     connection.execute(insert(DecisionRow), rows)
-    return number
+    recorded.number = number
+    return recorded
 
 
 def encode_admission(admit: Admit) -> Document:
@@ -67,23 +84,27 @@ def encode_admission(admit: Admit) -> Document:
 
 
 def _changed_diagnostics(
-    connection: Connection, diagnostics: Sequence[Diagnostic]
+    connection: Connection,
+    diagnostics: Sequence[Diagnostic],
+    known: Mapping[str, Document],
+    now_stored: dict[str, Document],
 ) -> list[tuple[DecisionKind, str, Document]]:
-    """Update each job's latest diagnostic; the entries for jobs whose reason changed."""
-    stored = _stored_diagnostics(connection, [d.job for d in diagnostics])
+    """Update each job's latest diagnostic; the entries for jobs whose reason changed. Fills
+    ``now_stored`` with what the jobs compared have stored after this."""
+    encoded_of = {d.job: encode_diagnostic(d) for d in diagnostics}
+    unknown = [job for job, encoded in encoded_of.items() if known.get(job) != encoded]
+    stored = _stored_diagnostics(connection, unknown)
     entries: list[tuple[DecisionKind, str, Document]] = []
-    for diagnostic in diagnostics:
-        if diagnostic.job not in stored:
+    for job in unknown:
+        if job not in stored:
             continue  # not a stored job (or gone): nothing to explain
-        encoded = encode_diagnostic(diagnostic)
-        previous = stored[diagnostic.job]
+        encoded, previous = encoded_of[job], stored[job]
+        now_stored[job] = encoded
         if previous == encoded:
             continue
-        connection.execute(
-            update(JobRow).where(JobRow.id == diagnostic.job).values(diagnostic=encoded)
-        )
+        connection.execute(update(JobRow).where(JobRow.id == job).values(diagnostic=encoded))
         if previous is None or previous.get("reason") != encoded["reason"]:
-            entries.append((DecisionKind.DIAGNOSTIC, diagnostic.job, encoded))
+            entries.append((DecisionKind.DIAGNOSTIC, job, encoded))
     return entries
 
 

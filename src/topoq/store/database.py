@@ -9,7 +9,9 @@ run at REPEATABLE READ so that a job row and its history come from one snapshot.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import threading
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,6 +28,12 @@ from topoq.store.errors import StoreUnavailable
 
 SQLITE_FILE_NAME = "topoq.db"
 BUSY_TIMEOUT_S = 30.0
+SQLITE_POOL_SIZE = 16
+"""Connections kept open: about as many as the API's worker threads that read at once (a new
+SQLite connection costs its PRAGMAs; SQLAlchemy's default keeps 5 and closes the rest)."""
+SQLITE_POOL_OVERFLOW = 48
+POSTGRES_POOL_SIZE = 10
+POSTGRES_POOL_OVERFLOW = 30
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 WRITE_OPTION: Final = "topoq_write"
 """Execution option that marks a connection for write transactions (SQLite: BEGIN IMMEDIATE)."""
@@ -42,11 +50,17 @@ _PASSWORD = re.compile(r"(//[^:/@]*):[^@/]*@")
 
 @dataclass(frozen=True)
 class Database:
-    """A connected database: ``reader`` for read transactions, ``writer`` for write ones."""
+    """A connected database: ``reader`` for read transactions, ``writer`` for write ones.
+
+    ``write_lock`` is held around every write transaction. On SQLite, which has one writer at
+    a time, it queues this process's writers in order; without it they would wait in SQLite's
+    busy handler, which polls with sleeps of up to 100 ms. Other processes still queue
+    through the busy timeout. PostgreSQL locks rows itself and needs none."""
 
     engine: Engine
     reader: Engine
     writer: Engine
+    write_lock: AbstractContextManager[object] = field(default_factory=nullcontext)
 
     @property
     def backend(self) -> str:
@@ -95,11 +109,21 @@ def connect(url: URL) -> Database:
         if url.database:
             Path(url.database).parent.mkdir(parents=True, exist_ok=True)
         engine = create_engine(
-            url, connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S}
+            url,
+            connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_S},
+            pool_size=SQLITE_POOL_SIZE,
+            max_overflow=SQLITE_POOL_OVERFLOW,
         )
         _configure_sqlite(engine)
-        return Database(engine, engine, engine.execution_options(**{WRITE_OPTION: True}))
-    engine = create_engine(url, pool_pre_ping=True, connect_args={"client_encoding": "utf8"})
+        writer = engine.execution_options(**{WRITE_OPTION: True})
+        return Database(engine, engine, writer, write_lock=threading.Lock())
+    engine = create_engine(
+        url,
+        pool_pre_ping=True,
+        pool_size=POSTGRES_POOL_SIZE,
+        max_overflow=POSTGRES_POOL_OVERFLOW,
+        connect_args={"client_encoding": "utf8"},
+    )
     reader = engine.execution_options(isolation_level="REPEATABLE READ")
     return Database(engine, reader, engine)
 

@@ -55,6 +55,13 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
         connection.execute(insert(NodeRow), added)
 
 
+def latest_policy_version(connection: Connection) -> int | None:
+    version: int | None = connection.execute(
+        select(func.max(PolicyVersionRow.version))
+    ).scalar_one()
+    return version
+
+
 def read_policy(connection: Connection, version: int | None = None) -> ClusterPolicy | None:
     """The policy of ``version`` (default: the latest), or None when there is none."""
     query = select(PolicyVersionRow.policy)

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final, cast
 
-from sqlalchemy import ColumnElement, Row, Select, insert, select, update
+from sqlalchemy import ColumnElement, Row, Select, Table, insert, select, update
 from sqlalchemy.engine import Connection
 
 from topoq.domain.errors import InvalidInputError
@@ -21,16 +21,20 @@ from topoq.store.codec import (
     encode_job_spec,
 )
 from topoq.store.errors import ConcurrentUpdate
+from topoq.store.job_cache import JobCache, KnownJob
 from topoq.store.records import JobEvent, JobRecord
 from topoq.store.schema import JobEventRow, JobRow
 
 IN_LIST_CHUNK = 500
 """Ids per ``IN (...)`` list, well under every backend's limit on bound parameters."""
 SUBMITTED = "submitted"
+JOBS: Final = cast(Table, JobRow.__table__)
+JOB_EVENTS: Final = cast(Table, JobEventRow.__table__)
+"""The Core tables: inserts with their values as parameters compile once and are cached
+(``insert(JobRow).values(...)`` builds a new statement and its cache key per call)."""
 
 VIEW_COLUMNS = (
     JobRow.id,
-    JobRow.spec,
     JobRow.phase,
     JobRow.allocation,
     JobRow.admitted_at,
@@ -41,7 +45,10 @@ VIEW_COLUMNS = (
     JobRow.version,
     JobRow.attempt,
     JobRow.updated_at,
+    JobRow.history_length,
 )
+"""What ``records_of`` selects: everything but the spec, which is read (and decoded) only for
+jobs the store's ``JobCache`` does not know."""
 
 
 def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -55,17 +62,56 @@ def attempt_of(view: JobView) -> int:
 
 
 # --- reading ------------------------------------------------------------------------------
-def read_records(connection: Connection, where: Iterable[ColumnElement[bool]]) -> list[JobRecord]:
-    """The jobs matching ``where`` with their histories, oldest submission first."""
-    query = select(*VIEW_COLUMNS).where(*where).order_by(JobRow.submitted_at, JobRow.id)
-    return records_of(connection, query)
+def read_records(
+    connection: Connection, where: Iterable[ColumnElement[bool]], cache: JobCache | None = None
+) -> list[JobRecord]:
+    """The jobs matching ``where`` with their histories, oldest submission first. With a
+    ``cache``, only the ids and versions are read for every job, and the rows of the jobs whose
+    remembered record is not at that version."""
+    order = (JobRow.submitted_at, JobRow.id)
+    if cache is None:
+        return records_of(connection, select(*VIEW_COLUMNS).where(*where).order_by(*order))
+    versions = connection.execute(select(JobRow.id, JobRow.version).where(*where).order_by(*order))
+    ids_versions = [(row.id, row.version) for row in versions]
+    known = cache.get(job_id for job_id, _ in ids_versions)
+    current = {
+        job_id: record
+        for job_id, version in ids_versions
+        if job_id in known and (record := known[job_id].record_at(version)) is not None
+    }
+    for part in chunks([job_id for job_id, _ in ids_versions if job_id not in current]):
+        query = select(*VIEW_COLUMNS).where(JobRow.id.in_(part))
+        current.update((r.view.id, r) for r in records_of(connection, query, cache))
+    return [current[job_id] for job_id, _ in ids_versions]
 
 
-def records_of(connection: Connection, query: Select[Any]) -> list[JobRecord]:
-    """Records for the job rows ``query`` selects (``VIEW_COLUMNS``), histories attached."""
+def records_of(
+    connection: Connection, query: Select[Any], cache: JobCache | None = None
+) -> list[JobRecord]:
+    """Records for the job rows ``query`` selects (``VIEW_COLUMNS``), with their specs and
+    histories: from ``cache`` when it knows them whole, else read (and then remembered)."""
     rows = connection.execute(query).all()
-    histories = read_histories(connection, [row.id for row in rows])
-    return [record_from_row(row, histories.get(row.id, ())) for row in rows]
+    known = cache.get(row.id for row in rows) if cache is not None else {}
+    specs = {job_id: entry.spec for job_id, entry in known.items()}
+    specs.update(read_specs(connection, [row.id for row in rows if row.id not in known]))
+    histories = {
+        row.id: known[row.id].history
+        for row in rows
+        if row.id in known and len(known[row.id].history) == row.history_length
+    }
+    histories.update(read_histories(connection, [r.id for r in rows if r.id not in histories]))
+    records = [record_from_row(row, specs[row.id], histories.get(row.id, ())) for row in rows]
+    if cache is not None:
+        cache.put({r.view.id: KnownJob(r.view.spec, r.view.history, r) for r in records})
+    return records
+
+
+def read_specs(connection: Connection, job_ids: Sequence[str]) -> dict[str, JobSpec]:
+    specs: dict[str, JobSpec] = {}
+    for part in chunks(job_ids):
+        query = select(JobRow.id, JobRow.spec).where(JobRow.id.in_(part))
+        specs.update((row.id, decode_job_spec(row.spec)) for row in connection.execute(query))
+    return specs
 
 
 def read_histories(
@@ -83,9 +129,9 @@ def read_histories(
     return {job_id: tuple(history) for job_id, history in changes.items()}
 
 
-def record_from_row(row: Row[Any], history: tuple[PhaseChange, ...]) -> JobRecord:
+def record_from_row(row: Row[Any], spec: JobSpec, history: tuple[PhaseChange, ...]) -> JobRecord:
     view = JobView(
-        spec=decode_job_spec(row.spec),
+        spec=spec,
         phase=JobPhase(row.phase),
         history=history,
         allocation=None if row.allocation is None else decode_allocation(row.allocation),
@@ -98,8 +144,8 @@ def record_from_row(row: Row[Any], history: tuple[PhaseChange, ...]) -> JobRecor
     return JobRecord(view, row.version, row.attempt, row.updated_at)
 
 
-def read_record(connection: Connection, job_id: str) -> JobRecord:
-    records = read_records(connection, [JobRow.id == job_id])
+def read_record(connection: Connection, job_id: str, cache: JobCache | None = None) -> JobRecord:
+    records = read_records(connection, [JobRow.id == job_id], cache)
     if not records:
         raise UnknownJob(f"no job has the id {job_id!r}")
     return records[0]
@@ -120,18 +166,17 @@ def event_from_row(row: Row[Any]) -> JobEvent:
 # --- writing ------------------------------------------------------------------------------
 def insert_job(connection: Connection, spec: JobSpec, now: float) -> JobView:
     view = JobView(spec, history=(PhaseChange(now, JobPhase.PENDING, SUBMITTED),))
-    connection.execute(
-        insert(JobRow).values(
-            id=spec.id,
-            team=spec.team,
-            user_name=spec.user,
-            priority_class=spec.priority_class,
-            submitted_at=spec.submitted_at,
-            spec=encode_job_spec(spec),
-            version=1,
-            **_state_columns(view, now),
-        )
-    )
+    row = {
+        "id": spec.id,
+        "team": spec.team,
+        "user_name": spec.user,
+        "priority_class": spec.priority_class,
+        "submitted_at": spec.submitted_at,
+        "spec": encode_job_spec(spec),
+        "diagnostic": None,
+        "version": 1,
+    }
+    connection.execute(insert(JOBS), row | _state_columns(view, now))
     _append_events(connection, view, start=0)
     return view
 
@@ -175,7 +220,7 @@ def _append_events(connection: Connection, view: JobView, *, start: int) -> None
         for seq, change in enumerate(view.history)
         if seq >= start
     ]
-    connection.execute(insert(JobEventRow), rows)
+    connection.execute(insert(JOB_EVENTS), rows)
 
 
 @dataclass(frozen=True)

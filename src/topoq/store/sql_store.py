@@ -16,8 +16,9 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
+from typing import cast
 
-from sqlalchemy import ColumnElement, asc, desc, func, insert, select
+from sqlalchemy import ColumnElement, Table, asc, desc, func, insert, select
 from sqlalchemy.engine import Connection
 from sqlalchemy.exc import IntegrityError, OperationalError
 
@@ -27,9 +28,11 @@ from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, DuplicateJob, UnknownJob
 from topoq.store import inventory, job_rows, tokens
+from topoq.store.codec import Document
 from topoq.store.cycle_log import record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.errors import StoreUnavailable
+from topoq.store.job_cache import JobCache
 from topoq.store.policy_codec import decode_diagnostic
 from topoq.store.records import (
     DecisionKind,
@@ -50,6 +53,16 @@ from topoq.store.schema import (
 
 MAX_REMEMBERED_VERSIONS = 100_000
 """Per thread; past it the memory starts afresh (writes then fall back to the history check)."""
+TOKEN_CACHE_S = 5.0
+"""How long a verified token is trusted without asking the database again. A revocation
+through this store takes effect at once; one made by another process within this time."""
+POLICY_RECHECK_S = 1.0
+"""How long the latest policy is answered from memory before the database is asked whether
+there is a newer version. A version saved through this store is seen at once; one saved by
+another process within this time."""
+AUDIT_TABLE = cast(Table, AuditRow.__table__)
+MAX_KNOWN_DIAGNOSTICS = 20_000
+"""Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
 
 
@@ -70,6 +83,16 @@ class SqlStore:
     def __init__(self, database: Database) -> None:
         self.database = database
         self._read_versions = _ReadVersions()
+        self._known_jobs = JobCache()
+        self._verified_tokens: dict[str, tuple[TokenRecord, float]] = {}
+        self._revocations = 0
+        """Counts revocations, so that a lookup that raced one does not keep its answer."""
+        self._policy: tuple[int, ClusterPolicy, float] | None = None
+        """The latest policy read: its version, itself, and when the version was checked."""
+        self._policy_saves = 0
+        self._known_diagnostics: dict[str, Document] = {}
+        """What each pending job's stored diagnostic is, as this store last wrote or read it
+        (another process's controller writing the same jobs' diagnostics is not seen)."""
 
     def close(self) -> None:
         self.database.engine.dispose()
@@ -97,7 +120,11 @@ class SqlStore:
 
     @contextmanager
     def _writing(self) -> Iterator[Connection]:
-        with self._unavailable_as_error(), self.database.writer.begin() as connection:
+        with (
+            self._unavailable_as_error(),
+            self.database.write_lock,
+            self.database.writer.begin() as connection,
+        ):
             yield connection
 
     @contextmanager
@@ -117,23 +144,29 @@ class SqlStore:
         seen.update((record.view.id, record.version) for record in records)
 
     # --- jobs (the Store port) ----------------------------------------------------------
-    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
-        """Store a new pending job (history: submitted). Raises DuplicateJob."""
-        duplicate = DuplicateJob(f"job {spec.id} was already submitted")
+    def add_job(
+        self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
+    ) -> JobView:
+        """Store a new pending job (history: submitted) and, in the same transaction,
+        ``audit`` when given. Raises DuplicateJob (nothing written)."""
         try:
             with self._writing() as connection:
-                if connection.execute(select(JobRow.id).where(JobRow.id == spec.id)).first():
-                    raise duplicate
                 view = job_rows.insert_job(connection, spec, now)
-        except IntegrityError:  # a concurrent submission of the same id won the race
-            raise duplicate from None
+                if audit is not None:
+                    _insert_audit(connection, audit)
+        except IntegrityError:  # the id is taken (the job's primary key)
+            with self._reading() as connection:
+                taken = connection.execute(select(JobRow.id).where(JobRow.id == spec.id)).first()
+            if taken is None:
+                raise
+            raise DuplicateJob(f"job {spec.id} was already submitted") from None
         self._read_versions.of_job[spec.id] = 1
         return view
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         where = [] if include_finished else [JobRow.phase.in_(ACTIVE_PHASES)]
         with self._reading() as connection:
-            records = job_rows.read_records(connection, where)
+            records = job_rows.read_records(connection, where, self._known_jobs)
         self._remember(records)
         return {record.view.id: record.view for record in records}
 
@@ -143,7 +176,7 @@ class SqlStore:
     def job_record(self, job_id: JobId) -> JobRecord:
         """The job with its row version; raises UnknownJob."""
         with self._reading() as connection:
-            record = job_rows.read_record(connection, job_id)
+            record = job_rows.read_record(connection, job_id, self._known_jobs)
         self._remember([record])
         return record
 
@@ -164,11 +197,18 @@ class SqlStore:
             for view in changed
             if (version := given.get(view.id, seen.get(view.id))) is not None
         }
+        known = self._known_diagnostics
         with self._writing() as connection:
             versions = job_rows.update_jobs(connection, changed, expected, now)
-            if decisions is not None:
-                record_cycle(connection, decisions, now)
+            recorded = record_cycle(connection, decisions, now, known) if decisions else None
         self._read_versions.of_job.update(versions)
+        if recorded is not None:
+            if len(known) + len(recorded.diagnostics) > MAX_KNOWN_DIAGNOSTICS:
+                known.clear()
+            known.update(recorded.diagnostics)
+        for view in changed:
+            if view.phase is not JobPhase.PENDING:
+                known.pop(view.id, None)  # the row's diagnostic was cleared
 
     # --- jobs (queries for the API and reports) -----------------------------------------
     def list_jobs(
@@ -191,7 +231,8 @@ class SqlStore:
             .offset(max(offset, 0))
         )
         with self._reading() as connection:
-            return [record.view for record in job_rows.records_of(connection, query)]
+            records = job_rows.records_of(connection, query, self._known_jobs)
+        return [record.view for record in records]
 
     def count_jobs(
         self,
@@ -255,8 +296,22 @@ class SqlStore:
 
     # --- policy -------------------------------------------------------------------------
     def policy(self) -> ClusterPolicy | None:
+        """The latest version. Answered from memory for ``POLICY_RECHECK_S``, then the latest
+        version number is read, and the policy itself only when it is a new version."""
+        cached, clock, saves = self._policy, time.monotonic(), self._policy_saves
+        if cached is not None and clock - cached[2] < POLICY_RECHECK_S:
+            return cached[1]
         with self._reading() as connection:
-            return inventory.read_policy(connection)
+            version = inventory.latest_policy_version(connection)
+            if version is None:
+                return None
+            if cached is not None and cached[0] == version:
+                policy: ClusterPolicy | None = cached[1]
+            else:
+                policy = inventory.read_policy(connection, version)
+        if policy is not None and saves == self._policy_saves:
+            self._policy = (version, policy, clock)
+        return policy
 
     def policy_at(self, version: int) -> ClusterPolicy | None:
         """An earlier (or the current) policy version, or None when there is no such version."""
@@ -264,8 +319,13 @@ class SqlStore:
             return inventory.read_policy(connection, version)
 
     def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
-        with self._writing() as connection:
-            return inventory.insert_policy(connection, policy, actor, now)
+        self._policy_saves += 1
+        try:
+            with self._writing() as connection:
+                return inventory.insert_policy(connection, policy, actor, now)
+        finally:
+            self._policy_saves += 1
+            self._policy = None
 
     def policy_versions(self) -> list[PolicyVersion]:
         """Every version kept, oldest first."""
@@ -286,15 +346,8 @@ class SqlStore:
 
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:
-        row = {
-            "at": entry.at_s,
-            "actor": entry.actor,
-            "action": entry.action,
-            "target": entry.target,
-            "detail": dict(entry.detail),
-        }
         with self._writing() as connection:
-            connection.execute(insert(AuditRow).values(row))
+            _insert_audit(connection, entry)
 
     def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
         query = select(AuditRow).order_by(AuditRow.id.desc()).limit(max(limit, 0))
@@ -311,14 +364,38 @@ class SqlStore:
             return tokens.insert_token(connection, name, role, teams, _now(now))
 
     def token_for(self, plaintext: str) -> TokenRecord | None:
-        """The active token with this secret; None for an unknown or revoked one."""
+        """The active token with this secret; None for an unknown or revoked one. A token
+        found is trusted for ``TOKEN_CACHE_S`` without asking the database again."""
+        cached = self.cached_token(plaintext)
+        if cached is not None:
+            return cached
+        digest, clock = tokens.hash_token(plaintext), time.monotonic()
+        revocations = self._revocations
         with self._reading() as connection:
-            return tokens.find_token(connection, plaintext)
+            record = tokens.find_token(connection, plaintext)
+        if record is None:
+            self._verified_tokens.pop(digest, None)
+        elif revocations == self._revocations:
+            self._verified_tokens[digest] = (record, clock + TOKEN_CACHE_S)
+        return record
+
+    def cached_token(self, plaintext: str) -> TokenRecord | None:
+        """The token if ``token_for`` found it less than ``TOKEN_CACHE_S`` ago (no I/O)."""
+        cached = self._verified_tokens.get(tokens.hash_token(plaintext))
+        if cached is not None and cached[1] > time.monotonic():
+            return cached[0]
+        return None
 
     def revoke_token(self, token_id: str, *, now: float | None = None) -> TokenRecord:
         """Revoke a token at once; raises UnknownToken."""
+        self._revocations += 1
         with self._writing() as connection:
-            return tokens.mark_revoked(connection, token_id, _now(now))
+            record = tokens.mark_revoked(connection, token_id, _now(now))
+        self._revocations += 1
+        for digest, (cached, _) in list(self._verified_tokens.items()):
+            if cached.id == token_id:
+                self._verified_tokens.pop(digest, None)
+        return record
 
     def tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]:
         query = select(*tokens.TOKEN_COLUMNS).order_by(ApiTokenRow.created_at, ApiTokenRow.id)
@@ -326,6 +403,17 @@ class SqlStore:
             query = query.where(ApiTokenRow.revoked_at.is_(None))
         with self._reading() as connection:
             return [tokens.token_from_row(row) for row in connection.execute(query)]
+
+
+def _insert_audit(connection: Connection, entry: AuditEntry) -> None:
+    row = {
+        "at": entry.at_s,
+        "actor": entry.actor,
+        "action": entry.action,
+        "target": entry.target,
+        "detail": dict(entry.detail),
+    }
+    connection.execute(insert(AUDIT_TABLE), row)
 
 
 def _job_filters(

@@ -31,11 +31,15 @@ class MemoryStore:
     audit_rows: list[AuditEntry] = field(default_factory=list)
     cycles: list[CycleResult] = field(default_factory=list)
 
-    def add_job(self, spec: JobSpec, *, actor: str, now: float) -> JobView:
+    def add_job(
+        self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
+    ) -> JobView:
         if spec.id in self.job_rows:
             raise DuplicateJob(f"job {spec.id} was already submitted")
         view = JobView(spec, history=(PhaseChange(now, JobView(spec).phase, "submitted"),))
         self.job_rows[spec.id] = view
+        if audit is not None:
+            self.audit_rows.append(audit)
         return view
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import FastAPI
 
 from topoq import __version__
-from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records
+from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records, routes_reports
 from topoq.api.errors import install_error_handlers
 from topoq.api.service import Service
 from topoq.wire.v1 import ErrorBody
@@ -33,7 +33,7 @@ def create_app(service: Service) -> FastAPI:
     app.state.service = service
     install_error_handlers(app)
     app.include_router(routes_records.health_router)
-    routers = (routes_jobs, routes_cluster, routes_records, routes_access)
+    routers = (routes_jobs, routes_cluster, routes_records, routes_reports, routes_access)
     for module in routers:
         app.include_router(module.router, prefix=API_PREFIX, responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI types the mapping loosely
     return app

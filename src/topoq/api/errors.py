@@ -112,8 +112,17 @@ def _allowed(error: Any) -> str | None:
     return hints.get(kind)
 
 
+BODY_NOT_PARSED = "There was an error parsing the body"
+"""FastAPI's 400 for a body it cannot decode (not UTF-8): answered like any JSON error."""
+
+
 def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
     message = error.detail if isinstance(error.detail, str) else "request failed"
+    if error.status_code == 400 and message == BODY_NOT_PARSED:
+        detail = ErrorDetail(
+            message="the body is not valid JSON", where="body", hint="send a JSON body in UTF-8"
+        )
+        return error_response(422, detail)
     if error.status_code == 404 and message == "Not Found":
         message = f"no route {request.method} {request.url.path}"
         return error_response(404, ErrorDetail(message=message, hint="see /docs"))

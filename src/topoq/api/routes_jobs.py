@@ -27,6 +27,8 @@ from topoq.wire.v1.convert import history_models, job_detail, job_summary
 router = APIRouter(prefix="/jobs", tags=["jobs"])
 
 MAX_PAGE = 1000
+MAX_OFFSET = 1_000_000_000
+"""Far past any store's job count, and inside the 64-bit integers databases take."""
 
 
 @router.post("", status_code=201, summary="Submit a job")
@@ -54,7 +56,7 @@ def list_jobs(
     phase: JobPhase | None = None,
     user: str | None = None,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobList:
     """Newest first. Jobs of teams the token does not act for show id, team, phase and GPUs
     only; filtering by user shows only jobs the token may see in full."""

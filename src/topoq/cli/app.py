@@ -394,9 +394,11 @@ def fail(message: str) -> NoReturn:
 
 
 def _register_server_verbs() -> None:
+    from topoq.cli import report_app
     from topoq.cli.server_app import register
 
     register(app, node_app, policy_app)
+    report_app.register(app, topology_app)
 
 
 _register_server_verbs()

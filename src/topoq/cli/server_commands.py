@@ -6,10 +6,13 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
+from datetime import time as dt_time
 from pathlib import Path
 from typing import Any, NoReturn
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
@@ -18,8 +21,9 @@ from topoq.discovery.documents import read_document
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind
 from topoq.wire.v1 import JobFormat, JobSummary, SubmitJobRequest
-from topoq.wire.v1.cluster import TopologyDomainModel
+from topoq.wire.v1.cluster import TopologyDomainModel, TopologyModel
 from topoq.wire.v1.jobs import DependencyModel
+from topoq.wire.v1.reports import UsageReportModel
 
 EXIT_REJECTED = 2
 EXIT_UNREACHABLE = 3
@@ -141,21 +145,90 @@ def follow_logs(client: TopoqClient, job: str, pod: int | None, interval_s: floa
 
 
 # --- cluster ------------------------------------------------------------------------------
-def topology_tree(domains: list[TopologyDomainModel], title: str, depth: int) -> Tree:
-    root = Tree(title)
+def topology_tree(topology: TopologyModel, depth: int) -> Tree:
+    """The server's topology, top level first, down to ``depth`` levels: free and used GPUs
+    per domain (free counts schedulable nodes only)."""
+    root = Tree(
+        f"[bold]{escape(topology.name)}[/]: {topology.gpus_free}/{topology.gpus} GPUs free, "
+        f"{topology.gpus_used} used"
+    )
 
     def add(parent: Tree, domain: TopologyDomainModel, level: int) -> None:
         branch = parent.add(
-            f"{domain.value}  [dim]{domain.level.rsplit('/', 1)[-1]}[/]  "
-            f"{domain.gpus_free}/{domain.gpus} GPU free, {domain.gpus_used} used"
+            f"{escape(domain.value)}  [dim]{escape(domain.level.rsplit('/', 1)[-1])}[/]  "
+            f"{domain.gpus_free}/{domain.gpus} GPUs free, {domain.gpus_used} used"
+            f"  [dim]({domain.nodes} node{'s' if domain.nodes != 1 else ''})[/]"
         )
         if level + 1 < depth:
             for child in domain.children:
                 add(branch, child, level + 1)
 
-    for domain in domains:
+    for domain in topology.domains:
         add(root, domain, 0)
     return root
+
+
+def outside_lines(topology: TopologyModel) -> list[str]:
+    return [
+        f"outside the tree: {node.name} ({node.reason}: {node.detail})" for node in topology.outside
+    ]
+
+
+# --- reports ------------------------------------------------------------------------------
+def usage_title(report: UsageReportModel) -> str:
+    teams = "every team" if report.teams is None else "team " + ", ".join(report.teams)
+    return f"GPU usage of {teams}, {utc_time(report.start)} to {utc_time(report.end)}"
+
+
+def utc_time(seconds: float) -> str:
+    moment = datetime.fromtimestamp(seconds, tz=UTC)
+    return moment.strftime("%Y-%m-%d" if moment.time() == dt_time() else "%Y-%m-%d %H:%M UTC")
+
+
+def usage_table(report: UsageReportModel) -> Table:
+    """Per team per UTC day: GPU-hours in guarantee and borrowed, jobs, preemptions."""
+    table = Table(box=None, header_style="bold")
+    numbers = ("GPU-H IN GUARANTEE", "GPU-H BORROWED", "JOBS", "PREEMPTIONS")
+    for column in ("TEAM", "DAY", *numbers):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    for day in report.days:
+        table.add_row(
+            escape(day.team),
+            day.day.isoformat(),
+            f"{day.gpu_hours_in_guarantee:.2f}",
+            f"{day.gpu_hours_borrowed:.2f}",
+            str(day.jobs),
+            str(day.preemptions),
+        )
+    return table
+
+
+def job_usage_table(report: UsageReportModel) -> Table:
+    """Per job: GPU-hours, borrowed GPU-hours, wall time holding GPUs, attempts."""
+    table = Table(box=None, header_style="bold")
+    numbers = ("GPU-H", "BORROWED GPU-H", "WALL TIME", "ATTEMPTS")
+    for column in ("JOB", "TEAM", *numbers):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    for job in report.jobs:
+        table.add_row(
+            escape(job.job),
+            escape(job.team),
+            f"{job.gpu_hours:.2f}",
+            f"{job.gpu_hours_borrowed:.2f}",
+            duration(job.wall_time_s),
+            str(job.attempts),
+        )
+    return table
+
+
+def duration(seconds: float) -> str:
+    """``2h05m``, ``7m30s``, ``12s``."""
+    whole = round(seconds)
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
 def with_client(

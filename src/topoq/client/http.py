@@ -29,6 +29,7 @@ from topoq.wire.v1.cluster import (
     TeamModel,
     TopologyModel,
 )
+from topoq.wire.v1.reports import UsageReportModel
 
 Model = TypeVar("Model")
 API = "/api/v1"
@@ -133,6 +134,16 @@ class TopoqClient:
 
     def audit(self, limit: int = 50) -> list[AuditEntryModel]:
         return self._call("GET", "/audit", list[AuditEntryModel], params={"limit": limit})
+
+    # --- reports ----------------------------------------------------------------------
+    def usage_report(
+        self, start: str | None = None, end: str | None = None, team: str | None = None
+    ) -> UsageReportModel:
+        """GPU-hours per team per UTC day and per job over ``[start, end)`` (ISO dates or
+        times, or seconds since the epoch; default: the last 7 days)."""
+        chosen = {"from": start, "to": end, "team": team}
+        params = {key: value for key, value in chosen.items() if value is not None}
+        return self._call("GET", "/reports/usage", UsageReportModel, params=params)
 
     def whoami(self) -> WhoAmI:
         return self._call("GET", "/whoami", WhoAmI)

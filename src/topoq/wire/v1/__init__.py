@@ -30,6 +30,7 @@ from topoq.wire.v1.jobs import (
     SubmitJobRequest,
     WorkloadModel,
 )
+from topoq.wire.v1.reports import JobUsageModel, TeamDayUsageModel, UsageReportModel
 
 __all__ = [
     "AllocationModel",
@@ -46,6 +47,7 @@ __all__ = [
     "JobList",
     "JobLogs",
     "JobSummary",
+    "JobUsageModel",
     "NodeAction",
     "NodeModel",
     "PhaseChangeModel",
@@ -53,6 +55,7 @@ __all__ = [
     "ResourceAmounts",
     "Role",
     "SubmitJobRequest",
+    "TeamDayUsageModel",
     "TeamFlavorModel",
     "TeamModel",
     "TokenCreated",
@@ -61,6 +64,7 @@ __all__ = [
     "TopologyDomainModel",
     "TopologyModel",
     "UnplacedNodeModel",
+    "UsageReportModel",
     "WhoAmI",
     "WireModel",
     "WorkloadModel",

@@ -1,0 +1,180 @@
+"""Reports: GPU-hours per team per UTC day (inside the guarantee and borrowed) and per job.
+
+The arithmetic is :func:`topoq.core.usage.usage_report`; this module reads the window from
+the query, gathers the phase events it needs from the store and puts the answer on the wire.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Annotated
+
+from fastapi import APIRouter, Query
+
+from topoq.api.auth import Anyone, Principal, ServiceDep, require_team
+from topoq.api.errors import ApiError
+from topoq.api.service import ServiceStore
+from topoq.core.usage import UsageReport, usage_report
+from topoq.domain.job import JobId, JobPhase
+from topoq.store.records import JobEvent
+from topoq.wire.v1 import JobUsageModel, TeamDayUsageModel, UsageReportModel
+
+router = APIRouter(prefix="/reports", tags=["reports"])
+
+DEFAULT_WINDOW_S = 7 * 86400.0
+MAX_WINDOW_S = 366 * 86400.0
+LATEST_TIME_S = 253_402_300_799.0
+"""9999-12-31T23:59:59Z, the last second a date can name."""
+HOLDING_PHASES = (JobPhase.ADMITTED, JobPhase.RUNNING)
+MAX_HOLDING_JOBS = 100_000
+TIME_HINT = (
+    "give an ISO date (2024-05-01, midnight UTC), an ISO time (2024-05-01T12:00:00Z) "
+    "or seconds since the epoch"
+)
+
+
+@router.get("/usage", summary="GPU-hours per team per day (in guarantee and borrowed) and per job")
+def usage(
+    principal: Anyone,
+    service: ServiceDep,
+    start: Annotated[
+        str | None,
+        Query(alias="from", description="The window's start (inclusive); default: `to` - 7 days."),
+    ] = None,
+    end: Annotated[
+        str | None, Query(alias="to", description="The window's end (exclusive); default: now.")
+    ] = None,
+    team: str | None = None,
+) -> UsageReportModel:
+    """Admins see every team (or the one asked); everyone else their own teams (403 for
+    another team). A job holds the allocation its admission booked until it finishes, is
+    preempted, requeued or cancelled; holdings are cut at the window and at midnight UTC."""
+    now = service.clock()
+    end_s = now if end is None else parse_time(end, "query.to")
+    start_s = end_s - DEFAULT_WINDOW_S if start is None else parse_time(start, "query.from")
+    check_window(start_s, end_s)
+    teams = report_teams(principal, team)
+    events = report_events(service.store, start_s, end_s, teams)
+    report = usage_report(events, start_s, end_s, open_until_s=min(now, end_s))
+    return report_model(report, teams)
+
+
+def parse_time(text: str, where: str) -> float:
+    """Seconds since the epoch from a number, an ISO date (midnight UTC) or an ISO time (UTC
+    when it names no zone)."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            moment = datetime.fromisoformat(text.strip())
+        except ValueError:
+            raise ApiError(422, f"not a time: {text!r}", where=where, hint=TIME_HINT) from None
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        seconds = moment.timestamp()
+    if not (math.isfinite(seconds) and 0 <= seconds <= LATEST_TIME_S):
+        raise ApiError(
+            422, f"{text!r} is out of range", where=where, hint="give a time from 1970 to 9999"
+        )
+    return seconds
+
+
+def check_window(start_s: float, end_s: float) -> None:
+    if end_s <= start_s:
+        raise ApiError(
+            422, "the window ends before it starts", where="query.from", hint="give from < to"
+        )
+    if end_s - start_s > MAX_WINDOW_S:
+        raise ApiError(
+            422,
+            f"the window spans {(end_s - start_s) / 86400:.0f} days",
+            where="query.from",
+            hint="ask for at most 366 days at a time",
+        )
+
+
+def report_teams(principal: Principal, team: str | None) -> list[str] | None:
+    """The teams to report on; None for every team (an admin who named none)."""
+    if team is not None:
+        require_team(principal, team, "see the usage of")
+        return [team]
+    return None if principal.is_admin else sorted(principal.teams)
+
+
+def report_events(
+    store: ServiceStore, start_s: float, end_s: float, teams: Sequence[str] | None
+) -> list[JobEvent]:
+    """The window's events, plus the earlier history of every job that may have held GPUs
+    when the window began (its admission books what it held)."""
+    in_window = [
+        event
+        for chosen in ([None] if teams is None else teams)
+        for event in store.job_events_between(start_s, end_s, team=chosen)
+    ]
+    earlier = _jobs_held_before(in_window) | _jobs_holding_since_before(store, start_s, teams)
+    before = [
+        event for job in sorted(earlier) for event in store.job_history(job) if event.at_s < start_s
+    ]
+    return before + in_window
+
+
+def _jobs_held_before(events: Iterable[JobEvent]) -> set[JobId]:
+    """Jobs whose first event in the window is neither their submission nor an admission:
+    they may have held GPUs when it began."""
+    first: dict[JobId, JobEvent] = {}
+    for event in events:
+        if event.job not in first or event.seq < first[event.job].seq:
+            first[event.job] = event
+    return {
+        job
+        for job, event in first.items()
+        if event.seq > 0 and event.phase is not JobPhase.ADMITTED
+    }
+
+
+def _jobs_holding_since_before(
+    store: ServiceStore, start_s: float, teams: Sequence[str] | None
+) -> set[JobId]:
+    """Jobs holding GPUs now that were admitted before the window (none may have an event in
+    it)."""
+    holding = store.list_jobs(team=teams, phase=HOLDING_PHASES, limit=MAX_HOLDING_JOBS)
+    return {
+        view.id for view in holding if view.admitted_at is not None and view.admitted_at < start_s
+    }
+
+
+def report_model(report: UsageReport, teams: list[str] | None) -> UsageReportModel:
+    return UsageReportModel(
+        start=report.start_s,
+        end=report.end_s,
+        teams=teams,
+        days=[
+            TeamDayUsageModel(
+                team=day.team,
+                day=day.day,
+                gpu_hours_in_guarantee=_rounded(day.gpu_hours_in_guarantee),
+                gpu_hours_borrowed=_rounded(day.gpu_hours_borrowed),
+                jobs=day.jobs,
+                preemptions=day.preemptions,
+            )
+            for day in report.days
+        ],
+        jobs=[
+            JobUsageModel(
+                job=job.job,
+                team=job.team,
+                gpu_hours=_rounded(job.gpu_hours),
+                gpu_hours_borrowed=_rounded(job.gpu_hours_borrowed),
+                wall_time_s=_rounded(job.wall_time_s),
+                attempts=job.attempts,
+            )
+            for job in report.jobs
+        ],
+    )
+
+
+def _rounded(value: float) -> float:
+    """Six decimals: a GPU-second is 0.000278 GPU-hours; float noise stays off the wire."""
+    return round(value, 6)

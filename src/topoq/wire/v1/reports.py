@@ -1,0 +1,41 @@
+"""Usage reports on the wire: GPU-hours per team per UTC day, and per job."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from pydantic import Field
+
+from topoq.wire.v1.base import WireModel
+
+
+class TeamDayUsageModel(WireModel):
+    team: str
+    day: dt.date = Field(description="The UTC day.")
+    gpu_hours_in_guarantee: float = Field(description="GPU-hours inside the team's guarantee.")
+    gpu_hours_borrowed: float = Field(
+        description="GPU-hours above the guarantee, as booked at admission (borrowed)."
+    )
+    jobs: int = Field(description="Jobs that held GPUs that day.")
+    preemptions: int = Field(description="Preemptions the team's jobs suffered that day.")
+
+
+class JobUsageModel(WireModel):
+    job: str
+    team: str
+    gpu_hours: float
+    gpu_hours_borrowed: float
+    wall_time_s: float = Field(description="Seconds the job held GPUs inside the window.")
+    attempts: int = Field(description="Admissions whose holding falls inside the window.")
+
+
+class UsageReportModel(WireModel):
+    start: float = Field(description="The window's start, seconds since the epoch (inclusive).")
+    end: float = Field(description="The window's end, seconds since the epoch (exclusive).")
+    teams: list[str] | None = Field(
+        description="The teams reported on; null for every team (admins)."
+    )
+    days: list[TeamDayUsageModel] = Field(
+        description="Per team and UTC day on which it held GPUs or was preempted."
+    )
+    jobs: list[JobUsageModel] = Field(description="Per job that held GPUs in the window.")

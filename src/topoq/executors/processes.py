@@ -136,7 +136,8 @@ def stop_leftovers(work_dir: Path) -> list[int]:
     still working in an attempt directory of ``work_dir`` with a pod's environment is killed
     too: pods of a crash between their spawn and ``record_pids``. Returns the pids killed."""
     killed = _stop_recorded(work_dir)
-    return killed + _stop_working_in(work_dir)
+    # a pod killed just above may still be in /proc (a zombie until its parent reaps it)
+    return killed + [pid for pid in _stop_working_in(work_dir) if pid not in killed]
 
 
 def _stop_recorded(work_dir: Path) -> list[int]:

@@ -9,6 +9,7 @@ from topoq.core.holdings import total_demand
 from topoq.core.quota import QuotaBook, dominant_share
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
 from topoq.domain.job import JobView
+from topoq.domain.resources import Resources
 
 
 def priority_of(policy: ClusterPolicy, job: JobView) -> int:
@@ -23,29 +24,52 @@ def next_job_key(book: QuotaBook, job: JobView) -> tuple[int, int, float, float,
     borrows), then by priority, then by the team's fair-share position (lowest weighted
     borrowed share first, when idle compute is shared fairly), then by submission time.
     Computed against the books as they stand, so each admission moves its team back."""
+    within, priority, share = _standing(book, job, total_demand(job))
+    return (within, priority, share, job.spec.submitted_at, job.id)
+
+
+def _standing(book: QuotaBook, job: JobView, demand: Resources) -> tuple[int, int, float]:
     policy = book.policy
-    demand = total_demand(job)
     within = any(
         book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
     )
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
     share = dominant_share(book, job.team) if fair else 0.0
-    return (0 if within else 1, -priority_of(policy, job), share, job.spec.submitted_at, job.id)
+    return (0 if within else 1, -priority_of(policy, job), share)
 
 
 def pending_in_order(jobs: Iterable[JobView], book: QuotaBook) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
-    :func:`next_job_key` on the books *as admissions so far left them*."""
+    :func:`next_job_key` on the books *as admissions so far left them*. A head's key depends
+    only on its own team's usage, so it is computed again only when that usage changed."""
     queues: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         queues.setdefault(job.team, []).append(job)
-    while queues:
-        team = min(queues, key=lambda name: next_job_key(book, queues[name][0]))
-        job = queues[team].pop(0)
-        if not queues[team]:
-            del queues[team]
-        yield job
+    positions = dict.fromkeys(queues, 0)
+    known: dict[TeamName, tuple[str, int, tuple[int, int, float, float, str]]] = {}
+
+    standing: dict[tuple[TeamName, int, str | None, Resources], tuple[int, int, float]] = {}
+
+    def head_key(team: TeamName) -> tuple[int, int, float, float, str]:
+        head = queues[team][positions[team]]
+        stamp = (head.id, book.changes.get(team, 0))
+        cached = known.get(team)
+        if cached is None or cached[:2] != stamp:
+            demand = total_demand(head)
+            alike = (team, stamp[1], head.spec.priority_class, demand)
+            if alike not in standing:  # jobs of one team and shape stand alike
+                standing[alike] = _standing(book, head, demand)
+            cached = (*stamp, (*standing[alike], head.spec.submitted_at, head.id))
+            known[team] = cached
+        return cached[2]
+
+    while positions:
+        team = min(positions, key=head_key)
+        yield queues[team][positions[team]]
+        positions[team] += 1
+        if positions[team] == len(queues[team]):
+            del positions[team]
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

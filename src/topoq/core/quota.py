@@ -69,6 +69,8 @@ class QuotaBook:
         self.usage: dict[TeamName, dict[FlavorName, Resources]] = {
             team: dict(flavors) for team, flavors in (usage or {}).items()
         }
+        self.changes: dict[TeamName, int] = {}
+        """How often each team's usage changed in this book (for callers that cache)."""
         self._covered = {flavor: self._covered_names(flavor) for flavor in self.capacity}
 
     def copy(self) -> QuotaBook:
@@ -141,10 +143,12 @@ class QuotaBook:
 
     # --- books ----------------------------------------------------------------------
     def charge(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
+        self.changes[team] = self.changes.get(team, 0) + 1
         flavors = self.usage.setdefault(team, {})
         flavors[flavor] = flavors.get(flavor, Resources()) + amount
 
     def release(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
+        self.changes[team] = self.changes.get(team, 0) + 1
         flavors = self.usage.setdefault(team, {})
         flavors[flavor] = positive(flavors.get(flavor, Resources()) - amount)
 

@@ -121,12 +121,8 @@ def check_priority_class(
 def check_levels(workload: WorkloadSpec, topology: TopologySpec) -> None:
     """Every level a pod set names must be a level of the cluster."""
     for index, pod_set in enumerate(workload.pod_sets):
-        request = pod_set.topology
-        named = [request.required, request.preferred, *(s.level for s in request.slices)]
-        if request.spread is not None:
-            named.append(request.spread.level)
-        for level in named:
-            if level is not None and level not in topology.levels:
+        for level in pod_set.topology.named_levels:
+            if level not in topology.levels:
                 raise InvalidInputError(
                     f"level {level!r} is not a level of the cluster",
                     where=f"{DOCUMENT} (pod set {index}, {pod_set.name!r})",

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from topoq.discovery.documents import Fields, parse_document, read_document
+from topoq.discovery.documents import Fields, check_header, parse_document, read_document
 from topoq.discovery.synthetic import (
     DEFAULT_NAME_PREFIX,
     NodePool,
@@ -102,7 +102,7 @@ def cluster_from_document(
 
 def _cluster(fields: Fields, default_name: str) -> ClusterFile:
     _reject_unknown_keys(fields, _TOP_LEVEL_KEYS)
-    _check_header(fields)
+    check_header(fields, API_VERSION, KIND, what="a topoq cluster file")
     name = fields.mapping("metadata").text("name", default_name)
     pools = _read_pools(fields)
     explicit = [_explicit_node(record) for record in fields.records("nodes")]
@@ -120,17 +120,6 @@ def _cluster(fields: Fields, default_name: str) -> ClusterFile:
 
 def _reject_unknown_keys(fields: Fields, allowed: Sequence[str]) -> None:
     fields.reject_unknown_keys(allowed, listed=allowed)
-
-
-def _check_header(fields: Fields) -> None:
-    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
-        value = fields.text(key, expected)
-        if value != expected:
-            raise InvalidInputError(
-                f"expected {expected!r}, got {value!r}",
-                where=fields.path(key),
-                hint=f"a topoq cluster file has apiVersion {API_VERSION} and kind {KIND}",
-            )
 
 
 def _read_pools(fields: Fields) -> list[NodePool]:

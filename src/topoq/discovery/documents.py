@@ -185,3 +185,16 @@ def argv(fields: Fields, key: str) -> tuple[str, ...]:
         where=fields.path(key),
         hint='e.g. ["python", "train.py"]',
     )
+
+
+def check_header(fields: Fields, api_version: str, kind: str, *, what: str) -> None:
+    """``apiVersion`` and ``kind`` are the expected ones (absent means expected); the error
+    says what ``what`` (``a scenario``, ``a topoq cluster file``) carries."""
+    for key, expected in (("apiVersion", api_version), ("kind", kind)):
+        value = fields.text(key, expected)
+        if value != expected:
+            raise InvalidInputError(
+                f"expected {expected!r}, got {value!r}",
+                where=fields.path(key),
+                hint=f"{what} has apiVersion {api_version} and kind {kind}",
+            )

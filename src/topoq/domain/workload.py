@@ -120,6 +120,14 @@ class TopologyRequest:
     def unconstrained(self) -> bool:
         return self.required is None and self.preferred is None
 
+    @property
+    def named_levels(self) -> tuple[str, ...]:
+        """Every topology level the request names (each must be a level of the cluster)."""
+        named = [self.required, self.preferred, *(layer.level for layer in self.slices)]
+        if self.spread is not None:
+            named.append(self.spread.level)
+        return tuple(level for level in named if level is not None)
+
 
 @dataclass(frozen=True)
 class PodSetSpec:

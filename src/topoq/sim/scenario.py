@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from topoq.discovery.clusterfile import cluster_from_document
-from topoq.discovery.documents import Fields, read_document
+from topoq.discovery.documents import Fields, check_header, read_document
 from topoq.discovery.policy import (
     POLICY_API_VERSION,
     POLICY_KIND,
@@ -97,7 +97,7 @@ def load_scenario(path: Path | str) -> Scenario:
 
 def _scenario(fields: Fields, source: str, base: Path) -> Scenario:
     fields.reject_unknown_keys(_TOP_KEYS, listed=_TOP_KEYS)
-    _check_header(fields)
+    check_header(fields, API_VERSION, KIND, what="a scenario")
     name = fields.mapping("metadata").text("name", Path(source).stem)
     nodes, topology, warnings = _cluster(fields, base)
     policy = _policy(fields, base)
@@ -113,17 +113,6 @@ def _scenario(fields: Fields, source: str, base: Path) -> Scenario:
         until_s=optional_seconds(fields, "until_s"),
         warnings=(*warnings, *event_warnings),
     )
-
-
-def _check_header(fields: Fields) -> None:
-    for key, expected in (("apiVersion", API_VERSION), ("kind", KIND)):
-        value = fields.text(key, expected)
-        if value != expected:
-            raise InvalidInputError(
-                f"expected {expected!r}, got {value!r}",
-                where=fields.path(key),
-                hint=f"a scenario has apiVersion {API_VERSION} and kind {KIND}",
-            )
 
 
 def _cluster(

@@ -144,12 +144,8 @@ def _shortcut(fields: Fields, name: str) -> WorkloadSpec:
 def _check_levels(workload: WorkloadSpec, topology: TopologySpec, where: str) -> None:
     """Every level a pod set names must be a level of the cluster (else the cycle would fail)."""
     for pod_set in workload.pod_sets:
-        request = pod_set.topology
-        named = [request.required, request.preferred, *(s.level for s in request.slices)]
-        if request.spread is not None:
-            named.append(request.spread.level)
-        for level in named:
-            if level is not None and level not in topology.levels:
+        for level in pod_set.topology.named_levels:
+            if level not in topology.levels:
                 raise unknown_name(
                     "level",
                     level,

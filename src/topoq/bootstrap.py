@@ -1,22 +1,36 @@
-"""Wiring: the store, the executor, the controller and its loop, and the API, served by
-uvicorn. ``serve`` is what ``topoq server`` runs.
+"""Wiring: ``serve`` is what ``topoq server`` runs — two kinds of process sharing the store.
+
+- **The controller process** (the one you start): it prepares the store, runs the controller
+  loop (executor events, scheduling cycle, commit, dispatch) and owns the executor and its
+  pods. It binds the API's listening socket and starts the API process(es) on it.
+- **API processes** (``--api-workers``, default 1): uvicorn serving the REST API. They only
+  read and write the store (see ``topoq.engine.intake``) and wake the controller through a
+  pipe; a scheduling step over a long queue never stalls a request (docs/adr/0004).
 
 On first start the store gets the cluster's nodes (from ``cluster_file``, else the example
 cluster) and an admin token, written to ``data_dir/admin-token`` (mode 0600). A policy file,
 when given and different from the stored policy, becomes a new policy version. After a
 restart, gangs the store says were running are requeued (their processes did not survive).
+An API process dies with the controller process (Linux parent-death signal); one that dies
+alone is restarted.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import logging
 import os
+import select
 import signal
+import socket
+import subprocess
+import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -27,43 +41,59 @@ from topoq.api.app import create_app
 from topoq.api.service import Service, ServiceStore
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
-from topoq.engine.controller import SYSTEM, Controller
-from topoq.engine.metrics import ControlPlaneMetrics
-from topoq.engine.ports import AuditEntry
-from topoq.executors.registry import make_executor
-from topoq.store.sql_store import open_store
+from topoq.domain.errors import InvalidInputError
+from topoq.engine.controller import Controller
+from topoq.engine.intake import SYSTEM
+from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
+from topoq.engine.ports import AuditEntry, Executor
+from topoq.executors.registry import log_reader, make_executor
+from topoq.store.database import connect, resolve_url
+from topoq.store.sql_store import SqlStore, open_store
 from topoq.wire.v1 import Role
 
 log = logging.getLogger("topoq.server")
 
 ADMIN_TOKEN_FILE = "admin-token"
 ADMIN_TOKEN_NAME = "admin"
+METRICS_FILE = "metrics.prom"
 LOOP_INTERVAL_S = 0.5
 MIN_STEP_GAP_S = 0.1
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_EXECUTOR = "local"
+DEFAULT_API_WORKERS = 1
+LISTEN_BACKLOG = 2048
+WORKER_STOP_TIMEOUT_S = 10.0
+WORKER_RESTARTS = 5
+"""API processes that may die within ``WORKER_FAST_DEATH_S`` of starting, in a row, before
+the server gives up (something is wrong that restarting will not fix)."""
+WORKER_FAST_DEATH_S = 5.0
+SUPERVISE_INTERVAL_S = 0.5
+PR_SET_PDEATHSIG = 1
 
 
 class ControllerLoop:
-    """Runs ``controller.step()`` every ``interval_s`` and as soon as it is woken (after a
-    submission or a node change), but never sooner than ``min_gap_s`` — nor sooner than the
-    previous step took — after the previous step ended: a burst of submissions wakes one step,
-    not one per submission, and under a stream the steps take at most about half the CPU
-    however long the queue grows. Each step holds the service's lock. A failing step is logged
-    and the loop goes on."""
+    """Runs ``controller.step()`` every ``interval_s`` and as soon as it is woken (``wake``,
+    or a byte on ``wake_fd`` from an API process), but never sooner than ``min_gap_s`` — nor
+    sooner than the previous step took — after the previous step ended: a burst of
+    submissions wakes one step, not one per submission, and under a stream the steps take at
+    most about half a core however long the queue grows. After each step ``after_step`` runs
+    (publishing the metrics). A failing step is logged and the loop goes on."""
 
     def __init__(
         self,
-        service: Service,
+        controller: Controller,
         *,
         interval_s: float = LOOP_INTERVAL_S,
         min_gap_s: float = MIN_STEP_GAP_S,
+        after_step: Callable[[], None] = lambda: None,
     ) -> None:
-        self.service = service
+        self.controller = controller
         self.interval_s = interval_s
         self.min_gap_s = min_gap_s
-        self._woken = threading.Event()
+        self.after_step = after_step
+        self._read_fd, self.wake_fd = os.pipe()
+        os.set_blocking(self.wake_fd, False)
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="topoq-controller", daemon=True)
 
@@ -71,23 +101,28 @@ class ControllerLoop:
         self._thread.start()
 
     def wake(self) -> None:
-        self._woken.set()
+        wake_controller(self.wake_fd)
 
     def stop(self) -> None:
         self._stopped.set()
-        self._woken.set()
-        self._thread.join(timeout=10)
+        self.wake()
+        self._thread.join(timeout=30)
+        for descriptor in (self._read_fd, self.wake_fd):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            self._woken.wait(self.interval_s)
-            self._woken.clear()
+            readable, _, _ = select.select([self._read_fd], [], [], self.interval_s)
+            if readable:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(self._read_fd, 65536)  # every wake so far: one step serves them
             if self._stopped.is_set():
                 return
             began = time.monotonic()
             try:
-                with self.service.lock:
-                    self.service.controller.step()
+                self.controller.step()
+                self.after_step()
             except Exception:
                 log.exception("a controller step failed; the next one retries")
             # under a stream of submissions, leave the CPU to the requests between steps:
@@ -95,20 +130,27 @@ class ControllerLoop:
             self._stopped.wait(max(self.min_gap_s, time.monotonic() - began))
 
 
+def wake_controller(wake_fd: int) -> None:
+    """Ask the controller loop for a step; never blocks (a full pipe already asks)."""
+    with contextlib.suppress(BlockingIOError, BrokenPipeError, OSError):
+        os.write(wake_fd, b"\0")
+
+
 @dataclass
 class Server:
-    """Everything ``serve`` runs, built but not started."""
+    """The controller process's parts, built but not started."""
 
-    service: Service
+    store: SqlStore
+    executor: Executor
+    controller: Controller
     loop: ControllerLoop
+    metrics: ControlPlaneMetrics
     admin_token_path: Path
 
     def close(self) -> None:
         self.loop.stop()
-        self.service.executor.close()
-        close = getattr(self.service.store, "close", None)
-        if callable(close):
-            close()
+        self.executor.close()
+        self.store.close()
 
 
 def build_server(
@@ -133,10 +175,10 @@ def build_server(
     requeued = controller.recover()
     if requeued:
         log.warning("requeued after a restart: %s", ", ".join(requeued))
-    service = Service(store, executor, controller, metrics=metrics)
-    loop = ControllerLoop(service)
-    service.wake = loop.wake
-    return Server(service, loop, ensure_admin_token(store, data_dir))
+    metrics_path = data_dir / METRICS_FILE
+    metrics_path.unlink(missing_ok=True)  # a previous run's numbers
+    loop = ControllerLoop(controller, after_step=lambda: metrics.publish(metrics_path))
+    return Server(store, executor, controller, loop, metrics, ensure_admin_token(store, data_dir))
 
 
 def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
@@ -169,6 +211,72 @@ def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
     return path
 
 
+# --- the API processes ---------------------------------------------------------------------
+@dataclass
+class ApiWorkers:
+    """Starts ``count`` API processes on one listening socket and restarts one that dies."""
+
+    command: list[str]
+    pass_fds: tuple[int, ...]
+    count: int
+    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    started_at: list[float] = field(default_factory=list)
+    fast_deaths: int = 0
+
+    def start(self) -> None:
+        for _ in range(self.count):
+            self.processes.append(self._spawn())
+            self.started_at.append(time.monotonic())
+
+    def supervise(self) -> None:
+        """Restart dead API processes; raises SystemExit when they keep dying at once."""
+        for index, process in enumerate(self.processes):
+            code = process.poll()
+            if code is None:
+                continue
+            lived = time.monotonic() - self.started_at[index]
+            self.fast_deaths = self.fast_deaths + 1 if lived < WORKER_FAST_DEATH_S else 0
+            if self.fast_deaths > WORKER_RESTARTS:
+                log.error("the API process keeps exiting (last code %s); stopping", code)
+                raise SystemExit(1)
+            log.error("an API process exited with code %s; starting another", code)
+            self.processes[index] = self._spawn()
+            self.started_at[index] = time.monotonic()
+
+    def stop(self) -> None:
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(self.command, pass_fds=self.pass_fds, stdin=subprocess.DEVNULL)
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """The API's listening socket, bound here so that a taken port is reported at once."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    listener = socket.socket(family, socket.SOCK_STREAM)
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        listener.bind((host, port))
+    except OSError as error:
+        listener.close()
+        raise InvalidInputError(
+            f"cannot listen on {host}:{port}: {error.strerror or error}",
+            where="--port",
+            hint="another server may be using it: stop it or choose another --port",
+        ) from None
+    listener.listen(LISTEN_BACKLOG)
+    return listener
+
+
 def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
@@ -177,35 +285,101 @@ def serve(
     cluster_file: Path | str | None = None,
     policy_file: Path | str | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
+    api_workers: int = DEFAULT_API_WORKERS,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    if api_workers < 1:
+        raise InvalidInputError(
+            f"--api-workers {api_workers} serves nothing",
+            where="--api-workers",
+            hint="give 1 or more",
+        )
+    data_dir = Path(data_dir).resolve()
+    listener = listen(host, port)
     server = build_server(
         database_url=database_url,
-        data_dir=Path(data_dir),
-        cluster_file=Path(cluster_file) if cluster_file is not None else None,
+        data_dir=data_dir,
+        cluster_file=Path(cluster_file).resolve() if cluster_file is not None else None,
         policy_file=Path(policy_file) if policy_file is not None else None,
         executor_name=executor_name,
     )
+    command = [
+        sys.executable, "-m", "topoq.bootstrap", "--api-process",
+        "--listen-fd", str(listener.fileno()), "--wake-fd", str(server.loop.wake_fd),
+        "--parent-pid", str(os.getpid()), "--data-dir", str(data_dir),
+        "--executor", executor_name,
+    ]  # fmt: skip
+    if database_url is not None:
+        command += ["--database", database_url]
+    if cluster_file is not None:
+        command += ["--cluster", str(Path(cluster_file).resolve())]
+    workers = ApiWorkers(command, (listener.fileno(), server.loop.wake_fd), api_workers)
     print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
     print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _exit_on_sigterm)
     try:
         server.loop.start()
-        app = create_app(server.service)
-        uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning")).run()
+        workers.start()
+        while True:
+            time.sleep(SUPERVISE_INTERVAL_S)
+            workers.supervise()
     finally:
+        workers.stop()
+        listener.close()
         server.close()
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
-    """uvicorn shuts down on SIGTERM, then raises the signal again under the handler it found;
-    exiting through Python here (not the default handler's instant death) runs ``serve``'s
-    ``finally``, which stops every pod and closes the store."""
+    """Exit through Python (not the default handler's instant death), so that ``serve``'s
+    ``finally`` stops the API processes and every pod and closes the store."""
     raise SystemExit(128 + signum)
+
+
+def serve_api(
+    *,
+    listen_fd: int,
+    wake_fd: int,
+    parent_pid: int,
+    database_url: str | None,
+    data_dir: Path,
+    cluster_file: Path | None,
+    executor_name: str,
+) -> None:
+    """One API process: uvicorn on the controller process's listening socket."""
+    _die_with_parent(parent_pid)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    os.set_blocking(wake_fd, False)
+    store = SqlStore(connect(resolve_url(database_url, data_dir)))  # migrated by the controller
+    cluster = load_cluster(cluster_file)
+    service = Service(
+        store,
+        cluster.topology,
+        logs=log_reader(executor_name, **_executor_options(executor_name, data_dir)),
+        wake=lambda: wake_controller(wake_fd),
+        metrics=MetricsFile(data_dir / METRICS_FILE),
+    )
+    listener = socket.socket(fileno=listen_fd)
+    config = uvicorn.Config(create_app(service), log_level="warning", backlog=LISTEN_BACKLOG)
+    try:
+        uvicorn.Server(config).run(sockets=[listener])
+    finally:
+        store.close()
+
+
+def _die_with_parent(parent_pid: int) -> None:
+    """Have the kernel kill this process when the controller process dies, even by SIGKILL,
+    so that no API process outlives it holding the port (Linux; elsewhere a no-op)."""
+    with contextlib.suppress(OSError, AttributeError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent_pid:  # it died before the line above took effect
+        os._exit(1)
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -218,7 +392,23 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--cluster", default=None, help="default: the example cluster")
     parser.add_argument("--policy", default=None)
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR)
+    parser.add_argument("--api-workers", type=int, default=DEFAULT_API_WORKERS)
+    parser.add_argument("--api-process", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    if args.api_process:
+        serve_api(
+            listen_fd=args.listen_fd,
+            wake_fd=args.wake_fd,
+            parent_pid=args.parent_pid,
+            database_url=args.database,
+            data_dir=Path(args.data_dir),
+            cluster_file=Path(args.cluster) if args.cluster else None,
+            executor_name=args.executor,
+        )
+        return
     serve(
         args.host,
         args.port,
@@ -227,6 +417,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.cluster,
         args.policy,
         args.executor,
+        args.api_workers,
     )
 
 

@@ -43,6 +43,8 @@ class Api:
     service: Service
     store: SqlStore
     executor: ScriptedExecutor
+    controller: Controller
+    """Not run by the API: a test steps it, as the controller process would."""
     tokens: dict[str, str]
     """Bearer token by name: one per role for team nlp ("admin", "team-admin", "member",
     "viewer"), and "outsider", a member of vision."""
@@ -68,12 +70,13 @@ def make_api(data_dir: Path) -> Iterator[Api]:
     store.save_nodes(cluster.nodes, actor="test", now=0)
     store.save_policy(load_policy(POLICY_FILE), actor="test", now=0)
     executor = ScriptedExecutor()
-    controller = Controller(store, executor, cluster.topology, clock=Clock())
-    service = Service(store, executor, controller)
+    clock = Clock()
+    controller = Controller(store, executor, cluster.topology, clock=clock)
+    service = Service(store, cluster.topology, clock=clock, logs=executor.logs)
     tokens = {role.value: store.create_token(role.value, role.value, [TEAM])[0] for role in Role}
     tokens["outsider"] = store.create_token("outsider", Role.MEMBER.value, [OTHER_TEAM])[0]
     with TestClient(create_app(service), raise_server_exceptions=False) as client:
-        yield Api(client, service, store, executor, tokens)
+        yield Api(client, service, store, executor, controller, tokens)
     store.close()
 
 

@@ -57,9 +57,9 @@ def test_cordon_and_uncordon_a_node(api: Api) -> None:
 
 def _running(api: Api, name: str) -> list[str]:
     api.client.post(f"{V1}/jobs", json=small_job(name), headers=api.headers("member"))
-    api.service.controller.step()
+    api.controller.step()
     api.executor.report(ExecutorEventKind.STARTED, name)
-    api.service.controller.step()
+    api.controller.step()
     job = api.client.get(f"{V1}/jobs/{name}", headers=api.headers("admin")).json()
     assert job["phase"] == "running"
     return list(job["allocation"]["nodes"])
@@ -70,10 +70,11 @@ def test_drain_cordons_the_node_and_requeues_its_gangs(api: Api) -> None:
     admin = api.headers("admin")
     drained = api.client.post(f"{V1}/nodes/{first}/drain", headers=admin).json()
     assert drained["requeued"] == ["r"] and drained["node"]["cordoned"]
-    assert api.executor.cancelled == ["r"]
     job = api.client.get(f"{V1}/jobs/r", headers=admin).json()
     assert job["phase"] == "pending" and "drained" in job["history"][-1]["cause"]
-    api.service.controller.step()
+    assert api.executor.cancelled == []  # the API writes the store; the controller acts
+    api.controller.step()
+    assert api.executor.cancelled == ["r"]
     again = api.client.get(f"{V1}/jobs/r", headers=admin).json()
     assert again["phase"] == "admitted" and first not in again["allocation"]["nodes"]
 
@@ -82,9 +83,10 @@ def test_a_failed_node_sends_its_gang_elsewhere_and_recovers(api: Api) -> None:
     first, _ = _running(api, "r")
     admin = api.headers("admin")
     failed = api.client.post(f"{V1}/nodes/{first}/fail", headers=admin).json()
-    assert failed["node"]["ready"] is False and api.executor.failed_nodes == [first]
-    api.service.controller.step()
-    api.service.controller.step()
+    assert failed["node"]["ready"] is False
+    api.controller.step()
+    assert api.executor.failed_nodes == [first]
+    api.controller.step()
     job = api.client.get(f"{V1}/jobs/r", headers=admin).json()
     assert job["phase"] == "admitted" and first not in job["allocation"]["nodes"]
     recovered = api.client.post(f"{V1}/nodes/{first}/recover", headers=admin).json()

@@ -185,11 +185,11 @@ def test_a_held_job_waits_until_released(api: Api) -> None:
     submit(api, small_job("h"))
     member = api.headers("member")
     assert api.client.post(f"{V1}/jobs/h/hold", headers=member).json()["held"] is True
-    api.service.controller.step()
+    api.controller.step()
     explained = api.client.get(f"{V1}/jobs/h/explain", headers=member).json()
     assert explained["reason"] == "HELD"
     assert api.client.post(f"{V1}/jobs/h/release", headers=member).json()["held"] is False
-    api.service.controller.step()
+    api.controller.step()
     assert api.client.get(f"{V1}/jobs/h", headers=member).json()["phase"] == "admitted"
     late = api.client.post(f"{V1}/jobs/h/hold", headers=member)
     assert late.status_code == 409 and "only pending jobs" in late.json()["detail"]["hint"]
@@ -199,7 +199,7 @@ def test_explain_gives_the_reason_and_numbers_of_a_waiting_job(api: Api) -> None
     submit(api, small_job("wide", pods=4))  # blocks have 2 nodes
     fresh = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer"))
     assert fresh.json()["reason"] == "TOPOLOGY_UNSATISFIABLE"  # computed: no cycle yet
-    api.service.controller.step()
+    api.controller.step()
     stored = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer"))
     assert stored.json() == fresh.json()
     assert stored.json()["numbers"] and stored.json()["message"]
@@ -207,9 +207,9 @@ def test_explain_gives_the_reason_and_numbers_of_a_waiting_job(api: Api) -> None
 
 def test_a_running_job_has_its_allocation_span_history_and_logs(api: Api) -> None:
     submit(api, small_job("r"))
-    api.service.controller.step()
+    api.controller.step()
     api.executor.report(ExecutorEventKind.STARTED, "r")
-    api.service.controller.step()
+    api.controller.step()
     member = api.headers("member")
     job = api.client.get(f"{V1}/jobs/r", headers=member).json()
     assert job["phase"] == "running" and len(job["allocation"]["nodes"]) == 2

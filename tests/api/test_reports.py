@@ -20,15 +20,15 @@ def run_job(api: Api, name: str, *, finish: bool = True) -> dict[str, float]:
     """Submit, admit, start (and finish) a job; the times of its phase changes."""
     response = api.client.post(f"{V1}/jobs", json=small_job(name), headers=api.headers("member"))
     assert response.status_code == 201, response.text
-    api.service.controller.step()
+    api.controller.step()
     api.executor.report(ExecutorEventKind.STARTED, name, at=api.service.clock())
-    api.service.controller.step()
+    api.controller.step()
     return finish_job(api, name) if finish else phase_times(api, name)
 
 
 def finish_job(api: Api, name: str) -> dict[str, float]:
     api.executor.report(ExecutorEventKind.EXITED, name, exit_code=0, at=api.service.clock())
-    api.service.controller.step()
+    api.controller.step()
     return phase_times(api, name)
 
 

@@ -78,7 +78,7 @@ def fuzzed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fuzzed]:
             "/api/v1/jobs", json=small_job(JOB), headers=api.headers("admin")
         )
         assert submitted.status_code == 201, submitted.text
-        api.service.controller.step()
+        api.controller.step()
         _, token = api.store.create_token("fuzzed-token", "member", [TEAM])
         known = {"job_id": JOB, "name": NODE, "token_id": token.id}
         schema = schemathesis.openapi.from_asgi("/openapi.json", api.client.app)

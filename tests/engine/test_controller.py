@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import JobId, JobPhase
+from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.engine.controller import Controller
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.store import open_store
@@ -43,7 +43,7 @@ def phase(store: MemoryStore, job_id: str) -> JobPhase:
 
 def test_a_submitted_job_is_admitted_started_and_finished() -> None:
     c, store, executor = controller()
-    c.submit(job("j1", "a", 2).spec, actor="alice")
+    c.intake.submit(job("j1", "a", 2).spec, actor="alice")
     report = c.step()
     assert report.started == ["j1"] and phase(store, "j1") is JobPhase.ADMITTED
     [launch] = executor.launches
@@ -66,7 +66,7 @@ def test_a_submitted_job_is_admitted_started_and_finished() -> None:
 
 def test_a_failed_gang_is_retried_up_to_max_retry_then_fails() -> None:
     c, store, executor = controller()
-    c.submit(job("j1", "a", 1, max_retry=1).spec, actor="alice")
+    c.intake.submit(job("j1", "a", 1, max_retry=1).spec, actor="alice")
     for attempt in (1, 2):
         c.step()
         assert executor.launches[-1].attempt == attempt
@@ -81,13 +81,13 @@ def test_a_failed_gang_is_retried_up_to_max_retry_then_fails() -> None:
 
 def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
     c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
-    c.submit(job("b1", "b", 4).spec, actor="bob")
-    c.submit(job("b2", "b", 4).spec, actor="bob")
+    c.intake.submit(job("b1", "b", 4).spec, actor="bob")
+    c.intake.submit(job("b2", "b", 4).spec, actor="bob")
     c.step()
     for name in ("b1", "b2"):
         executor.report(Kind.STARTED, name)
     c.step()
-    c.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
     report = c.step()
     [victim] = report.cancelled
     assert executor.cancelled == [victim]
@@ -99,22 +99,51 @@ def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
 
 def test_a_lost_node_requeues_its_gang_and_marks_the_node_failed() -> None:
     c, store, executor = controller()
-    c.submit(job("j1", "a", 2).spec, actor="alice")
+    c.intake.submit(job("j1", "a", 2).spec, actor="alice")
     c.step()
     executor.report(Kind.STARTED, "j1")
     c.step()
     lost = sorted(executor.launches[0].allocation.nodes)[0]
-    c.fail_node(lost, actor="admin")
+    c.intake.mark_node(lost, ready=False, actor="admin")
     report = c.step()
     assert report.started == ["j1"]
     assert lost not in executor.launches[-1].allocation.nodes
     assert executor.launches[-1].attempt == 2
     assert not next(n for n in store.nodes() if n.name == lost).ready
+    assert executor.failed_nodes == [lost]  # the executor was told once, not every step
+    c.step()
+    assert executor.failed_nodes == [lost]
+
+
+def test_a_drained_node_has_its_gangs_stopped_and_placed_elsewhere() -> None:
+    c, store, executor = controller()
+    c.intake.submit(job("j1", "a", 2).spec, actor="alice")
+    c.step()
+    executor.report(Kind.STARTED, "j1")
+    c.step()
+    node = sorted(executor.launches[0].allocation.nodes)[0]
+    assert c.intake.drain(node, actor="admin") == ["j1"]
+    assert phase(store, "j1") is JobPhase.PENDING and executor.cancelled == []
+    report = c.step()
+    assert report.cancelled == ["j1"] and executor.cancelled == ["j1"]
+    assert report.started == ["j1"] and node not in executor.launches[-1].allocation.nodes
+    assert next(n for n in store.nodes() if n.name == node).unschedulable
+
+
+def test_pods_of_a_job_that_ended_while_the_controller_was_away_are_stopped() -> None:
+    c, _, executor = controller()
+    c.intake.submit(job("j1", "a", 1).spec, actor="alice")
+    c.intake.submit(job("j2", "a", 1).spec, actor="alice")
+    c.step()
+    c.intake.cancel(JobId("j1"), actor="alice")
+    c.intake.cancel(JobId("j2"), actor="alice")
+    assert sorted(c.step().cancelled) == ["j1", "j2"]
+    assert c.step().cancelled == [] and sorted(executor.cancelled) == ["j1", "j2"]  # once
 
 
 def test_events_of_an_earlier_attempt_are_ignored() -> None:
     c, store, executor = controller()
-    c.submit(job("j1", "a", 1, max_retry=2).spec, actor="alice")
+    c.intake.submit(job("j1", "a", 1, max_retry=2).spec, actor="alice")
     c.step()
     executor.report(Kind.STARTED, "j1")
     c.step()
@@ -130,22 +159,53 @@ def test_events_of_an_earlier_attempt_are_ignored() -> None:
 
 def test_cancel_hold_and_release_with_clear_errors() -> None:
     c, store, executor = controller()
-    c.submit(job("j1", "a", 1).spec, actor="alice")
-    c.set_held(JobId("j1"), True, actor="alice")
+    c.intake.submit(job("j1", "a", 1).spec, actor="alice")
+    c.intake.set_held(JobId("j1"), True, actor="alice")
     assert c.step().started == []
-    c.set_held(JobId("j1"), False, actor="alice")
+    c.intake.set_held(JobId("j1"), False, actor="alice")
     assert c.step().started == ["j1"]
-    c.cancel(JobId("j1"), actor="alice")
-    assert executor.cancelled == ["j1"] and phase(store, "j1") is JobPhase.CANCELLED
+    c.intake.cancel(JobId("j1"), actor="alice")
+    assert phase(store, "j1") is JobPhase.CANCELLED
+    assert executor.cancelled == []  # a user's cancel only writes the store ...
+    assert c.step().cancelled == ["j1"]  # ... and the controller's next step stops the pods
+    assert executor.cancelled == ["j1"]
     with pytest.raises(InvalidInputError, match="already ended cancelled"):
-        c.cancel(JobId("j1"), actor="alice")
+        c.intake.cancel(JobId("j1"), actor="alice")
     with pytest.raises(InvalidInputError, match="only pending jobs"):
-        c.set_held(JobId("j1"), True, actor="alice")
+        c.intake.set_held(JobId("j1"), True, actor="alice")
+
+
+def test_a_user_change_that_raced_a_controller_step_is_redone_on_fresh_state(
+    tmp_path: Path,
+) -> None:
+    nodes, spec = gpu_cluster([1, 2, 4])
+    with open_store(None, tmp_path) as store:
+        store.save_nodes(nodes, actor="t", now=0)
+        store.save_policy(policy(team("a", 64)), actor="t", now=0)
+        executor = ScriptedExecutor()
+        c = Controller(store, executor, spec, clock=Clock())
+        c.intake.submit(job("j1", "a", 1).spec, actor="alice")
+        real_job = store.job
+
+        def controller_commits_after_the_read(job_id: JobId) -> JobView:
+            view = real_job(job_id)
+            store.job = real_job  # type: ignore[method-assign]
+            step = threading.Thread(target=c.step)  # admits j1: the row's version moves on
+            step.start()
+            step.join()
+            return view
+
+        store.job = controller_commits_after_the_read  # type: ignore[method-assign]
+        cancelled = c.intake.cancel(JobId("j1"), actor="bob")
+        history = [change.phase for change in store.job(JobId("j1")).history]
+        assert cancelled.phase is JobPhase.CANCELLED
+        assert history == [JobPhase.PENDING, JobPhase.ADMITTED, JobPhase.CANCELLED]
+        assert c.step().cancelled == ["j1"] and executor.cancelled == ["j1"]
 
 
 def test_recover_requeues_gangs_that_held_capacity_before_a_restart() -> None:
     c, store, _ = controller()
-    c.submit(job("j1", "a", 1).spec, actor="alice")
+    c.intake.submit(job("j1", "a", 1).spec, actor="alice")
     c.step()
     restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
     assert restarted.recover() == ["j1"]
@@ -161,13 +221,15 @@ def test_on_the_sql_store_a_cycle_that_raced_a_user_is_dropped_then_redone(
         store.save_policy(policy(team("a", 64)), actor="t", now=0)
         executor = ScriptedExecutor()
         c = Controller(store, executor, spec, clock=Clock())
-        c.submit(job("j1", "a", 1).spec, actor="alice")
-        c.submit(job("j2", "a", 1).spec, actor="alice")
+        c.intake.submit(job("j1", "a", 1).spec, actor="alice")
+        c.intake.submit(job("j2", "a", 1).spec, actor="alice")
         real_save = store.save_jobs
 
         def user_cancels_first(*args: Any, **kwargs: Any) -> None:
             store.save_jobs = real_save  # type: ignore[method-assign]
-            user = threading.Thread(target=c.cancel, args=(JobId("j2"),), kwargs={"actor": "bob"})
+            user = threading.Thread(
+                target=c.intake.cancel, args=(JobId("j2"),), kwargs={"actor": "bob"}
+            )
             user.start()
             user.join()
             real_save(*args, **kwargs)

@@ -50,7 +50,7 @@ def test_a_gang_runs_as_real_processes_and_succeeds(
     setup: tuple[Controller, MemoryStore, LocalExecutor],
 ) -> None:
     controller, store, executor = setup
-    controller.submit(job("train", "a", 2, gpus=4).spec, actor="alice")
+    controller.intake.submit(job("train", "a", 2, gpus=4).spec, actor="alice")
     run_until(controller, store, "train", JobPhase.SUCCEEDED)
     logs = executor.logs(JobId("train"))
     assert "WORLD_SIZE" in logs or "world" in logs.lower()
@@ -62,12 +62,12 @@ def test_a_failed_node_requeues_the_gang_onto_other_nodes(
 ) -> None:
     controller, store, _ = setup
     controller.environment = lambda _: {"TOPOQ_SLEEP_S": "30"}
-    controller.submit(job("long", "a", 2).spec, actor="alice")
+    controller.intake.submit(job("long", "a", 2).spec, actor="alice")
     run_until(controller, store, "long", JobPhase.RUNNING)
     first = store.job(JobId("long")).allocation
     assert first is not None
     lost = sorted(first.nodes)[0]
-    controller.fail_node(lost, actor="admin")
+    controller.intake.mark_node(lost, ready=False, actor="admin")
     deadline = time.monotonic() + 20
     while sum(c.phase is JobPhase.RUNNING for c in store.job(JobId("long")).history) < 2:
         assert time.monotonic() < deadline, store.job(JobId("long")).history

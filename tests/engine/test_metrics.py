@@ -26,8 +26,8 @@ def test_metrics_follow_admissions_borrowing_and_preemptions() -> None:
     store.save_nodes(nodes, actor="t", now=0)
     store.save_policy(policy(team("a", 32), team("b", 32, borrow_gpus=32)), actor="t", now=0)
     c = Controller(store, executor, spec, clock=lambda: 1.0, metrics=metrics)
-    c.submit(job("b1", "b", 4).spec, actor="t")
-    c.submit(job("b2", "b", 4).spec, actor="t")
+    c.intake.submit(job("b1", "b", 4).spec, actor="t")
+    c.intake.submit(job("b2", "b", 4).spec, actor="t")
     c.step()
     for name in ("b1", "b2"):
         executor.report(ExecutorEventKind.STARTED, name)
@@ -38,7 +38,7 @@ def test_metrics_follow_admissions_borrowing_and_preemptions() -> None:
     assert found[("topoq_quota_gpus", (("kind", "borrowed"), ("team", "b")))] == 32
     assert found[("topoq_quota_gpus", (("kind", "lent"), ("team", "a")))] == 32
     assert found[("topoq_admissions_total", (("team", "b"),))] == 2
-    c.submit(job("a1", "a", 4, required=BLOCK).spec, actor="t")
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="t")
     c.step()
     found = samples(metrics)
     assert found[("topoq_preemptions_total", (("cause", "PREEMPTED_FOR_RECLAIM"),))] == 1

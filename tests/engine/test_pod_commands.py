@@ -82,7 +82,7 @@ def test_commands_survive_the_store_and_reach_the_launch(tmp_path: Path) -> None
         executor = ScriptedExecutor()
         controller = Controller(store, executor, spec, clock=lambda: 1.0)
         job = JobSpec(JobId("train"), TeamName("a"), workload(TOPOQ_JOB), 0.0)
-        controller.submit(job, actor="alice")
+        controller.intake.submit(job, actor="alice")
         assert store.job(JobId("train")).spec.workload.pod_sets[0].command[0] == "python"
         controller.step()
         [launch] = executor.launches

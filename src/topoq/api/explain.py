@@ -18,10 +18,10 @@ def explain_job(service: Service, view: JobView) -> Explanation:
     stored = service.store.diagnostic(view.id)
     if stored is not None:
         return _waiting(view, stored)
-    with service.lock:  # one consistent snapshot, and the controller's tree is not shared
-        jobs = tuple(service.store.jobs().values())
-        policy = service.store.policy() or ClusterPolicy()
-        tree = service.controller.tree()
+    jobs = tuple(service.store.jobs().values())
+    policy = service.store.policy() or ClusterPolicy()
+    tree = service.tree()
+    with service.cycle_lock:  # the cycle places on the tree, which other requests share
         result = schedule(Snapshot(service.clock(), tree, jobs, policy))
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:

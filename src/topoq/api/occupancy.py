@@ -64,7 +64,7 @@ def topology_model(service: Service) -> TopologyModel:
     nodes = service.store.nodes()
     schedulable = {node.name for node in nodes if node.schedulable}
     shown = [replace(node, ready=True, unschedulable=False) for node in nodes]
-    tree = build_tree(shown, service.controller.topology)
+    tree = build_tree(shown, service.topology)
     running = holders(service.store.jobs().values())
     column = tree.resource_column.get(NVIDIA_GPU)
     if column is None:
@@ -136,7 +136,7 @@ def team_models(service: Service) -> list[TeamModel]:
         return []
     jobs = list(service.store.jobs().values())
     running = holders(jobs)
-    capacity = capacity_by_flavor(service.controller.tree(), INSTANCE_TYPE_LABEL)
+    capacity = capacity_by_flavor(service.tree(), INSTANCE_TYPE_LABEL)
     book = QuotaBook(policy, capacity, usage_by_team(running))
     phases = Counter((job.team, job.phase) for job in jobs)
     return [_team_model(team, book, phases) for team in policy.teams]

@@ -10,10 +10,9 @@ from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
 from topoq.api.errors import ApiError
 from topoq.api.occupancy import holders, node_model, node_models, team_models, topology_model
 from topoq.api.service import Service
-from topoq.core.lifecycle import advance
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import JobId, JobPhase
+from topoq.domain.job import JobId
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry
 from topoq.wire.v1 import NodeAction, NodeModel, PolicyModel, TeamModel, TopologyModel
@@ -54,10 +53,9 @@ def put_policy(
     except InvalidInputError as error:
         where = (error.where or POLICY_BODY).replace(f"{POLICY_BODY}: ", f"{POLICY_BODY}.", 1)
         raise InvalidInputError(error.message, where=where, hint=error.hint) from None
-    with service.lock:
-        now = service.clock()
-        version = service.store.save_policy(policy, actor=principal.name, now=now)
-        service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}"))
+    now = service.clock()
+    version = service.store.save_policy(policy, actor=principal.name, now=now)
+    service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}"))
     service.wake()
     return PolicyModel(version=version, document=policy_document(policy))
 
@@ -87,21 +85,18 @@ def uncordon(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
 
 @router.post("/nodes/{name}/drain", summary="Cordon a node and requeue its gangs (admin)")
 def drain(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
-    with service.lock:
-        _mark(service, principal, name, unschedulable=True)
-        requeued = _requeue_gangs_on(service, principal, name)
+    """The gangs' pods stop at the controller's next step."""
+    _known_node(service, name)
+    requeued = service.intake.drain(name, actor=principal.name)
     service.wake()
     return _node_action(service, name, requeued)
 
 
 @router.post("/nodes/{name}/fail", summary="Mark a node failed and stop its work (admin)")
 def fail(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
-    """Its gangs are requeued by the next cycle and placed elsewhere."""
-    _known_node(service, name)
-    with service.lock:
-        service.controller.fail_node(name, actor=principal.name)
-    service.wake()
-    return _node_action(service, name, [])
+    """Its work stops and its gangs are requeued by the controller's next step and placed
+    elsewhere."""
+    return _mark(service, principal, name, ready=False)
 
 
 @router.post("/nodes/{name}/recover", summary="Mark a failed node healthy again (admin)")
@@ -130,31 +125,9 @@ def _mark(
     unschedulable: bool | None = None,
 ) -> NodeAction:
     _known_node(service, name)
-    with service.lock:
-        service.controller.mark_node(
-            name, ready=ready, unschedulable=unschedulable, actor=principal.name
-        )
+    service.intake.mark_node(name, ready=ready, unschedulable=unschedulable, actor=principal.name)
     service.wake()
     return _node_action(service, name, [])
-
-
-def _requeue_gangs_on(service: Service, principal: Principal, name: str) -> list[JobId]:
-    """Send every gang holding capacity on the node back to the queue (call under the lock)."""
-    now = service.clock()
-    cause = f"node {name} was drained by {principal.name}; the gang is requeued"
-    moved = [
-        advance(job, JobPhase.PENDING, now=now, cause=cause)
-        for job in holders(service.store.jobs().values())
-        if job.allocation is not None and name in job.allocation.nodes
-    ]
-    if moved:  # commit before dispatch, as the controller does
-        service.store.save_jobs(moved, now=now)
-    for job in moved:
-        service.executor.cancel(job.id)
-    service.store.audit(
-        AuditEntry(now, principal.name, "drain", name, {"requeued": [job.id for job in moved]})
-    )
-    return [job.id for job in moved]
 
 
 def _node_action(service: Service, name: str, requeued: list[JobId]) -> NodeAction:

@@ -38,12 +38,12 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
     spec = job_from_request(
         body,
         policy=service.store.policy(),
-        topology=service.controller.topology,
+        topology=service.topology,
         user=principal.name,
         now=service.clock(),
     )
     require_team(principal, spec.team, "submit")
-    view = service.controller.submit(spec, actor=principal.name)
+    view = service.intake.submit(spec, actor=principal.name)
     service.wake()
     return job_detail(view)
 
@@ -82,11 +82,10 @@ def get_job(job_id: str, principal: Anyone, service: ServiceDep) -> JobDetail:
 def cancel_job(job_id: str, principal: JobWriter, service: ServiceDep) -> JobDetail:
     """409 when the job has already ended."""
     _visible_job(service, principal, job_id, "cancel")
-    with service.lock:
-        try:
-            view = service.controller.cancel(JobId(job_id), actor=principal.name)
-        except InvalidInputError as error:
-            raise conflict(error) from None
+    try:
+        view = service.intake.cancel(JobId(job_id), actor=principal.name)
+    except InvalidInputError as error:
+        raise conflict(error) from None
     service.wake()
     return job_detail(view)
 
@@ -131,8 +130,10 @@ def logs(
         raise ApiError(
             422, f"pod {pod} does not exist", where="pod", hint=f"the job has pods 0 to {pods - 1}"
         )
+    if service.logs is None:
+        raise ApiError(404, "this server keeps no logs", hint="its executor captures none")
     try:
-        text = service.executor.logs(view.id, pod)
+        text = service.logs(view.id, pod)
     except UnknownJob as error:  # the executor never ran it
         raise ApiError(404, str(error), hint="a job has logs once it has started") from None
     return JobLogs(job=view.id, pod=pod, text=text)
@@ -147,10 +148,9 @@ def _visible_job(service: Service, principal: Principal, job_id: str, action: st
 
 def _set_held(service: Service, principal: Principal, job_id: str, *, held: bool) -> JobView:
     _visible_job(service, principal, job_id, "hold" if held else "release")
-    with service.lock:
-        try:
-            view = service.controller.set_held(JobId(job_id), held, actor=principal.name)
-        except InvalidInputError as error:
-            raise conflict(error) from None
+    try:
+        view = service.intake.set_held(JobId(job_id), held, actor=principal.name)
+    except InvalidInputError as error:
+        raise conflict(error) from None
     service.wake()
     return view

@@ -1,18 +1,22 @@
-"""What the API works on: the store, the executor and the controller, with the lock that
-serialises every change against the controller loop."""
+"""What the API works on: the store, the topology, the executor's logs and a way to wake the
+controller."""
 
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.job import JobId, JobPhase, JobView
-from topoq.engine.controller import Controller
-from topoq.engine.metrics import ControlPlaneMetrics
-from topoq.engine.ports import Executor, Store
+from topoq.domain.topology import TopologySpec
+from topoq.engine.intake import Intake
+from topoq.engine.metrics import MetricsSource
+from topoq.engine.ports import LogReader, Store
+from topoq.engine.tree_cache import TreeCache
 from topoq.store.records import JobEvent, PolicyVersion, TokenRecord
 
 
@@ -64,17 +68,27 @@ class ServiceStore(Store, Protocol):
 
 @dataclass
 class Service:
-    store: ServiceStore
-    executor: Executor
-    controller: Controller
-    wake: Callable[[], None] = lambda: None
-    """Asks the controller loop for a step now (after a submission or a node change)."""
-    lock: threading.RLock = field(default_factory=threading.RLock)
-    metrics: ControlPlaneMetrics | None = None
-    """What ``GET /metrics`` exposes (the controller feeds it)."""
-    """Held by the controller loop around each step and by every change the API makes, so
-    that a cancel is never overwritten by a cycle that read the job before it."""
+    """What the API process holds. It never runs a cycle that commits nor talks to an
+    executor: changes go to the store (``intake``) and the controller — in its own process
+    under ``topoq server`` — acts on them at its next step, which ``wake`` asks for."""
 
-    @property
-    def clock(self) -> Callable[[], float]:
-        return self.controller.clock
+    store: ServiceStore
+    topology: TopologySpec
+    clock: Callable[[], float] = time.time
+    logs: LogReader | None = None
+    wake: Callable[[], None] = lambda: None
+    """Asks the controller for a step now (after a submission or any other change)."""
+    metrics: MetricsSource | None = None
+    """What ``GET /metrics`` serves (the controller's latest published metrics)."""
+    intake: Intake = field(init=False)
+    trees: TreeCache = field(init=False)
+    cycle_lock: threading.Lock = field(default_factory=threading.Lock)
+    """Held around the read-only cycles ``explain`` runs: they place on the shared tree."""
+
+    def __post_init__(self) -> None:
+        self.intake = Intake(self.store, self.clock)
+        self.trees = TreeCache(self.topology)
+
+    def tree(self) -> TopologyTree:
+        """The topology tree of the stored nodes (rebuilt when they changed)."""
+        return self.trees.tree(self.store.nodes())

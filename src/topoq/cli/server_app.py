@@ -52,12 +52,20 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             Path | None, typer.Option(help="A policy file to apply on start.")
         ] = None,
         executor: Annotated[str, typer.Option(help="local")] = "local",
+        api_workers: Annotated[
+            int,
+            typer.Option(
+                min=1, help="API processes (the controller runs in its own; more help PostgreSQL)."
+            ),
+        ] = 1,
     ) -> None:
         """Run the control plane: store, scheduler loop, executor and REST API."""
         from topoq.bootstrap import serve
         from topoq.cli.app import guarded
 
-        guarded(lambda: serve(host, port, database, data_dir, cluster, policy, executor))
+        guarded(
+            lambda: serve(host, port, database, data_dir, cluster, policy, executor, api_workers)
+        )
 
     @app.command()
     def submit(

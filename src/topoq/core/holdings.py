@@ -12,7 +12,6 @@ from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import FlavorName, TeamName
 from topoq.domain.job import JobView
 from topoq.domain.node import NodeName
-from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 
 
@@ -85,7 +84,4 @@ def release(ledger: CapacityLedger, resources_on_node: Mapping[str, Resources]) 
 
 def total_demand(job: JobView) -> Resources:
     """The job's requests summed over all its pods (the pod slots excluded)."""
-    total = Resources()
-    for pod_set in job.spec.workload.pod_sets:
-        total = total + pod_set.requests.scaled(pod_set.count)
-    return Resources({name: value for name, value in total.items() if name != PODS})
+    return job.spec.workload.total_requests

@@ -171,3 +171,9 @@ class JobView:
     @property
     def team(self) -> TeamName:
         return self.spec.team
+
+    @property
+    def attempt(self) -> int:
+        """How many times the job has been admitted: the number of its current (or last)
+        attempt, as the executor counts them."""
+        return sum(1 for change in self.history if change.phase is JobPhase.ADMITTED)

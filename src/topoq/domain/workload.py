@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 
 from topoq.domain.errors import InvalidRequestError
 from topoq.domain.node import Taint
+from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 
 MAX_SLICE_LAYERS = 3
@@ -217,3 +219,12 @@ class WorkloadSpec:
     @property
     def total_pods(self) -> int:
         return sum(pod_set.count for pod_set in self.pod_sets)
+
+    @cached_property
+    def total_requests(self) -> Resources:
+        """The requests summed over every pod (pod slots excluded). Computed once: the
+        scheduling cycle asks for it several times per pending job."""
+        total = Resources()
+        for pod_set in self.pod_sets:
+            total = total + pod_set.requests.scaled(pod_set.count)
+        return Resources({name: value for name, value in total.items() if name != PODS})

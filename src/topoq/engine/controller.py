@@ -1,9 +1,13 @@
 """The controller: read a snapshot, run the cycle, commit, dispatch, feed outcomes back.
 
-One ``step`` is: apply what the executor reported since the last step, run one scheduling
-cycle on what the store holds, commit the moves and decisions in one transaction, then tell the
-executor to cancel victims and start admitted gangs. Commit comes before dispatch: after a
-crash the store never claims less than what may be running, and ``recover`` reconciles.
+One ``step`` is: bring the executor in line with what users wrote to the store (stop the pods
+of gangs cancelled, drained or requeued since, stop the work of nodes newly marked failed —
+the API never talks to the executor, see ``topoq.engine.intake``), apply what the executor
+reported since the last step, run one scheduling cycle on what the store holds, commit the
+moves and decisions in one transaction, then tell the executor to cancel victims and start
+admitted gangs. Commit comes before dispatch: after a crash the store never claims less than
+what may be running, and ``recover`` reconciles. A cycle that raced a user's change commits
+nothing (``ConcurrentUpdate``) and the next step decides again.
 """
 
 from __future__ import annotations
@@ -17,15 +21,15 @@ from topoq.core.cycle import Snapshot, schedule
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
-from topoq.core.tree import TopologyTree, build_tree
+from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
+from topoq.engine.intake import SYSTEM, Intake
 from topoq.engine.ports import (
-    AuditEntry,
     ConcurrentUpdate,
     Executor,
     ExecutorEvent,
@@ -33,8 +37,7 @@ from topoq.engine.ports import (
     GangLaunch,
     Store,
 )
-
-SYSTEM = "topoq"
+from topoq.engine.tree_cache import TreeCache
 
 
 class ControlPlaneMetricsLike(Protocol):
@@ -78,52 +81,22 @@ class Controller:
         self.commands = commands or pod_set_commands
         self.environment = environment
         self.metrics = metrics
-        self._tree_key: tuple[NodeSpec, ...] | None = None
-        self._tree: TopologyTree | None = None
-
-    # --- intake -----------------------------------------------------------------------
-    def submit(self, spec: JobSpec, *, actor: str) -> JobView:
-        now = self.clock()
-        entry = AuditEntry(now, actor, "submit", spec.id, {"team": spec.team})
-        return self.store.add_job(
-            replace(spec, submitted_at=now), actor=actor, now=now, audit=entry
-        )
-
-    def cancel(self, job_id: JobId, *, actor: str) -> JobView:
-        now = self.clock()
-        job = self.store.job(job_id)
-        if job.phase.finished:
-            raise InvalidInputError(
-                f"job {job_id} already ended {job.phase.value}",
-                hint="only pending, admitted or running jobs can be cancelled",
-            )
-        cancelled = advance(job, JobPhase.CANCELLED, now=now, cause=f"cancelled by {actor}")
-        self.store.save_jobs([cancelled], now=now)
-        self.store.audit(AuditEntry(now, actor, "cancel", job_id))
-        if job.phase.holds_capacity:
-            self.executor.cancel(job_id)
-        return cancelled
-
-    def set_held(self, job_id: JobId, held: bool, *, actor: str) -> JobView:
-        now = self.clock()
-        job = self.store.job(job_id)
-        if job.phase is not JobPhase.PENDING:
-            raise InvalidInputError(
-                f"job {job_id} is {job.phase.value}",
-                hint="only pending jobs can be held or released",
-            )
-        changed = replace(job, held=held)
-        self.store.save_jobs([changed], now=now)
-        self.store.audit(AuditEntry(now, actor, "hold" if held else "release", job_id))
-        return changed
+        self.trees = TreeCache(topology)
+        self.intake = Intake(store, clock)
+        self._launched: dict[JobId, int] = {}
+        """The attempt of each gang this controller started and has not stopped."""
+        self._failed_nodes: set[str] | None = None
+        """Nodes not ready as of the last step (None before the first step)."""
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
         began = time.perf_counter()
+        self._stop_work_on_failed_nodes(self.store.nodes())
         report = StepReport(events=self.executor.poll())
         self._apply_events(report.events)
         now = self.clock()
         jobs = self.store.jobs()
+        self._stop_unbooked(jobs, report)
         policy = self.store.policy() or ClusterPolicy()
         tree = self.tree()
         result = schedule(Snapshot(now, tree, tuple(jobs.values()), policy))
@@ -151,11 +124,34 @@ class Controller:
 
     def tree(self) -> TopologyTree:
         """The topology tree, rebuilt only when the node inventory or health changed."""
-        nodes = tuple(self.store.nodes())
-        if self._tree is None or nodes != self._tree_key:
-            self._tree = build_tree(nodes, self.topology)
-            self._tree_key = nodes
-        return self._tree
+        return self.trees.tree(self.store.nodes())
+
+    # --- reconciling the executor with the store ----------------------------------------
+    def _stop_unbooked(self, jobs: Mapping[JobId, JobView], report: StepReport) -> None:
+        """Stop the pods of every gang this controller started that the store no longer books
+        at that attempt: cancelled, drained or requeued by a user (the API only writes the
+        store), or ended while its pods linger."""
+        for job_id, attempt in list(self._launched.items()):
+            job = jobs.get(job_id)
+            if job is None or not job.phase.holds_capacity or job.attempt != attempt:
+                self.executor.cancel(job_id)
+                del self._launched[job_id]
+                if job is None or not job.phase.finished or job.phase is JobPhase.CANCELLED:
+                    report.cancelled.append(job_id)
+
+    def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec]) -> None:
+        """A node marked failed since the last step has its work stopped by the executor (which
+        reports the gangs lost; the cycle requeues them). Nodes already failed when the
+        controller started have no work here."""
+        failed = {str(node.name) for node in nodes if not node.ready}
+        if self._failed_nodes is None:
+            self._failed_nodes = failed
+            return
+        newly = sorted(failed - self._failed_nodes)
+        self._failed_nodes = failed
+        if self.executor.capabilities.can_fail_nodes:
+            for name in newly:
+                self.executor.fail_node(name)
 
     def _dispatch(
         self,
@@ -166,12 +162,16 @@ class Controller:
     ) -> None:
         for preempt in result.preemptions:
             self.executor.cancel(preempt.victim)
+            self._launched.pop(preempt.victim, None)
             report.cancelled.append(preempt.victim)
         for requeue in result.requeues:
             self.executor.cancel(requeue.job)
+            self._launched.pop(requeue.job, None)
         for admit in result.admissions:
             job = after[admit.job]
-            self.executor.start(self._launch(job, tree))
+            launch = self._launch(job, tree)
+            self.executor.start(launch)
+            self._launched[admit.job] = launch.attempt
             report.started.append(admit.job)
 
     def _launch(self, job: JobView, tree: TopologyTree) -> GangLaunch:
@@ -184,11 +184,10 @@ class Controller:
             name: {level: node.labels.get(level, "") for level in tree.spec.levels}
             for name, node in nodes.items()
         }
-        attempt = sum(1 for change in job.history if change.phase is JobPhase.ADMITTED)
         return GangLaunch(
             job.spec,
             job.allocation,
-            attempt,
+            job.attempt,
             labels,
             commands=self.commands(job.spec),
             environment=pod_set_environment(job.spec)
@@ -201,7 +200,9 @@ class Controller:
         for event in events:
             if event.kind is ExecutorEventKind.NODE_LOST and event.job is None:
                 if event.node is not None:
-                    self._mark_node(event.node, ready=False, actor=SYSTEM)
+                    self.intake.mark_node(event.node, ready=False, actor=SYSTEM)
+                    if self._failed_nodes is not None:
+                        self._failed_nodes.add(event.node)  # its work has already stopped
                 continue
             if event.job is None:
                 continue
@@ -209,44 +210,6 @@ class Controller:
             moved = _moved_by(job, event)
             if moved is not None:
                 self.store.save_jobs([moved], now=event.at_s)
-
-    def mark_node(
-        self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
-    ) -> NodeSpec:
-        return self._mark_node(name, ready=ready, unschedulable=unschedulable, actor=actor)
-
-    def _mark_node(
-        self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
-    ) -> NodeSpec:
-        nodes = self.store.nodes()
-        found = next((node for node in nodes if node.name == name), None)
-        if found is None:
-            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
-        updated = replace(
-            found,
-            ready=found.ready if ready is None else ready,
-            unschedulable=found.unschedulable if unschedulable is None else unschedulable,
-        )
-        now = self.clock()
-        self.store.save_nodes(
-            [updated if n.name == name else n for n in nodes], actor=actor, now=now
-        )
-        self.store.audit(
-            AuditEntry(
-                now,
-                actor,
-                "node",
-                name,
-                {"ready": updated.ready, "unschedulable": updated.unschedulable},
-            )
-        )
-        return updated
-
-    def fail_node(self, name: str, *, actor: str) -> None:
-        """Mark a node failed and stop its work (the gangs on it are requeued)."""
-        self._mark_node(name, ready=False, actor=actor)
-        if self.executor.capabilities.can_fail_nodes:
-            self.executor.fail_node(name)
 
     def recover(self) -> list[JobId]:
         """After a restart: jobs the store says hold capacity but no executor runs go back to
@@ -281,8 +244,7 @@ def pod_set_environment(spec: JobSpec) -> dict[str, str]:
 
 def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
     """The job after an executor event, or None when the event is stale (another attempt)."""
-    current = sum(1 for change in job.history if change.phase is JobPhase.ADMITTED)
-    if event.attempt and event.attempt != current:
+    if event.attempt and event.attempt != job.attempt:
         return None
     at = event.at_s
     match event.kind:

@@ -7,8 +7,12 @@ gang spans)."""
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
 
 from prometheus_client import CollectorRegistry, Gauge, Histogram, generate_latest
 from prometheus_client import Counter as PromCounter
@@ -89,6 +93,32 @@ class ControlPlaneMetrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
+
+    def publish(self, path: Path) -> None:
+        """Write the exposition to ``path`` whole (a reader never sees half of it): the
+        controller runs in its own process, and the API serves this file (``MetricsFile``)."""
+        partial = path.with_name(f".{path.name}.{os.getpid()}")
+        partial.write_bytes(self.exposition())
+        partial.replace(path)
+
+
+class MetricsSource(Protocol):
+    """What ``GET /metrics`` serves."""
+
+    def exposition(self) -> bytes: ...
+
+
+@dataclass(frozen=True)
+class MetricsFile:
+    """The metrics the controller process last published (empty before its first step)."""
+
+    path: Path
+
+    def exposition(self) -> bytes:
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return b""
 
 
 def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, int]:

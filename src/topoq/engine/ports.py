@@ -6,7 +6,7 @@ them (DESIGN.md rule 5)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -129,6 +129,11 @@ class ExecutorCapabilities:
     can_fail_nodes: bool
     """Whether ``fail_node`` can stop a node's work on demand (for demos and tests)."""
     captures_logs: bool
+
+
+LogReader = Callable[[JobId, int | None], str]
+"""Reads a job's captured output (one pod's when the rank is given) where the executor runs
+elsewhere, e.g. in the API's process; raises UnknownJob when the executor never ran it."""
 
 
 class Executor(Protocol):

@@ -5,15 +5,23 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from functools import partial
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from topoq.domain.errors import InvalidInputError
-from topoq.engine.ports import Executor
+from topoq.engine.ports import Executor, LogReader
 from topoq.executors.local import LocalExecutor
+from topoq.executors.logfiles import read_logs
 
 EXECUTORS: Mapping[str, Callable[..., Executor]] = MappingProxyType({"local": LocalExecutor})
 """Executor factories by name; each takes its options as keyword arguments."""
+LOG_READERS: Mapping[str, Callable[..., LogReader]] = MappingProxyType(
+    {"local": lambda work_dir, **_: partial(read_logs, Path(work_dir))}
+)
+"""How a process that does not run the executor (the API's) reads the logs it captured, by
+executor name; each takes the executor's options. An executor without one keeps no logs."""
 
 
 def make_executor(name: str, **options: Any) -> Executor:
@@ -34,6 +42,12 @@ def make_executor(name: str, **options: Any) -> Executor:
             hint=_options_hint(factory),
         ) from error
     return factory(**options)
+
+
+def log_reader(name: str, **options: Any) -> LogReader | None:
+    """What reads the logs of executor ``name`` (built with ``options``), or None."""
+    factory = LOG_READERS.get(name)
+    return factory(**options) if factory is not None else None
 
 
 def _options_hint(factory: Callable[..., Executor]) -> str:

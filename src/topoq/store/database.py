@@ -25,6 +25,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from topoq.domain.errors import InvalidInputError
 from topoq.store.errors import StoreUnavailable
+from topoq.store.process_lock import ProcessWriteLock
 
 SQLITE_FILE_NAME = "topoq.db"
 BUSY_TIMEOUT_S = 30.0
@@ -53,9 +54,9 @@ class Database:
     """A connected database: ``reader`` for read transactions, ``writer`` for write ones.
 
     ``write_lock`` is held around every write transaction. On SQLite, which has one writer at
-    a time, it queues this process's writers in order; without it they would wait in SQLite's
-    busy handler, which polls with sleeps of up to 100 ms. Other processes still queue
-    through the busy timeout. PostgreSQL locks rows itself and needs none."""
+    a time, it queues the writers of every topoq process in order (``ProcessWriteLock``);
+    without it they would wait in SQLite's busy handler, which polls with sleeps of up to
+    100 ms. PostgreSQL locks rows itself and needs none."""
 
     engine: Engine
     reader: Engine
@@ -116,7 +117,9 @@ def connect(url: URL) -> Database:
         )
         _configure_sqlite(engine)
         writer = engine.execution_options(**{WRITE_OPTION: True})
-        return Database(engine, engine, writer, write_lock=threading.Lock())
+        lock_file = Path(f"{url.database}.write-lock") if url.database else None
+        lock = ProcessWriteLock(lock_file) if lock_file is not None else threading.Lock()
+        return Database(engine, engine, writer, write_lock=lock)
     engine = create_engine(
         url,
         pool_pre_ping=True,

@@ -67,16 +67,20 @@ class RunningServer:
     def url(self) -> str:
         return f"http://{HOST}:{self.port}"
 
+    def pids(self) -> list[int]:
+        """The controller process and its API processes (not the pods: they sleep)."""
+        return [self.process.pid, *_children(self.process.pid, "--api-process")]
+
     def rss_mib(self) -> float:
-        return _status_kib(self.process.pid, "VmRSS") / 1024
+        """Resident memory of the controller and API processes together."""
+        return sum(_status_kib(pid, "VmRSS") for pid in self.pids()) / 1024
 
     def peak_rss_mib(self) -> float:
-        return _status_kib(self.process.pid, "VmHWM") / 1024
+        return sum(_status_kib(pid, "VmHWM") for pid in self.pids()) / 1024
 
     def cpu_s(self) -> float:
-        """User + system CPU time of the server process so far (all its threads)."""
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """User + system CPU time of the controller and API processes so far."""
+        return sum(_cpu_s(pid) for pid in self.pids())
 
     def get(self, path: str) -> Any:
         request = urllib.request.Request(
@@ -158,10 +162,34 @@ def _free_port() -> int:
 
 
 def _status_kib(pid: int, key: str) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:  # it has just exited
+        return 0
+    for line in lines:
         if line.startswith(f"{key}:"):
             return int(line.split()[1])
     return 0
+
+
+def _cpu_s(pid: int) -> float:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int, argument: str) -> list[int]:
+    """Child processes of ``pid`` with ``argument`` on their command line."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with contextlib.suppress(OSError):
+                arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+                if argument.encode() in arguments:
+                    found.append(int(child))
+    return found
 
 
 # --- jobs stored in bulk -------------------------------------------------------------------

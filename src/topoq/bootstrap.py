@@ -106,7 +106,8 @@ class ControllerLoop:
     def stop(self) -> None:
         self._stopped.set()
         self.wake()
-        self._thread.join(timeout=30)
+        if self._thread.is_alive():
+            self._thread.join(timeout=30)
         for descriptor in (self._read_fd, self.wake_fd):
             with contextlib.suppress(OSError):
                 os.close(descriptor)

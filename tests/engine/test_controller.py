@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.engine.controller import Controller
@@ -239,3 +240,20 @@ def test_on_the_sql_store_a_cycle_that_raced_a_user_is_dropped_then_redone(
         assert report.conflicted and executor.launches == []
         assert store.job(JobId("j2")).phase is JobPhase.CANCELLED
         assert c.step().started == ["j1"]
+
+
+def test_a_queue_that_only_waits_costs_no_cycle_until_something_changes() -> None:
+    c, store, executor = controller(team("a", 32))
+    for name in ("big1", "big2"):  # the second waits: the team's quota holds one
+        c.intake.submit(job(name, "a", 4).spec, actor="alice")
+    first = c.step()
+    assert first.started == ["big1"] and not first.settled
+    executor.report(Kind.STARTED, "big1")
+    assert not c.step().settled  # an event: the cycle runs
+    cycles = len(store.cycles)
+    assert any(d.job == "big2" for d in store.cycles[-1].diagnostics)  # why it waits: stored
+    waiting = c.step()
+    assert waiting.settled and waiting.result == CycleResult() and len(store.cycles) == cycles
+    c.intake.cancel(JobId("big1"), actor="alice")
+    moved = c.step()
+    assert not moved.settled and moved.started == ["big2"]

@@ -60,6 +60,25 @@ class StepReport:
     cancelled: list[JobId] = field(default_factory=list)
     conflicted: bool = False
     """Another writer changed a job during the cycle; its decisions were dropped."""
+    settled: bool = False
+    """Nothing changed since a cycle that changed no job: no cycle ran."""
+
+
+@dataclass(frozen=True)
+class _CycleInputs:
+    tree: TopologyTree
+    jobs: Mapping[JobId, JobView]
+    policy: ClusterPolicy
+
+    def same_as(self, other: _CycleInputs | None) -> bool:
+        """Cheap when nothing changed: the store hands out the very same job objects then,
+        and equality checks identity first."""
+        return (
+            other is not None
+            and self.tree is other.tree
+            and self.policy == other.policy
+            and self.jobs == other.jobs
+        )
 
 
 class Controller:
@@ -87,6 +106,8 @@ class Controller:
         """The attempt of each gang this controller started and has not stopped."""
         self._failed_nodes: set[str] | None = None
         """Nodes not ready as of the last step (None before the first step)."""
+        self._settled: _CycleInputs | None = None
+        """The inputs of the last cycle that changed no job (its decisions are all stored)."""
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
@@ -99,6 +120,14 @@ class Controller:
         self._stop_unbooked(jobs, report)
         policy = self.store.policy() or ClusterPolicy()
         tree = self.tree()
+        inputs = _CycleInputs(tree, jobs, policy)
+        if not report.events and inputs.same_as(self._settled):
+            # the cycle (which time does not enter) would decide what it decided last time,
+            # and all of that is stored: a queue that waits costs a read, not a cycle
+            report.settled = True
+            if self.metrics is not None:
+                self.metrics.observe_step(report, time.perf_counter() - began, jobs)
+            return report
         result = schedule(Snapshot(now, tree, tuple(jobs.values()), policy))
         report.result = result
         after = apply_cycle(jobs, result, now=now, evict_at_once=True)
@@ -112,6 +141,7 @@ class Controller:
                 report.result = CycleResult()
                 report.conflicted = True
                 return report
+        self._settled = None if changed else inputs
         self._dispatch(result, after, tree, report)
         if self.metrics is not None:
             holders = [view for view in after.values() if view.phase.holds_capacity]

@@ -19,8 +19,11 @@ check: install
 test: install
 	$(BIN)/pytest
 
+## Placement on 512 to 8,192 nodes (~30 s), then the REST API under load on SQLite and
+## PostgreSQL (~3 min; PostgreSQL from the distribution's packages, as .ci/run installs it).
 bench: install
 	$(BIN)/python -m benchmarks.placement
+	$(BIN)/python -m benchmarks.api
 
 demo: install
 	$(BIN)/topoq demo

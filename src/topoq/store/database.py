@@ -24,7 +24,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.pool import ConnectionPoolEntry
 
 from topoq.domain.errors import InvalidInputError
-from topoq.store.errors import StoreUnavailable
+from topoq.store.errors import StoreUnavailable, first_line
 from topoq.store.process_lock import ProcessWriteLock
 
 SQLITE_FILE_NAME = "topoq.db"
@@ -160,15 +160,10 @@ def migrate(database: Database) -> None:
             command.upgrade(config, "head")
     except OperationalError as error:
         raise StoreUnavailable(
-            f"cannot open the database {database.display_url}: {_first_line(error.orig)}"
+            f"cannot open the database {database.display_url}: {first_line(error)}"
         ) from None
     except CommandError as error:
         raise StoreUnavailable(
             f"the database {database.display_url} has a schema this topoq does not know "
             f"({error}); it was probably written by a newer topoq, so upgrade topoq"
         ) from None
-
-
-def _first_line(error: BaseException | None) -> str:
-    text = str(error).strip() if error is not None else "unknown error"
-    return text.splitlines()[0] if text else "unknown error"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from topoq.domain.errors import TopoqError
 from topoq.engine.ports import ConcurrentUpdate
 
-__all__ = ["ConcurrentUpdate", "StoreUnavailable", "UnknownToken"]
+__all__ = ["ConcurrentUpdate", "StoreUnavailable", "UnknownToken", "first_line"]
 
 
 class UnknownToken(TopoqError):
@@ -14,3 +14,10 @@ class UnknownToken(TopoqError):
 
 class StoreUnavailable(TopoqError):
     """The database cannot be reached or opened (the message names it, password hidden)."""
+
+
+def first_line(error: BaseException) -> str:
+    """The first line of a database error's own message (the driver's, when wrapped)."""
+    cause = getattr(error, "orig", None) or error
+    text = str(cause).strip()
+    return text.splitlines()[0] if text else type(error).__name__

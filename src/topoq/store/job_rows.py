@@ -8,7 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
-from sqlalchemy import ColumnElement, Row, Select, Table, insert, select, update
+from sqlalchemy import ColumnElement, Row, Select, Table, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
 from topoq.domain.errors import InvalidInputError
@@ -32,6 +32,9 @@ JOBS: Final = cast(Table, JobRow.__table__)
 JOB_EVENTS: Final = cast(Table, JobEventRow.__table__)
 """The Core tables: inserts with their values as parameters compile once and are cached
 (``insert(JobRow).values(...)`` builds a new statement and its cache key per call)."""
+
+STORED_IDS: Final = select(JobRow.id).where(JobRow.id.in_(bindparam("ids", expanding=True)))
+"""Built once: building the statement costs more than running it (a primary-key lookup)."""
 
 VIEW_COLUMNS = (
     JobRow.id,
@@ -164,21 +167,42 @@ def event_from_row(row: Row[Any]) -> JobEvent:
 
 
 # --- writing ------------------------------------------------------------------------------
-def insert_job(connection: Connection, spec: JobSpec, now: float) -> JobView:
-    view = JobView(spec, history=(PhaseChange(now, JobPhase.PENDING, SUBMITTED),))
-    row = {
-        "id": spec.id,
-        "team": spec.team,
-        "user_name": spec.user,
-        "priority_class": spec.priority_class,
-        "submitted_at": spec.submitted_at,
-        "spec": encode_job_spec(spec),
-        "diagnostic": None,
-        "version": 1,
-    }
-    connection.execute(insert(JOBS), row | _state_columns(view, now))
-    _append_events(connection, view, start=0)
-    return view
+def insert_jobs(connection: Connection, new: Sequence[tuple[JobSpec, float]]) -> list[JobView]:
+    """Insert new pending jobs, each ``(spec, now)`` with its first history entry (submitted):
+    one multi-row insert for the rows and one for the entries. The ids must be free."""
+    views = [(JobView(spec, history=(_submitted(now),)), now) for spec, now in new]
+    if not views:
+        return []
+    rows = [
+        {
+            "id": view.id,
+            "team": view.team,
+            "user_name": view.spec.user,
+            "priority_class": view.spec.priority_class,
+            "submitted_at": view.spec.submitted_at,
+            "spec": encode_job_spec(view.spec),
+            "diagnostic": None,
+            "version": 1,
+        }
+        | _state_columns(view, now)
+        for view, now in views
+    ]
+    connection.execute(insert(JOBS), rows)
+    events = [row for view, _ in views for row in _event_rows(view, 0)]
+    connection.execute(insert(JOB_EVENTS), events)
+    return [view for view, _ in views]
+
+
+def _submitted(now: float) -> PhaseChange:
+    return PhaseChange(now, JobPhase.PENDING, SUBMITTED)
+
+
+def stored_ids(connection: Connection, ids: Sequence[str]) -> set[str]:
+    """Which of ``ids`` are taken by stored jobs."""
+    taken: set[str] = set()
+    for part in chunks(ids):
+        taken.update(connection.execute(STORED_IDS, {"ids": part}).scalars())
+    return taken
 
 
 def _state_columns(view: JobView, now: float) -> dict[str, Any]:
@@ -198,16 +222,15 @@ def _state_columns(view: JobView, now: float) -> dict[str, Any]:
     }
 
 
-def _append_events(connection: Connection, view: JobView, *, start: int) -> None:
-    """Insert history entries ``start…``; the latest ``admitted`` one carries the allocation."""
-    if start >= len(view.history):
-        return
+def _event_rows(view: JobView, start: int) -> list[dict[str, Any]]:
+    """Rows for history entries ``start…``; the latest ``admitted`` one carries the allocation
+    while the job holds it."""
     booked = max(
         (seq for seq, change in enumerate(view.history) if change.phase is JobPhase.ADMITTED),
         default=None,
     )
     allocation = None if view.allocation is None else encode_allocation(view.allocation)
-    rows = [
+    return [
         {
             "job_id": view.id,
             "seq": seq,
@@ -220,7 +243,6 @@ def _append_events(connection: Connection, view: JobView, *, start: int) -> None
         for seq, change in enumerate(view.history)
         if seq >= start
     ]
-    connection.execute(insert(JOB_EVENTS), rows)
 
 
 @dataclass(frozen=True)
@@ -247,13 +269,16 @@ def update_jobs(
         )
     stored = _stored_states(connection, ids)
     versions: dict[JobId, int] = {}
+    events: list[dict[str, Any]] = []
     for view in changed:
         state = stored.get(view.id)
         if state is None:
             raise UnknownJob(f"no job has the id {view.id!r}")
         _check_not_stale(connection, view, state, expected.get(view.id))
         versions[view.id] = _update_row(connection, view, state, now)
-        _append_events(connection, view, start=state.history_length)
+        events.extend(_event_rows(view, state.history_length))
+    if events:
+        connection.execute(insert(JOB_EVENTS), events)
     return versions
 
 

@@ -16,22 +16,22 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
-from typing import cast
 
-from sqlalchemy import ColumnElement, Table, asc, desc, func, insert, select
+from sqlalchemy import ColumnElement, asc, desc, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import OperationalError
 
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
-from topoq.engine.ports import AuditEntry, DuplicateJob, UnknownJob
-from topoq.store import inventory, job_rows, tokens
+from topoq.engine.ports import AuditEntry, UnknownJob
+from topoq.store import audit_log, inventory, job_rows, tokens
 from topoq.store.codec import Document
 from topoq.store.cycle_log import record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
-from topoq.store.errors import StoreUnavailable
+from topoq.store.errors import StoreUnavailable, first_line
+from topoq.store.group_commit import GroupCommit
 from topoq.store.job_cache import JobCache
 from topoq.store.policy_codec import decode_diagnostic
 from topoq.store.records import (
@@ -44,12 +44,12 @@ from topoq.store.records import (
 )
 from topoq.store.schema import (
     ApiTokenRow,
-    AuditRow,
     DecisionRow,
     JobEventRow,
     JobRow,
     PolicyVersionRow,
 )
+from topoq.store.submissions import Submission, SubmissionWriter
 
 MAX_REMEMBERED_VERSIONS = 100_000
 """Per thread; past it the memory starts afresh (writes then fall back to the history check)."""
@@ -60,7 +60,6 @@ POLICY_RECHECK_S = 1.0
 """How long the latest policy is answered from memory before the database is asked whether
 there is a newer version. A version saved through this store is seen at once; one saved by
 another process within this time."""
-AUDIT_TABLE = cast(Table, AuditRow.__table__)
 MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
@@ -84,6 +83,7 @@ class SqlStore:
         self.database = database
         self._read_versions = _ReadVersions()
         self._known_jobs = JobCache()
+        self._submissions = GroupCommit(SubmissionWriter(self._writing, self._reading).commit)
         self._verified_tokens: dict[str, tuple[TokenRecord, float]] = {}
         self._revocations = 0
         """Counts revocations, so that a lookup that raced one does not keep its answer."""
@@ -132,9 +132,8 @@ class SqlStore:
         try:
             yield
         except OperationalError as error:
-            reason = str(error.orig).strip().splitlines()[0] if error.orig else str(error)
             raise StoreUnavailable(
-                f"the database {self.database.display_url} failed: {reason}"
+                f"the database {self.database.display_url} failed: {first_line(error)}"
             ) from None
 
     def _remember(self, records: Sequence[JobRecord]) -> None:
@@ -148,18 +147,11 @@ class SqlStore:
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
     ) -> JobView:
         """Store a new pending job (history: submitted) and, in the same transaction,
-        ``audit`` when given. Raises DuplicateJob (nothing written)."""
-        try:
-            with self._writing() as connection:
-                view = job_rows.insert_job(connection, spec, now)
-                if audit is not None:
-                    _insert_audit(connection, audit)
-        except IntegrityError:  # the id is taken (the job's primary key)
-            with self._reading() as connection:
-                taken = connection.execute(select(JobRow.id).where(JobRow.id == spec.id)).first()
-            if taken is None:
-                raise
-            raise DuplicateJob(f"job {spec.id} was already submitted") from None
+        ``audit`` when given. Raises DuplicateJob (nothing written).
+
+        Concurrent calls share transactions (group commit, ``GroupCommit``): each returns once
+        the transaction that carried its job has committed."""
+        view = self._submissions.run(Submission(spec, now, audit))
         self._read_versions.of_job[spec.id] = 1
         return view
 
@@ -347,13 +339,11 @@ class SqlStore:
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:
         with self._writing() as connection:
-            _insert_audit(connection, entry)
+            audit_log.insert_entries(connection, [entry])
 
     def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        query = select(AuditRow).order_by(AuditRow.id.desc()).limit(max(limit, 0))
         with self._reading() as connection:
-            rows = connection.execute(query).all()
-        return [AuditEntry(row.at, row.actor, row.action, row.target, row.detail) for row in rows]
+            return audit_log.newest_entries(connection, limit)
 
     # --- API tokens ---------------------------------------------------------------------
     def create_token(
@@ -403,17 +393,6 @@ class SqlStore:
             query = query.where(ApiTokenRow.revoked_at.is_(None))
         with self._reading() as connection:
             return [tokens.token_from_row(row) for row in connection.execute(query)]
-
-
-def _insert_audit(connection: Connection, entry: AuditEntry) -> None:
-    row = {
-        "at": entry.at_s,
-        "actor": entry.actor,
-        "action": entry.action,
-        "target": entry.target,
-        "detail": dict(entry.detail),
-    }
-    connection.execute(insert(AUDIT_TABLE), row)
 
 
 def _job_filters(

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import Table, bindparam, insert, select, update
 from sqlalchemy.engine import Connection
 
 from topoq.domain.decisions import Admit, CycleResult, Diagnostic
@@ -25,12 +25,17 @@ from topoq.store.policy_codec import (
 from topoq.store.records import DecisionKind
 from topoq.store.schema import CycleRow, DecisionRow, JobRow
 
+_JOBS = cast(Table, JobRow.__table__)
+_UPDATE_DIAGNOSTIC = (
+    update(_JOBS).where(_JOBS.c.id == bindparam("job_id")).values(diagnostic=bindparam("encoded"))
+)
+
 
 @dataclass
 class RecordedCycle:
     number: int | None = None
     """None when nothing was worth a row."""
-    diagnostics: dict[str, Document] = field(default_factory=dict)
+    diagnostics: dict[str, Diagnostic] = field(default_factory=dict)
     """The diagnostic each pending job now has stored (of those compared)."""
 
 
@@ -38,7 +43,7 @@ def record_cycle(
     connection: Connection,
     result: CycleResult,
     now: float,
-    known: Mapping[str, Document] | None = None,
+    known: Mapping[str, Diagnostic] | None = None,
 ) -> RecordedCycle:
     """Record ``result``. ``known``: diagnostics the caller knows are stored (not read back)."""
     recorded = RecordedCycle()
@@ -86,25 +91,32 @@ def encode_admission(admit: Admit) -> Document:
 def _changed_diagnostics(
     connection: Connection,
     diagnostics: Sequence[Diagnostic],
-    known: Mapping[str, Document],
-    now_stored: dict[str, Document],
+    known: Mapping[str, Diagnostic],
+    now_stored: dict[str, Diagnostic],
 ) -> list[tuple[DecisionKind, str, Document]]:
     """Update each job's latest diagnostic; the entries for jobs whose reason changed. Fills
-    ``now_stored`` with what the jobs compared have stored after this."""
-    encoded_of = {d.job: encode_diagnostic(d) for d in diagnostics}
-    unknown = [job for job, encoded in encoded_of.items() if known.get(job) != encoded]
-    stored = _stored_diagnostics(connection, unknown)
+    ``now_stored`` with what the jobs compared have stored after this. A job waiting for the
+    same reason with the same numbers is recognised by comparing diagnostics, without encoding
+    them; the rows that changed are written in one statement."""
+    candidates = [
+        diagnostic for diagnostic in diagnostics if known.get(diagnostic.job) != diagnostic
+    ]
+    stored = _stored_diagnostics(connection, [diagnostic.job for diagnostic in candidates])
     entries: list[tuple[DecisionKind, str, Document]] = []
-    for job in unknown:
+    updates: list[dict[str, Any]] = []
+    for diagnostic in candidates:
+        job = diagnostic.job
         if job not in stored:
             continue  # not a stored job (or gone): nothing to explain
-        encoded, previous = encoded_of[job], stored[job]
-        now_stored[job] = encoded
+        now_stored[job] = diagnostic
+        encoded, previous = encode_diagnostic(diagnostic), stored[job]
         if previous == encoded:
             continue
-        connection.execute(update(JobRow).where(JobRow.id == job).values(diagnostic=encoded))
+        updates.append({"job_id": job, "encoded": encoded})
         if previous is None or previous.get("reason") != encoded["reason"]:
             entries.append((DecisionKind.DIAGNOSTIC, job, encoded))
+    if updates:
+        connection.execute(_UPDATE_DIAGNOSTIC, updates)
     return entries
 
 

@@ -27,7 +27,6 @@ from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_rows, tokens
-from topoq.store.codec import Document
 from topoq.store.cycle_log import record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.errors import StoreUnavailable, first_line
@@ -90,7 +89,7 @@ class SqlStore:
         self._policy: tuple[int, ClusterPolicy, float] | None = None
         """The latest policy read: its version, itself, and when the version was checked."""
         self._policy_saves = 0
-        self._known_diagnostics: dict[str, Document] = {}
+        self._known_diagnostics: dict[str, Diagnostic] = {}
         """What each pending job's stored diagnostic is, as this store last wrote or read it
         (another process's controller writing the same jobs' diagnostics is not seen)."""
 

@@ -26,7 +26,7 @@ from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
-from topoq.store import audit_log, inventory, job_rows, tokens
+from topoq.store import audit_log, inventory, job_events, job_rows, tokens
 from topoq.store.cycle_log import record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.errors import StoreUnavailable, first_line
@@ -247,21 +247,26 @@ class SqlStore:
         return [job_rows.event_from_row(row) for row in rows]
 
     def job_events_between(
-        self, start_s: float, end_s: float, *, team: str | None = None
+        self,
+        start_s: float,
+        end_s: float,
+        *,
+        team: str | None = None,
+        holding_at_start: bool = False,
     ) -> list[JobEvent]:
-        """Phase changes with ``start_s <= at < end_s``, in time order (for usage reports: a
-        job holds its ``admitted`` event's allocation until its next event)."""
-        where = [JobEventRow.at >= start_s, JobEventRow.at < end_s]
-        if team is not None:
-            where.append(JobEventRow.team == team)
-        query = (
-            select(JobEventRow)
-            .where(*where)
-            .order_by(JobEventRow.at, JobEventRow.job_id, JobEventRow.seq)
-        )
+        """Phase changes with ``start_s <= at < end_s`` (of one team), in time order. For usage
+        reports (a job holds its ``admitted`` event's allocation until its next event that
+        does not hold capacity), ``holding_at_start`` adds first, for every job that held
+        capacity at ``start_s``, the admission that booked it (from before the window), so
+        that a holding that began before the window counts in it even without an event in
+        it; ``topoq.core.usage.usage_report`` takes the answer as it is."""
         with self._reading() as connection:
-            rows = connection.execute(query).all()
-        return [job_rows.event_from_row(row) for row in rows]
+            held = (
+                job_events.admissions_holding_at(connection, start_s, team)
+                if holding_at_start
+                else []
+            )
+            return held + job_events.events_between(connection, start_s, end_s, team)
 
     def diagnostic(self, job_id: JobId) -> Diagnostic | None:
         """Why the job last waited (the latest cycle's diagnostic); raises UnknownJob."""

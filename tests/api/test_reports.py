@@ -69,6 +69,25 @@ def test_a_job_admitted_before_the_window_counts_from_its_start(api: Api) -> Non
     assert jobs["still"]["gpuHours"] == round(GPUS * jobs["still"]["wallTimeS"] / 3600, 6)
 
 
+def test_a_job_that_held_gpus_through_a_past_window_without_an_event_in_it_counts(
+    api: Api,
+) -> None:
+    run_job(api, "through", finish=False)
+    start = api.service.clock() + 0.5
+    end = api.service.clock() + 3.5  # no event of the job falls between start and end
+    for _ in range(5):
+        api.service.clock()
+    finished = finish_job(api, "through")
+    assert finished["running"] < start < end < finished["succeeded"]
+    report = usage(api, **{"from": str(start), "to": str(end)})
+    [job] = report["jobs"]
+    assert (job["job"], job["attempts"]) == ("through", 1)
+    assert job["wallTimeS"] == pytest.approx(end - start)
+    assert job["gpuHours"] == round(GPUS * (end - start) / 3600, 6)
+    [day] = report["days"]
+    assert day["gpuHoursInGuarantee"] + day["gpuHoursBorrowed"] == pytest.approx(job["gpuHours"])
+
+
 def test_members_see_their_teams_and_not_another_teams(api: Api) -> None:
     run_job(api, "mine")
     assert usage(api, "member")["teams"] == ["nlp"]

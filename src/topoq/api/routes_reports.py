@@ -7,7 +7,7 @@ the query, gathers the phase events it needs from the store and puts the answer 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -17,7 +17,6 @@ from topoq.api.auth import Anyone, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError
 from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
-from topoq.domain.job import JobId, JobPhase
 from topoq.store.records import JobEvent
 from topoq.wire.v1 import JobUsageModel, TeamDayUsageModel, UsageReportModel
 
@@ -27,8 +26,6 @@ DEFAULT_WINDOW_S = 7 * 86400.0
 MAX_WINDOW_S = 366 * 86400.0
 LATEST_TIME_S = 253_402_300_799.0
 """9999-12-31T23:59:59Z, the last second a date can name."""
-HOLDING_PHASES = (JobPhase.ADMITTED, JobPhase.RUNNING)
-MAX_HOLDING_JOBS = 100_000
 TIME_HINT = (
     "give an ISO date (2024-05-01, midnight UTC), an ISO time (2024-05-01T12:00:00Z) "
     "or seconds since the epoch"
@@ -106,43 +103,13 @@ def report_teams(principal: Principal, team: str | None) -> list[str] | None:
 def report_events(
     store: ServiceStore, start_s: float, end_s: float, teams: Sequence[str] | None
 ) -> list[JobEvent]:
-    """The window's events, plus the earlier history of every job that may have held GPUs
-    when the window began (its admission books what it held)."""
-    in_window = [
+    """The window's events, after the admission of every job that held GPUs when the window
+    began (it books what the job held until its next event, which may lie past the window)."""
+    return [
         event
         for chosen in ([None] if teams is None else teams)
-        for event in store.job_events_between(start_s, end_s, team=chosen)
+        for event in store.job_events_between(start_s, end_s, team=chosen, holding_at_start=True)
     ]
-    earlier = _jobs_held_before(in_window) | _jobs_holding_since_before(store, start_s, teams)
-    before = [
-        event for job in sorted(earlier) for event in store.job_history(job) if event.at_s < start_s
-    ]
-    return before + in_window
-
-
-def _jobs_held_before(events: Iterable[JobEvent]) -> set[JobId]:
-    """Jobs whose first event in the window is neither their submission nor an admission:
-    they may have held GPUs when it began."""
-    first: dict[JobId, JobEvent] = {}
-    for event in events:
-        if event.job not in first or event.seq < first[event.job].seq:
-            first[event.job] = event
-    return {
-        job
-        for job, event in first.items()
-        if event.seq > 0 and event.phase is not JobPhase.ADMITTED
-    }
-
-
-def _jobs_holding_since_before(
-    store: ServiceStore, start_s: float, teams: Sequence[str] | None
-) -> set[JobId]:
-    """Jobs holding GPUs now that were admitted before the window (none may have an event in
-    it)."""
-    holding = store.list_jobs(team=teams, phase=HOLDING_PHASES, limit=MAX_HOLDING_JOBS)
-    return {
-        view.id for view in holding if view.admitted_at is not None and view.admitted_at < start_s
-    }
 
 
 def report_model(report: UsageReport, teams: list[str] | None) -> UsageReportModel:

@@ -45,7 +45,12 @@ class ServiceStore(Store, Protocol):
     def diagnostic(self, job_id: JobId) -> Diagnostic | None: ...
 
     def job_events_between(
-        self, start_s: float, end_s: float, *, team: str | None = None
+        self,
+        start_s: float,
+        end_s: float,
+        *,
+        team: str | None = None,
+        holding_at_start: bool = False,
     ) -> list[JobEvent]: ...
 
     def job_history(self, job_id: JobId) -> list[JobEvent]: ...

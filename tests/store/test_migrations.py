@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from alembic import command
 from alembic.autogenerate import compare_metadata
+from alembic.config import Config
 from alembic.migration import MigrationContext
 from sqlalchemy import inspect, text
 
 from tests.store.conftest import StoreLocation
 from topoq.domain.errors import InvalidInputError
 from topoq.store import SqlStore, StoreUnavailable, open_store
+from topoq.store.database import MIGRATIONS_DIR, connect, resolve_url
 from topoq.store.schema import Base
 from topoq.testing.governance import job
 
@@ -40,7 +44,7 @@ def test_opening_an_empty_database_creates_every_table_at_the_head_revision(
     assert set(inspect(store.database.engine).get_table_names()) == TABLES
     with store.database.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0001"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
         )
 
 
@@ -50,6 +54,25 @@ def test_reopening_keeps_the_data_and_migrates_nothing(store_location: StoreLoca
     for _ in range(2):
         with store_location.open() as again:
             assert list(again.jobs()) == ["a"]
+
+
+def test_a_database_of_the_first_revision_is_upgraded_and_keeps_its_jobs(
+    store_location: StoreLocation,
+) -> None:
+    database = connect(resolve_url(store_location.url, store_location.data_dir))
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with database.writer.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    first = SqlStore(database)
+    first.add_job(replace(job("a", "llm").spec, user="ann"), actor="ann", now=1.0)
+    first.close()
+    with store_location.open() as upgraded:
+        assert upgraded.count_jobs(team="llm", user="ann") == 1
+        indexes = {ix["name"] for ix in inspect(upgraded.database.engine).get_indexes("jobs")}
+        assert {"ix_jobs_team_phase", "ix_jobs_user_name_team_phase"} <= indexes
+        assert not {"ix_jobs_team", "ix_jobs_user_name"} & indexes
 
 
 def test_sqlite_runs_in_wal_mode_in_the_data_directory(tmp_path: Path) -> None:

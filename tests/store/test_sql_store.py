@@ -121,6 +121,48 @@ def test_list_and_count_filter_by_team_phase_and_user(store: SqlStore) -> None:
     assert store.count_jobs(team={"llm", "vision"}, phase={JobPhase.CANCELLED}) == 1
 
 
+def test_counts_are_right_under_every_combination_of_filters(store: SqlStore) -> None:
+    governance = policy(team("llm", 16), team("vision", 8), team("audio", 8))
+    store.save_policy(governance, actor="admin", now=0.0)
+    teams, users = ("llm", "vision", "audio"), (None, "ann", "bob")
+    for i in range(18):
+        submit(store, f"j{i}", teams[i % 3], at=float(i), user=users[i // 3 % 3])
+    run_cycle(store, now=20.0)
+    for job_id in ("j0", "j4", "j17"):
+        view = store.job(JobId(job_id))
+        store.save_jobs([advance(view, JobPhase.CANCELLED, now=21.0, cause="x")], now=21.0)
+    stored = list(store.jobs(include_finished=True).values())
+    assert {view.phase for view in stored} >= {
+        JobPhase.PENDING,
+        JobPhase.RUNNING,
+        JobPhase.CANCELLED,
+    }
+    team_filters: list[str | list[str] | None] = [None, "llm", ["vision", "audio"], []]
+    phase_filters: list[JobPhase | list[JobPhase] | None] = [
+        None,
+        JobPhase.PENDING,
+        [JobPhase.ADMITTED, JobPhase.RUNNING],
+        [JobPhase.CANCELLED, JobPhase.PENDING],
+    ]
+    for team_filter in team_filters:
+        for phase_filter in phase_filters:
+            for user in (None, "ann", "nobody"):
+                in_teams = [team_filter] if isinstance(team_filter, str) else team_filter
+                in_phases = [phase_filter] if isinstance(phase_filter, JobPhase) else phase_filter
+                expected = [
+                    view.id
+                    for view in stored
+                    if (in_teams is None or view.team in in_teams)
+                    and (in_phases is None or view.phase in in_phases)
+                    and (user is None or view.spec.user == user)
+                ]
+                what = (team_filter, phase_filter, user)
+                count = store.count_jobs(team=team_filter, phase=phase_filter, user=user)
+                assert count == len(expected), what
+                listed = store.list_jobs(team=team_filter, phase=phase_filter, user=user)
+                assert sorted(v.id for v in listed) == sorted(expected), what
+
+
 def test_job_events_between_gives_a_time_window_in_order(store: SqlStore) -> None:
     for i in range(4):
         submit(store, f"j{i}", "llm" if i < 2 else "vision", at=float(i))

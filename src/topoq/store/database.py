@@ -2,8 +2,10 @@
 
 SQLite (the default, a file in the data directory) runs in WAL mode with ``synchronous=FULL``
 and a busy timeout; write transactions start with ``BEGIN IMMEDIATE`` so that two writers queue
-for the lock instead of failing half-way. PostgreSQL is reached through psycopg 3; its reads
-run at REPEATABLE READ so that a job row and its history come from one snapshot.
+for the lock instead of failing half-way. PostgreSQL is reached through psycopg 3; its read
+transactions run at REPEATABLE READ so that a job row and its history come from one snapshot,
+its writes at READ COMMITTED, and single reads in AUTOCOMMIT on a pool of their own. No
+connection is pinged at checkout (``topoq.store.transactions`` retries a dropped one).
 """
 
 from __future__ import annotations
@@ -38,6 +40,9 @@ POSTGRES_POOL_OVERFLOW = 30
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 WRITE_OPTION: Final = "topoq_write"
 """Execution option that marks a connection for write transactions (SQLite: BEGIN IMMEDIATE)."""
+NO_TRANSACTION_OPTION: Final = "topoq_no_transaction"
+"""Execution option for SQLite connections whose statements run without BEGIN (each its own
+implicit transaction), like PostgreSQL's AUTOCOMMIT."""
 MIGRATION_LOCK_KEY = 0x7070_7130
 """PostgreSQL advisory lock held while migrating, so two servers starting at once take turns."""
 
@@ -51,7 +56,9 @@ _PASSWORD = re.compile(r"(//[^:/@]*):[^@/]*@")
 
 @dataclass(frozen=True)
 class Database:
-    """A connected database: ``reader`` for read transactions, ``writer`` for write ones.
+    """A connected database: ``reader`` for read transactions, ``writer`` for write ones,
+    ``querier`` for reads without a transaction (no BEGIN and COMMIT: a single statement is
+    one round trip).
 
     ``write_lock`` is held around every write transaction. On SQLite, which has one writer at
     a time, it queues the writers of every topoq process in order (``ProcessWriteLock``);
@@ -61,7 +68,13 @@ class Database:
     engine: Engine
     reader: Engine
     writer: Engine
+    querier: Engine
     write_lock: AbstractContextManager[object] = field(default_factory=nullcontext)
+
+    def dispose(self) -> None:
+        """Close every pooled connection."""
+        for engine in {id(e.engine): e.engine for e in (self.engine, self.querier)}.values():
+            engine.dispose()
 
     @property
     def backend(self) -> str:
@@ -119,16 +132,28 @@ def connect(url: URL) -> Database:
         writer = engine.execution_options(**{WRITE_OPTION: True})
         lock_file = Path(f"{url.database}.write-lock") if url.database else None
         lock = ProcessWriteLock(lock_file) if lock_file is not None else threading.Lock()
-        return Database(engine, engine, writer, write_lock=lock)
-    engine = create_engine(
+        querier = engine.execution_options(**{NO_TRANSACTION_OPTION: True})
+        return Database(engine, engine, writer, querier, write_lock=lock)
+    engine = _postgres_engine(url, isolation_level="REPEATABLE READ")  # reads: one snapshot
+    writer = engine.execution_options(isolation_level="READ COMMITTED")
+    autocommit = _postgres_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
+    return Database(engine, engine, writer, autocommit)
+
+
+def _postgres_engine(url: URL, **options: Any) -> Engine:
+    """No ``pool_pre_ping`` (a round trip per checkout): ``Transactions`` runs work again on a
+    fresh connection when the server dropped the one it had. Connections keep the engine's
+    isolation level; a checkout that asks for another one switches it and switches it back on
+    return, which costs more than a one-row query. So reads (the most frequent) run at the
+    engine's level, writes switch, and reads without a transaction have a pool of their own
+    whose connections stay in AUTOCOMMIT."""
+    return create_engine(
         url,
-        pool_pre_ping=True,
         pool_size=POSTGRES_POOL_SIZE,
         max_overflow=POSTGRES_POOL_OVERFLOW,
         connect_args={"client_encoding": "utf8"},
+        **options,
     )
-    reader = engine.execution_options(isolation_level="REPEATABLE READ")
-    return Database(engine, reader, engine)
 
 
 def _configure_sqlite(engine: Engine) -> None:
@@ -144,8 +169,10 @@ def _configure_sqlite(engine: Engine) -> None:
 
     @event.listens_for(engine, "begin")
     def _on_begin(connection: Connection) -> None:
-        write = connection.get_execution_options().get(WRITE_OPTION, False)
-        connection.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+        options = connection.get_execution_options()
+        if options.get(NO_TRANSACTION_OPTION, False):
+            return
+        connection.exec_driver_sql("BEGIN IMMEDIATE" if options.get(WRITE_OPTION) else "BEGIN")
 
 
 def migrate(database: Database) -> None:

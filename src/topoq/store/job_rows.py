@@ -52,6 +52,14 @@ VIEW_COLUMNS = (
 )
 """What ``records_of`` selects: everything but the spec, which is read (and decoded) only for
 jobs the store's ``JobCache`` does not know."""
+ONE_VERSION: Final = select(JobRow.version).where(JobRow.id == bindparam("id"))
+ONE_ROW: Final = select(*VIEW_COLUMNS, JobRow.spec).where(JobRow.id == bindparam("id"))
+ONE_HISTORY: Final = (
+    select(JobEventRow.at, JobEventRow.phase, JobEventRow.cause)
+    .where(JobEventRow.job_id == bindparam("id"), JobEventRow.seq < bindparam("length"))
+    .order_by(JobEventRow.seq)
+)
+"""``read_one``'s statements, built once."""
 
 
 def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -147,11 +155,31 @@ def record_from_row(row: Row[Any], spec: JobSpec, history: tuple[PhaseChange, ..
     return JobRecord(view, row.version, row.attempt, row.updated_at)
 
 
-def read_record(connection: Connection, job_id: str, cache: JobCache | None = None) -> JobRecord:
-    records = read_records(connection, [JobRow.id == job_id], cache)
-    if not records:
+def read_one(connection: Connection, job_id: str, cache: JobCache | None = None) -> JobRecord:
+    """One job; raises UnknownJob. Needs no snapshot, so it can run without a transaction:
+    what a second statement reads cannot disagree with the row read first — the spec never
+    changes, and the history entries below the row's ``history_length`` were written with the
+    row and never change. With a ``cache`` that remembers the job at its stored version, one
+    statement (the version); a job read for the first time, two (row with spec, history)."""
+    known = cache.get([job_id]).get(job_id) if cache is not None else None
+    if known is not None and known.record is not None:
+        version = connection.execute(ONE_VERSION, {"id": job_id}).scalar_one_or_none()
+        record = None if version is None else known.record_at(version)
+        if record is not None:
+            return record
+    row = connection.execute(ONE_ROW, {"id": job_id}).one_or_none()
+    if row is None:
         raise UnknownJob(f"no job has the id {job_id!r}")
-    return records[0]
+    spec = known.spec if known is not None else decode_job_spec(row.spec)
+    if known is not None and len(known.history) == row.history_length:
+        history = known.history
+    else:
+        entries = connection.execute(ONE_HISTORY, {"id": job_id, "length": row.history_length})
+        history = tuple(PhaseChange(e.at, JobPhase(e.phase), e.cause) for e in entries)
+    record = record_from_row(row, spec, history)
+    if cache is not None:
+        cache.put({job_id: KnownJob(spec, history, record)})
+    return record
 
 
 def event_from_row(row: Row[Any]) -> JobEvent:

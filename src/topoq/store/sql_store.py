@@ -1,5 +1,6 @@
 """``SqlStore``: the engine's ``Store`` port on SQLite or PostgreSQL, plus the queries the API
-and the reports need. Every method is one transaction.
+and the reports need. Every write is one transaction; a read is one transaction, one
+statement, or statements that cannot disagree (``store/transactions.py``, docs/store.md).
 
 Optimistic concurrency: each job row has a ``version``. The store remembers, per thread, the
 version of every job it handed out (``jobs``, ``job``, ``job_record``, ``add_job``) and
@@ -12,14 +13,12 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
 from sqlalchemy import ColumnElement, asc, desc, func, select
 from sqlalchemy.engine import Connection
-from sqlalchemy.exc import OperationalError
 
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
@@ -27,9 +26,8 @@ from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_events, job_rows, tokens
-from topoq.store.cycle_log import record_cycle
+from topoq.store.cycle_log import RecordedCycle, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
-from topoq.store.errors import StoreUnavailable, first_line
 from topoq.store.group_commit import GroupCommit
 from topoq.store.job_cache import JobCache
 from topoq.store.policy_codec import decode_diagnostic
@@ -49,6 +47,7 @@ from topoq.store.schema import (
     PolicyVersionRow,
 )
 from topoq.store.submissions import Submission, SubmissionWriter
+from topoq.store.transactions import T, Transactions, Work
 
 MAX_REMEMBERED_VERSIONS = 100_000
 """Per thread; past it the memory starts afresh (writes then fall back to the history check)."""
@@ -82,7 +81,8 @@ class SqlStore:
         self.database = database
         self._read_versions = _ReadVersions()
         self._known_jobs = JobCache()
-        self._submissions = GroupCommit(SubmissionWriter(self._writing, self._reading).commit)
+        self._transactions = Transactions(database)
+        self._submissions = GroupCommit(SubmissionWriter(self._transactions).commit)
         self._verified_tokens: dict[str, tuple[TokenRecord, float]] = {}
         self._revocations = 0
         """Counts revocations, so that a lookup that raced one does not keep its answer."""
@@ -94,7 +94,7 @@ class SqlStore:
         (another process's controller writing the same jobs' diagnostics is not seen)."""
 
     def close(self) -> None:
-        self.database.engine.dispose()
+        self.database.dispose()
 
     def __enter__(self) -> SqlStore:
         return self
@@ -108,32 +108,14 @@ class SqlStore:
         self.close()
 
     # --- transactions -------------------------------------------------------------------
-    @contextmanager
-    def _reading(self) -> Iterator[Connection]:
-        with (
-            self._unavailable_as_error(),
-            self.database.reader.connect() as connection,
-            connection.begin(),
-        ):
-            yield connection
+    def _read(self, work: Work[T]) -> T:
+        return self._transactions.read(work)
 
-    @contextmanager
-    def _writing(self) -> Iterator[Connection]:
-        with (
-            self._unavailable_as_error(),
-            self.database.write_lock,
-            self.database.writer.begin() as connection,
-        ):
-            yield connection
+    def _query(self, work: Work[T]) -> T:
+        return self._transactions.query(work)
 
-    @contextmanager
-    def _unavailable_as_error(self) -> Iterator[None]:
-        try:
-            yield
-        except OperationalError as error:
-            raise StoreUnavailable(
-                f"the database {self.database.display_url} failed: {first_line(error)}"
-            ) from None
+    def _write(self, work: Work[T]) -> T:
+        return self._transactions.write(work)
 
     def _remember(self, records: Sequence[JobRecord]) -> None:
         seen = self._read_versions.of_job
@@ -156,8 +138,7 @@ class SqlStore:
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         where = [] if include_finished else [JobRow.phase.in_(ACTIVE_PHASES)]
-        with self._reading() as connection:
-            records = job_rows.read_records(connection, where, self._known_jobs)
+        records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
         return {record.view.id: record.view for record in records}
 
@@ -165,9 +146,9 @@ class SqlStore:
         return self.job_record(job_id).view
 
     def job_record(self, job_id: JobId) -> JobRecord:
-        """The job with its row version; raises UnknownJob."""
-        with self._reading() as connection:
-            record = job_rows.read_record(connection, job_id, self._known_jobs)
+        """The job with its row version; raises UnknownJob. One statement when this store
+        read the job at its current version before (``job_rows.read_one``)."""
+        record = self._query(lambda c: job_rows.read_one(c, job_id, self._known_jobs))
         self._remember([record])
         return record
 
@@ -189,9 +170,13 @@ class SqlStore:
             if (version := given.get(view.id, seen.get(view.id))) is not None
         }
         known = self._known_diagnostics
-        with self._writing() as connection:
+
+        def save(connection: Connection) -> tuple[dict[JobId, int], RecordedCycle | None]:
             versions = job_rows.update_jobs(connection, changed, expected, now)
             recorded = record_cycle(connection, decisions, now, known) if decisions else None
+            return versions, recorded
+
+        versions, recorded = self._write(save)
         self._read_versions.of_job.update(versions)
         if recorded is not None:
             if len(known) + len(recorded.diagnostics) > MAX_KNOWN_DIAGNOSTICS:
@@ -221,8 +206,7 @@ class SqlStore:
             .limit(max(limit, 0))
             .offset(max(offset, 0))
         )
-        with self._reading() as connection:
-            records = job_rows.records_of(connection, query, self._known_jobs)
+        records = self._read(lambda c: job_rows.records_of(c, query, self._known_jobs))
         return [record.view for record in records]
 
     def count_jobs(
@@ -233,18 +217,19 @@ class SqlStore:
         user: str | None = None,
     ) -> int:
         query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
-        with self._reading() as connection:
-            return int(connection.execute(query).scalar_one())
+        return int(self._query(lambda c: c.execute(query).scalar_one()))
 
     def job_history(self, job_id: JobId) -> list[JobEvent]:
         """Every phase change of the job, oldest first; raises UnknownJob."""
-        with self._reading() as connection:
-            rows = connection.execute(
-                select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.seq)
-            ).all()
-            if not rows:
-                job_rows.read_record(connection, job_id)  # raises UnknownJob
-        return [job_rows.event_from_row(row) for row in rows]
+        query = select(JobEventRow).where(JobEventRow.job_id == job_id).order_by(JobEventRow.seq)
+
+        def history(connection: Connection) -> list[JobEvent]:
+            events = [job_rows.event_from_row(row) for row in connection.execute(query)]
+            if not events:
+                job_rows.read_one(connection, job_id)  # raises UnknownJob
+            return events
+
+        return self._query(history)  # entries never change once written
 
     def job_events_between(
         self,
@@ -260,7 +245,8 @@ class SqlStore:
         capacity at ``start_s``, the admission that booked it (from before the window), so
         that a holding that began before the window counts in it even without an event in
         it; ``topoq.core.usage.usage_report`` takes the answer as it is."""
-        with self._reading() as connection:
+
+        def events(connection: Connection) -> list[JobEvent]:
             held = (
                 job_events.admissions_holding_at(connection, start_s, team)
                 if holding_at_start
@@ -268,12 +254,12 @@ class SqlStore:
             )
             return held + job_events.events_between(connection, start_s, end_s, team)
 
+        return self._read(events)
+
     def diagnostic(self, job_id: JobId) -> Diagnostic | None:
         """Why the job last waited (the latest cycle's diagnostic); raises UnknownJob."""
-        with self._reading() as connection:
-            row = connection.execute(
-                select(JobRow.diagnostic).where(JobRow.id == job_id)
-            ).one_or_none()
+        query = select(JobRow.diagnostic).where(JobRow.id == job_id)
+        row = self._query(lambda c: c.execute(query).one_or_none())
         if row is None:
             raise UnknownJob(f"no job has the id {job_id!r}")
         return None if row.diagnostic is None else decode_diagnostic(row.diagnostic)
@@ -283,8 +269,7 @@ class SqlStore:
         query = select(DecisionRow).order_by(DecisionRow.id.desc()).limit(max(limit, 0))
         if job is not None:
             query = query.where(DecisionRow.job_id == job)
-        with self._reading() as connection:
-            rows = connection.execute(query).all()
+        rows = self._query(lambda c: c.execute(query).all())
         return [
             DecisionRecord(row.cycle, row.at, DecisionKind(row.kind), JobId(row.job_id), row.detail)
             for row in rows
@@ -297,28 +282,26 @@ class SqlStore:
         cached, clock, saves = self._policy, time.monotonic(), self._policy_saves
         if cached is not None and clock - cached[2] < POLICY_RECHECK_S:
             return cached[1]
-        with self._reading() as connection:
+
+        def latest(connection: Connection) -> tuple[int | None, ClusterPolicy | None]:
             version = inventory.latest_policy_version(connection)
-            if version is None:
-                return None
-            if cached is not None and cached[0] == version:
-                policy: ClusterPolicy | None = cached[1]
-            else:
-                policy = inventory.read_policy(connection, version)
-        if policy is not None and saves == self._policy_saves:
+            if version is None or (cached is not None and cached[0] == version):
+                return version, None if cached is None or version is None else cached[1]
+            return version, inventory.read_policy(connection, version)
+
+        version, policy = self._query(latest)  # a version, once saved, never changes
+        if version is not None and policy is not None and saves == self._policy_saves:
             self._policy = (version, policy, clock)
         return policy
 
     def policy_at(self, version: int) -> ClusterPolicy | None:
         """An earlier (or the current) policy version, or None when there is no such version."""
-        with self._reading() as connection:
-            return inventory.read_policy(connection, version)
+        return self._query(lambda c: inventory.read_policy(c, version))
 
     def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
         self._policy_saves += 1
         try:
-            with self._writing() as connection:
-                return inventory.insert_policy(connection, policy, actor, now)
+            return self._write(lambda c: inventory.insert_policy(c, policy, actor, now))
         finally:
             self._policy_saves += 1
             self._policy = None
@@ -326,36 +309,30 @@ class SqlStore:
     def policy_versions(self) -> list[PolicyVersion]:
         """Every version kept, oldest first."""
         query = select(PolicyVersionRow.version, PolicyVersionRow.actor, PolicyVersionRow.at)
-        with self._reading() as connection:
-            rows = connection.execute(query.order_by(PolicyVersionRow.version)).all()
+        rows = self._query(lambda c: c.execute(query.order_by(PolicyVersionRow.version)).all())
         return [PolicyVersion(row.version, row.actor, row.at) for row in rows]
 
     # --- nodes --------------------------------------------------------------------------
     def nodes(self) -> list[NodeSpec]:
-        with self._reading() as connection:
-            return inventory.read_nodes(connection)
+        return self._query(inventory.read_nodes)
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""
-        with self._writing() as connection:
-            inventory.replace_nodes(connection, nodes, now)
+        self._write(lambda c: inventory.replace_nodes(c, nodes, now))
 
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:
-        with self._writing() as connection:
-            audit_log.insert_entries(connection, [entry])
+        self._write(lambda c: audit_log.insert_entries(c, [entry]))
 
     def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        with self._reading() as connection:
-            return audit_log.newest_entries(connection, limit)
+        return self._query(lambda c: audit_log.newest_entries(c, limit))
 
     # --- API tokens ---------------------------------------------------------------------
     def create_token(
         self, name: str, role: str, teams: Collection[str] = (), *, now: float | None = None
     ) -> tuple[str, TokenRecord]:
         """A new token: its secret (shown once, never stored) and its record."""
-        with self._writing() as connection:
-            return tokens.insert_token(connection, name, role, teams, _now(now))
+        return self._write(lambda c: tokens.insert_token(c, name, role, teams, _now(now)))
 
     def token_for(self, plaintext: str) -> TokenRecord | None:
         """The active token with this secret; None for an unknown or revoked one. A token
@@ -365,8 +342,7 @@ class SqlStore:
             return cached
         digest, clock = tokens.hash_token(plaintext), time.monotonic()
         revocations = self._revocations
-        with self._reading() as connection:
-            record = tokens.find_token(connection, plaintext)
+        record = self._query(lambda c: tokens.find_token(c, plaintext))
         if record is None:
             self._verified_tokens.pop(digest, None)
         elif revocations == self._revocations:
@@ -383,8 +359,7 @@ class SqlStore:
     def revoke_token(self, token_id: str, *, now: float | None = None) -> TokenRecord:
         """Revoke a token at once; raises UnknownToken."""
         self._revocations += 1
-        with self._writing() as connection:
-            record = tokens.mark_revoked(connection, token_id, _now(now))
+        record = self._write(lambda c: tokens.mark_revoked(c, token_id, _now(now)))
         self._revocations += 1
         for digest, (cached, _) in list(self._verified_tokens.items()):
             if cached.id == token_id:
@@ -395,8 +370,7 @@ class SqlStore:
         query = select(*tokens.TOKEN_COLUMNS).order_by(ApiTokenRow.created_at, ApiTokenRow.id)
         if not include_revoked:
             query = query.where(ApiTokenRow.revoked_at.is_(None))
-        with self._reading() as connection:
-            return [tokens.token_from_row(row) for row in connection.execute(query)]
+        return self._query(lambda c: [tokens.token_from_row(row) for row in c.execute(query)])
 
 
 def _job_filters(

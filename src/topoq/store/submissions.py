@@ -7,8 +7,7 @@ fails alone."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from sqlalchemy.engine import Connection
@@ -17,9 +16,8 @@ from sqlalchemy.exc import IntegrityError
 from topoq.domain.job import JobSpec, JobView
 from topoq.engine.ports import AuditEntry, DuplicateJob
 from topoq.store import audit_log, job_rows
-from topoq.store.errors import StoreUnavailable, first_line
-
-Transaction = Callable[[], AbstractContextManager[Connection]]
+from topoq.store.errors import StoreUnavailable
+from topoq.store.transactions import CommitFailed, Transactions
 
 
 @dataclass(frozen=True)
@@ -58,23 +56,18 @@ def insert_submissions(
 class SubmissionWriter:
     """The group commit's leader work: ``commit(batch)`` gives each entry its outcome."""
 
-    def __init__(self, writing: Transaction, reading: Transaction) -> None:
-        self._writing = writing
-        self._reading = reading
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
     def commit(self, batch: Sequence[Submission]) -> list[JobView | Exception]:
         """The batch in one transaction. When that fails, each entry in a transaction of its
         own, so that an entry that fails fails alone — unless the commit itself failed, which
         may have stored the batch: then nothing is redone."""
-        committing = False
         try:
-            with self._writing() as connection:
-                outcomes: list[JobView | Exception] = [*insert_submissions(connection, batch)]
-                committing = True
-            return outcomes
+            return [*self._transactions.write(lambda c: insert_submissions(c, batch))]
+        except CommitFailed as error:
+            return [_commit_unknown(entry, error) for entry in batch]
         except Exception as error:
-            if committing:
-                return [_commit_unknown(entry, error) for entry in batch]
             if len(batch) == 1:
                 return [self._error_of(batch[0], error)]
         return self._one_by_one(batch)
@@ -93,15 +86,14 @@ class SubmissionWriter:
         is taken (stored before, or by another process meanwhile), else the error itself."""
         if not isinstance(error, IntegrityError):
             return error
-        with self._reading() as connection:
-            taken = job_rows.stored_ids(connection, [entry.spec.id])
+        taken = self._transactions.query(lambda c: job_rows.stored_ids(c, [entry.spec.id]))
         return duplicate(entry.spec) if taken else error
 
 
-def _commit_unknown(entry: Submission, error: Exception) -> StoreUnavailable:
-    return StoreUnavailable(
-        f"job {entry.spec.id}: the commit failed ({first_line(error)}), so it may or may not "
-        "be stored; submit it again: DuplicateJob then means it was"
+def _commit_unknown(entry: Submission, error: CommitFailed) -> CommitFailed:
+    return CommitFailed(
+        f"job {entry.spec.id}: {error}; it may or may not be stored: submit it again "
+        "(DuplicateJob then means it was)"
     )
 
 

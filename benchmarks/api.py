@@ -33,6 +33,7 @@ from topoq.testing.postgres import given_server, server_binaries, start_throwawa
 BACKENDS = ("sqlite", "postgresql")
 TARGET_PER_S, TARGET_P99_MS = 500.0, 50.0
 WIDE = 160
+WARM_UP_PER_CLIENT = 4
 
 
 @dataclass(frozen=True)
@@ -103,10 +104,12 @@ def measure_backend(
 ) -> None:
     with tempfile.TemporaryDirectory(prefix="topoq-bench-") as root:
         with running_server(Path(root) / "saturated", new_database()) as server:
+            warm_up(server, scale)
             baseline_mib = _settled_rss(server)
             rows = measure_routes(backend, server, scale)
         for rate in scale.rates_per_s:
             with running_server(Path(root) / f"paced-{rate:.0f}", new_database()) as server:
+                warm_up(server, scale)
                 bodies = [_submission(f"paced-{n}", n) for n in range(scale.requests)]
                 paced = _measure(server, bodies, scale, rate)
                 rows.append(_row(backend, "POST /jobs", f"paced {rate:,.0f}/s", *paced))
@@ -124,6 +127,14 @@ def measure_backend(
             )  # fmt: skip
         report.memory.append(memory)
         on_row(f"  {backend:<10} {scale.stored_jobs:,} stored jobs: {after:,.0f} MiB")
+
+
+def warm_up(server: RunningServer, scale: Scale) -> None:
+    """Before a server's measured rows, as before any benchmark: every client sends a few
+    authenticated reads (threads, connections and the token's check are then warm); nothing
+    is submitted, so the queue the rows build starts empty."""
+    reads = [Request("GET", "/api/v1/jobs?limit=1")] * (WARM_UP_PER_CLIENT * scale.clients)
+    run_load("127.0.0.1", server.port, server.token, reads, clients=scale.clients)
 
 
 def measure_routes(backend: str, server: RunningServer, scale: Scale) -> list[Row]:

@@ -40,3 +40,14 @@ def test_sqlite_writes_of_every_process_share_the_lock_beside_the_database(tmp_p
         assert database.write_lock.path == tmp_path / "topoq.db.write-lock"
     finally:
         database.engine.dispose()
+
+
+def test_a_warmed_up_database_keeps_its_pool_full_of_open_connections(tmp_path: Path) -> None:
+    database = connect(resolve_url(None, tmp_path))
+    try:
+        assert database.engine.pool.checkedin() == 0  # type: ignore[attr-defined]
+        database.open_connections()
+        kept = database.engine.pool.size()  # type: ignore[attr-defined]
+        assert kept > 1 and database.engine.pool.checkedin() == kept  # type: ignore[attr-defined]
+    finally:
+        database.dispose()

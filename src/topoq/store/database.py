@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 import threading
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, ExitStack, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -23,7 +23,7 @@ from alembic.util.exc import CommandError
 from sqlalchemy import Engine, create_engine, event
 from sqlalchemy.engine import URL, Connection, make_url
 from sqlalchemy.exc import ArgumentError, OperationalError
-from sqlalchemy.pool import ConnectionPoolEntry
+from sqlalchemy.pool import ConnectionPoolEntry, QueuePool
 
 from topoq.domain.errors import InvalidInputError
 from topoq.store.errors import StoreUnavailable, first_line
@@ -73,8 +73,20 @@ class Database:
 
     def dispose(self) -> None:
         """Close every pooled connection."""
-        for engine in {id(e.engine): e.engine for e in (self.engine, self.querier)}.values():
+        for engine in self._pools():
             engine.dispose()
+
+    def open_connections(self) -> None:
+        """Fill every pool up to its kept size now, so that the first burst of requests does
+        not open (and configure) a connection per request at once."""
+        for engine in self._pools():
+            size = engine.pool.size() if isinstance(engine.pool, QueuePool) else 1
+            with ExitStack() as stack:
+                for _ in range(size):
+                    stack.enter_context(engine.connect()).exec_driver_sql("SELECT 1")
+
+    def _pools(self) -> list[Engine]:
+        return list({id(e.engine): e.engine for e in (self.engine, self.querier)}.values())
 
     @property
     def backend(self) -> str:

@@ -42,7 +42,8 @@ class AuditEntry:
 
 
 class Store(Protocol):
-    """Durable state. Every method is one transaction; a crash between calls loses nothing."""
+    """Durable state. Every write is one transaction and every read sees one consistent state
+    of what it returns; a crash between calls loses nothing."""
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None

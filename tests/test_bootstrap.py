@@ -56,3 +56,53 @@ def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
             if server.poll() is None:
                 server.kill()
     assert processes_using(tmp_path) == [], (tmp_path / "server.log").read_text()
+
+
+def api_processes(server_pid: int) -> list[int]:
+    """The server's API processes (children started with --api-process)."""
+    found = []
+    for task in Path(f"/proc/{server_pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            try:
+                arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            if b"--api-process" in arguments:
+                found.append(int(child))
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API process in /proc")
+def test_an_api_process_that_dies_is_replaced_and_dies_with_a_killed_server(
+    tmp_path: Path,
+) -> None:
+    port = free_port()
+    command = [
+        sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(tmp_path),
+        "--cluster", str(DEMO_DATA / "cluster.yaml"), "--policy", str(DEMO_DATA / "policy.yaml"),
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    with (tmp_path / "server.log").open("w") as log:
+        server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
+        try:
+            assert wait_until(lambda: TopoqClient(url, None).health())
+            [first] = api_processes(server.pid)
+            os.kill(first, signal.SIGKILL)
+            assert wait_until(lambda: api_processes(server.pid) not in ([], [first]))
+            [second] = api_processes(server.pid)
+            assert wait_until(lambda: TopoqClient(url, None).health())
+            server.kill()  # SIGKILL: no handler runs, the kernel ends the API process
+            server.wait(timeout=10)
+            assert wait_until(lambda: not alive(second), timeout_s=10)
+        finally:
+            if server.poll() is None:
+                server.kill()
+    assert "an API process exited" in (tmp_path / "server.log").read_text()

@@ -6,16 +6,20 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from tests.cli.test_demo import processes_using
+from topoq.bootstrap import ControllerLoop, wake_controller
 from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
+from topoq.engine.controller import Controller
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
 
@@ -106,3 +110,21 @@ def test_an_api_process_that_dies_is_replaced_and_dies_with_a_killed_server(
             if server.poll() is None:
                 server.kill()
     assert "an API process exited" in (tmp_path / "server.log").read_text()
+
+
+def test_a_byte_on_the_wake_pipe_runs_a_step_long_before_the_timer_would() -> None:
+    steps = threading.Event()
+
+    class CountingController:
+        def step(self) -> None:
+            steps.set()
+
+    loop = ControllerLoop(cast(Controller, CountingController()), interval_s=3600, min_gap_s=0)
+    loop.start()
+    try:
+        time.sleep(0.2)
+        assert not steps.is_set()  # the timer is an hour away, and nothing woke it
+        wake_controller(loop.wake_fd)  # what an API process does after a submission
+        assert steps.wait(timeout=30)
+    finally:
+        loop.stop()

@@ -55,7 +55,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         api_workers: Annotated[
             int,
             typer.Option(
-                min=1, help="API processes (the controller runs in its own; more help PostgreSQL)."
+                min=1, help="API processes to start beside the controller's own (ADR 0004)."
             ),
         ] = 1,
     ) -> None:

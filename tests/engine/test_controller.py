@@ -257,3 +257,14 @@ def test_a_queue_that_only_waits_costs_no_cycle_until_something_changes() -> Non
     c.intake.cancel(JobId("big1"), actor="alice")
     moved = c.step()
     assert not moved.settled and moved.started == ["big2"]
+
+
+def test_a_gang_that_ended_by_itself_is_not_reported_as_stopped() -> None:
+    c, _, executor = controller()
+    c.intake.submit(job("done", "a", 1).spec, actor="alice")
+    c.step()
+    executor.report(Kind.STARTED, "done")
+    c.step()
+    executor.report(Kind.EXITED, "done", exit_code=0)
+    assert c.step().cancelled == [] and c.step().cancelled == []
+    assert executor.cancelled == []

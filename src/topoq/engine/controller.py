@@ -166,8 +166,7 @@ class Controller:
             if job is None or not job.phase.holds_capacity or job.attempt != attempt:
                 self.executor.cancel(job_id)
                 del self._launched[job_id]
-                if job is None or not job.phase.finished or job.phase is JobPhase.CANCELLED:
-                    report.cancelled.append(job_id)
+                report.cancelled.append(job_id)
 
     def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec]) -> None:
         """A node marked failed since the last step has its work stopped by the executor (which
@@ -236,6 +235,9 @@ class Controller:
                 continue
             if event.job is None:
                 continue
+            launched = self._launched.get(event.job)
+            if event.kind in _GANG_ENDED and event.attempt in (0, launched):  # 0: not said
+                self._launched.pop(event.job, None)  # its pods are gone: nothing to stop
             job = self.store.job(event.job)
             moved = _moved_by(job, event)
             if moved is not None:
@@ -270,6 +272,9 @@ def pod_set_environment(spec: JobSpec) -> dict[str, str]:
     for pod_set in spec.workload.pod_sets:
         merged.update(pod_set.environment)
     return merged
+
+
+_GANG_ENDED = frozenset({ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST})
 
 
 def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:

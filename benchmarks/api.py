@@ -29,6 +29,7 @@ from rich.table import Table
 from benchmarks.api_server import TEAMS, RunningServer, running_server, store_jobs
 from benchmarks.load import LoadResult, Request, run_load
 from topoq.testing.postgres import given_server, server_binaries, start_throwaway
+from topoq.testing.server import whole_node_submission
 
 BACKENDS = ("sqlite", "postgresql")
 TARGET_PER_S, TARGET_P99_MS = 500.0, 50.0
@@ -172,17 +173,7 @@ def _with_baseline(row: Row, baseline_per_s: float) -> Row:
 
 
 def _submission(job_id: str, number: int) -> Request:
-    team = TEAMS[number % len(TEAMS)]
-    body = {
-        "format": "topoq",
-        "team": team,
-        "document": {
-            "apiVersion": "topoq.io/v1",
-            "kind": "Job",
-            "metadata": {"name": job_id},
-            "spec": {"podSets": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]},
-        },
-    }
+    body = whole_node_submission(job_id, TEAMS[number % len(TEAMS)])
     return Request("POST", "/api/v1/jobs", json.dumps(body).encode())
 
 

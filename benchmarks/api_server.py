@@ -27,6 +27,7 @@ from topoq.store import open_store
 from topoq.store.codec import encode_job_spec
 from topoq.store.schema import JobEventRow, JobRow
 from topoq.testing.builders import gpu_pods, workload
+from topoq.testing.server import api_process_ids
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
@@ -69,7 +70,7 @@ class RunningServer:
 
     def pids(self) -> list[int]:
         """The controller process and its API processes (not the pods: they sleep)."""
-        return [self.process.pid, *_children(self.process.pid, "--api-process")]
+        return [self.process.pid, *api_process_ids(self.process.pid)]
 
     def rss_mib(self) -> float:
         """Resident memory of the controller and API processes together."""
@@ -178,18 +179,6 @@ def _cpu_s(pid: int) -> float:
     except OSError:
         return 0.0
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def _children(pid: int, argument: str) -> list[int]:
-    """Child processes of ``pid`` with ``argument`` on their command line."""
-    found = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with contextlib.suppress(OSError):
-                arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-                if argument.encode() in arguments:
-                    found.append(int(child))
-    return found
 
 
 # --- jobs stored in bulk -------------------------------------------------------------------

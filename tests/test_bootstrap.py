@@ -20,6 +20,7 @@ from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
+from topoq.testing.server import api_process_ids
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
 
@@ -62,20 +63,6 @@ def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
     assert processes_using(tmp_path) == [], (tmp_path / "server.log").read_text()
 
 
-def api_processes(server_pid: int) -> list[int]:
-    """The server's API processes (children started with --api-process)."""
-    found = []
-    for task in Path(f"/proc/{server_pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            try:
-                arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
-            except OSError:
-                continue
-            if b"--api-process" in arguments:
-                found.append(int(child))
-    return found
-
-
 def alive(pid: int) -> bool:
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
@@ -98,10 +85,10 @@ def test_an_api_process_that_dies_is_replaced_and_dies_with_a_killed_server(
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
         try:
             assert wait_until(lambda: TopoqClient(url, None).health())
-            [first] = api_processes(server.pid)
+            [first] = api_process_ids(server.pid)
             os.kill(first, signal.SIGKILL)
-            assert wait_until(lambda: api_processes(server.pid) not in ([], [first]))
-            [second] = api_processes(server.pid)
+            assert wait_until(lambda: api_process_ids(server.pid) not in ([], [first]))
+            [second] = api_process_ids(server.pid)
             assert wait_until(lambda: TopoqClient(url, None).health())
             server.kill()  # SIGKILL: no handler runs, the kernel ends the API process
             server.wait(timeout=10)

@@ -219,50 +219,54 @@ def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
 
 # --- the API processes ---------------------------------------------------------------------
 @dataclass
+class _ApiProcess:
+    process: subprocess.Popen[bytes]
+    started_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
 class ApiWorkers:
     """Starts ``count`` API processes on one listening socket and restarts one that dies."""
 
     command: list[str]
     pass_fds: tuple[int, ...]
     count: int
-    processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
-    started_at: list[float] = field(default_factory=list)
+    running: list[_ApiProcess] = field(default_factory=list)
     fast_deaths: int = 0
 
     def start(self) -> None:
-        for _ in range(self.count):
-            self.processes.append(self._spawn())
-            self.started_at.append(time.monotonic())
+        self.running = [self._spawn() for _ in range(self.count)]
 
     def supervise(self) -> None:
         """Restart dead API processes; raises SystemExit when they keep dying at once."""
-        for index, process in enumerate(self.processes):
-            code = process.poll()
+        for index, api in enumerate(self.running):
+            code = api.process.poll()
             if code is None:
                 continue
-            lived = time.monotonic() - self.started_at[index]
+            lived = time.monotonic() - api.started_at
             self.fast_deaths = self.fast_deaths + 1 if lived < WORKER_FAST_DEATH_S else 0
             if self.fast_deaths > WORKER_RESTARTS:
                 log.error("the API process keeps exiting (last code %s); stopping", code)
                 raise SystemExit(1)
             log.error("an API process exited with code %s; starting another", code)
-            self.processes[index] = self._spawn()
-            self.started_at[index] = time.monotonic()
+            self.running[index] = self._spawn()
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.send_signal(signal.SIGTERM)
+        for api in self.running:
+            if api.process.poll() is None:
+                api.process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
-        for process in self.processes:
+        for api in self.running:
             try:
-                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+                api.process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+                api.process.kill()
+                api.process.wait()
 
-    def _spawn(self) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(self.command, pass_fds=self.pass_fds, stdin=subprocess.DEVNULL)
+    def _spawn(self) -> _ApiProcess:
+        return _ApiProcess(
+            subprocess.Popen(self.command, pass_fds=self.pass_fds, stdin=subprocess.DEVNULL)
+        )
 
 
 def listen(host: str, port: int) -> socket.socket:

@@ -24,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE
+from topoq.testing.server import whole_node_submission
 
 RUN_MARKER = "TOPOQ_CRASH_TEST_RUN"
 STARTUP_TIMEOUT_S = 30.0
@@ -104,21 +105,6 @@ class ServerProcess:
         return (self.data_dir / f"server-{self.starts}.log").read_text(errors="replace")
 
 
-def submission(job_id: str, team: str) -> dict[str, object]:
-    """One pod on one whole node (8 GPUs) for ``team``: a stream of them keeps the 8 nodes
-    busy, the queue long, and pods starting and ending all the time."""
-    return {
-        "format": "topoq",
-        "team": team,
-        "document": {
-            "apiVersion": "topoq.io/v1",
-            "kind": "Job",
-            "metadata": {"name": job_id},
-            "spec": {"podSets": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]},
-        },
-    }
-
-
 @dataclass
 class Submitter:
     """A client thread that submits jobs with unique ids, one after another. A submission that
@@ -154,7 +140,7 @@ class Submitter:
                 self._stop.wait(self.pause_s)
 
     def _submit(self, http: httpx.Client, job_id: str, team: str) -> None:
-        body = submission(job_id, team)
+        body = whole_node_submission(job_id, team)
         for attempt in itertools.count():
             try:
                 status = http.post("/api/v1/jobs", json=body).status_code

@@ -112,14 +112,16 @@ class Controller:
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
         began = time.perf_counter()
-        self._stop_work_on_failed_nodes(self.store.nodes())
+        nodes = self.store.nodes()
+        self._stop_work_on_failed_nodes(nodes)
         report = StepReport(events=self.executor.poll())
-        self._apply_events(report.events)
+        if self._apply_events(report.events):
+            nodes = self.store.nodes()  # the executor lost a node: it is marked failed now
         now = self.clock()
         jobs = self.store.jobs()
         self._stop_unbooked(jobs, report)
         policy = self.store.policy() or ClusterPolicy()
-        tree = self.tree()
+        tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
         if not report.events and inputs.same_as(self._settled):
             # the cycle (which time does not enter) would decide what it decided last time,
@@ -151,10 +153,6 @@ class Controller:
             self.metrics.observe_step(report, time.perf_counter() - began, after)
             self.metrics.observe_state(after, book)
         return report
-
-    def tree(self) -> TopologyTree:
-        """The topology tree, rebuilt only when the node inventory or health changed."""
-        return self.trees.tree(self.store.nodes())
 
     # --- reconciling the executor with the store ----------------------------------------
     def _stop_unbooked(self, jobs: Mapping[JobId, JobView], report: StepReport) -> None:
@@ -225,11 +223,14 @@ class Controller:
         )
 
     # --- executor outcomes --------------------------------------------------------------
-    def _apply_events(self, events: Iterable[ExecutorEvent]) -> None:
+    def _apply_events(self, events: Iterable[ExecutorEvent]) -> bool:
+        """Store what the events say; whether a node was marked failed."""
+        marked = False
         for event in events:
             if event.kind is ExecutorEventKind.NODE_LOST and event.job is None:
                 if event.node is not None:
                     self.intake.mark_node(event.node, ready=False, actor=SYSTEM)
+                    marked = True
                     if self._failed_nodes is not None:
                         self._failed_nodes.add(event.node)  # its work has already stopped
                 continue
@@ -242,6 +243,7 @@ class Controller:
             moved = _moved_by(job, event)
             if moved is not None:
                 self.store.save_jobs([moved], now=event.at_s)
+        return marked
 
     def recover(self) -> list[JobId]:
         """After a restart: jobs the store says hold capacity but no executor runs go back to

@@ -67,11 +67,6 @@ def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
         yield ids[start : start + IN_LIST_CHUNK]
 
 
-def attempt_of(view: JobView) -> int:
-    """How many times the job was admitted: the executor's attempt number."""
-    return sum(1 for change in view.history if change.phase is JobPhase.ADMITTED)
-
-
 # --- reading ------------------------------------------------------------------------------
 def read_records(
     connection: Connection, where: Iterable[ColumnElement[bool]], cache: JobCache | None = None
@@ -241,7 +236,7 @@ def _state_columns(view: JobView, now: float) -> dict[str, Any]:
         "held": view.held,
         "failures": view.failures,
         "preemptions": view.preemptions,
-        "attempt": attempt_of(view),
+        "attempt": view.attempt,
         "history_length": len(view.history),
         "allocation": None if allocation is None else encode_allocation(allocation),
         "admitted_at": view.admitted_at,

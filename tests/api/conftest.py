@@ -72,7 +72,9 @@ def make_api(data_dir: Path) -> Iterator[Api]:
     executor = ScriptedExecutor()
     clock = Clock()
     controller = Controller(store, executor, cluster.topology, clock=clock)
-    service = Service(store, cluster.topology, clock=clock, logs=executor.logs)
+    service = Service(
+        store, cluster.topology, clock=clock, logs=lambda _team, job, pod: executor.logs(job, pod)
+    )
     tokens = {role.value: store.create_token(role.value, role.value, [TEAM])[0] for role in Role}
     tokens["outsider"] = store.create_token("outsider", Role.MEMBER.value, [OTHER_TEAM])[0]
     with TestClient(create_app(service), raise_server_exceptions=False) as client:

@@ -25,7 +25,7 @@ from tests.executors.launches import (
     wait_until,
 )
 from topoq.domain.job import JobId
-from topoq.engine.ports import Executor, ExecutorEvent, ExecutorEventKind
+from topoq.engine.ports import Executor, ExecutorEvent, ExecutorEventKind, ExecutorStartFailed
 from topoq.testing.builders import gpu_pods
 
 ExecutorFactory = Callable[[Path], Executor]
@@ -43,6 +43,22 @@ def exit_when_exists(trigger: Path, code: int) -> str:
     """A pod that waits until ``trigger`` exists, then exits with ``code``."""
     wait = f"while not os.path.exists({str(trigger)!r}): time.sleep(0.01)"
     return f"{_PID}\n{wait}\nsys.exit({code})"
+
+
+def write_pid_then_sleep(pid_file: Path) -> str:
+    """A pod that writes its pid to ``pid_file`` and sleeps."""
+    return f"{_PID}; open({str(pid_file)!r}, 'w').write(str(os.getpid())); time.sleep(60)"
+
+
+UNSTARTABLE = {
+    "a variable name with '='": ({"A=B": "1"}, None),
+    "a NUL in a variable name": ({"A\0B": "1"}, None),
+    "a NUL in a variable's value": ({"A": "1\0"}, None),
+    "a NUL in the command": ({}, ("python-with-a-\0",)),
+    "a program name over the file-name limit": ({}, ("/" + "x" * 300,)),
+}
+"""What makes a gang's second pod set impossible to start: (the user's environment, that pod
+set's command; ``None`` keeps the good one)."""
 
 
 def of(job: str, events: list[ExecutorEvent]) -> list[ExecutorEvent]:
@@ -177,6 +193,38 @@ class ExecutorContract:
             lambda: not (self.still_running(executor, "a") or self.still_running(executor, "b")),
             what="every pod to stop",
         )
+
+    @pytest.mark.parametrize("cause", sorted(UNSTARTABLE))
+    def test_a_gang_that_cannot_start_leaves_nothing_behind(
+        self, executor: Executor, tmp_path: Path, cause: str
+    ) -> None:
+        """It raises ExecutorStartFailed or reports EXITED without STARTED; either way no pod
+        of the gang runs, its GPUs are free again and no attempt is left (issue 8)."""
+        environment, bad_command = UNSTARTABLE[cause]
+        pid_file = tmp_path / "first-pod.pid"
+        good = self.pod_command(write_pid_then_sleep(pid_file))
+        placed = place(gang("broken", gpu_pods(1, gpus=8), gpu_pods(1, gpus=8, name="second")))
+        commands = {"workers": good, "second": bad_command or good}
+        launch = placed.launch("broken", commands=commands, environment=environment)
+        try:
+            executor.start(launch)
+        except ExecutorStartFailed as error:
+            assert str(error) and poll_until(executor, lambda _: True) == []
+        else:
+            events = of("broken", poll_until(executor, ended("broken")))
+            assert [e.kind for e in events] == [EXITED] and events[0].exit_code != 0
+        time.sleep(0.2)  # a pod that was left running would have written its pid by now
+        if pid_file.exists() and pid_file.read_text():
+            assert not self.alive(int(pid_file.read_text()))
+        executor.cancel(JobId("broken"))
+        assert of("broken", executor.poll()) == []
+        again = placed.launch("broken", command=self.pod_command(SAY_HELLO), attempt=2)
+        executor.start(again)
+        events = of("broken", poll_until(executor, ended("broken")))
+        assert [(e.kind, e.attempt, e.exit_code) for e in events] == [
+            (STARTED, 2, None),
+            (EXITED, 2, 0),
+        ]
 
     def test_starting_again_replaces_the_running_attempt(self, executor: Executor) -> None:
         placed = place(gang("again"))

@@ -28,10 +28,11 @@ def python(code: str) -> Command:
     return (sys.executable, "-c", code)
 
 
-def gang(job_id: str, *pod_sets: PodSetSpec) -> JobView:
-    """A job of ``pod_sets`` (default: two pods of eight GPUs called "workers")."""
+def gang(job_id: str, *pod_sets: PodSetSpec, team_name: str = "t") -> JobView:
+    """A job of ``team_name`` with ``pod_sets`` (default: two pods of eight GPUs called
+    "workers")."""
     sets = pod_sets or (gpu_pods(2, gpus=8),)
-    spec = JobSpec(JobId(job_id), TeamName("t"), workload(*sets, name=job_id), 0.0)
+    spec = JobSpec(JobId(job_id), TeamName(team_name), workload(*sets, name=job_id), 0.0)
     return JobView(spec)
 
 
@@ -81,7 +82,8 @@ class Placed:
 def place(*jobs: JobView, shape: Sequence[int] = SHAPE) -> Placed:
     """Run one cycle over ``jobs`` and return them placed (each must be admitted)."""
     nodes, spec = gpu_cluster(shape)
-    cluster = Cluster.of(shape, policy(team("t", 1000)), *jobs)
+    teams = sorted({str(job.team) for job in jobs} | {"t"})
+    cluster = Cluster.of(shape, policy(*(team(name, 1000) for name in teams)), *jobs)
     cluster.cycle()
     for view in cluster.jobs.values():
         assert view.phase is JobPhase.RUNNING, f"{view.id} was not admitted: {cluster.last}"

@@ -29,9 +29,9 @@ def _ended(process: subprocess.Popen[bytes]) -> bool:
 
 
 def test_a_pod_whose_pid_was_never_recorded_is_found_by_its_directory(tmp_path: Path) -> None:
-    unrecorded = _pod(tmp_path / "runs" / "job-a" / "1", "job-a")
-    recorded = _pod(tmp_path / "runs" / "job-b" / "1", "job-b")
-    record_pids(tmp_path / "runs" / "job-b" / "1", "job-b", [recorded.pid])
+    unrecorded = _pod(tmp_path / "runs" / "t" / "job-a" / "1", "job-a")
+    recorded = _pod(tmp_path / "runs" / "t" / "job-b" / "1", "job-b")
+    record_pids(tmp_path / "runs" / "t" / "job-b" / "1", "job-b", [recorded.pid])
     elsewhere = _pod(tmp_path / "other", "job-c")
     try:
         time.sleep(0.2)  # let the children exec, so /proc shows their environment

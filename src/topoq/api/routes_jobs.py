@@ -133,7 +133,7 @@ def logs(
     if service.logs is None:
         raise ApiError(404, "this server keeps no logs", hint="its executor captures none")
     try:
-        text = service.logs(view.id, pod)
+        text = service.logs(view.team, view.id, pod)
     except UnknownJob as error:  # the executor never ran it
         raise ApiError(404, str(error), hint="a job has logs once it has started") from None
     return JobLogs(job=view.id, pod=pod, text=text)

@@ -12,7 +12,7 @@ from enum import StrEnum
 from typing import Protocol
 
 from topoq.domain.decisions import CycleResult
-from topoq.domain.errors import TopoqError
+from topoq.domain.errors import InvalidInputError, TopoqError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import Allocation, JobId, JobSpec, JobView
 from topoq.domain.node import NodeSpec
@@ -25,6 +25,12 @@ class DuplicateJob(TopoqError):
 
 class UnknownJob(TopoqError):
     """No job has this id."""
+
+
+class ExecutorStartFailed(InvalidInputError):
+    """An executor could not start a gang (e.g. an environment variable name with ``=``, a NUL
+    in a command, a path it cannot make). Before raising, it stopped whatever it had started of
+    the gang: no pod runs, no resource stays held and no attempt is recorded."""
 
 
 class ConcurrentUpdate(TopoqError):
@@ -132,9 +138,10 @@ class ExecutorCapabilities:
     captures_logs: bool
 
 
-LogReader = Callable[[JobId, int | None], str]
-"""Reads a job's captured output (one pod's when the rank is given) where the executor runs
-elsewhere, e.g. in the API's process; raises UnknownJob when the executor never ran it."""
+LogReader = Callable[[str, JobId, int | None], str]
+"""Reads the captured output of a job of a team (one pod's when the rank is given) where the
+executor runs elsewhere, e.g. in the API's process; raises UnknownJob when the executor never
+ran it for that team."""
 
 
 class Executor(Protocol):

@@ -4,13 +4,16 @@ on a "virtual node" of the configured cluster.
 Commands come from ``GangLaunch.commands`` (pod-set name → argv); a pod set without one runs
 ``topoq.executors.default_pod``. Each pod gets the variables of a distributed launcher (see
 ``topoq.executors.environment`` and docs/executors.md), its own GPU indices on its node, and a
-log file under ``<work_dir>/<job>/<attempt>/``. A gang lives and dies as a whole: the first pod
-to fail ends it and its other pods are stopped.
+private log file under ``<work_dir>/<team>/<job>/<attempt>/`` (see ``topoq.executors.layout``).
+A gang lives and dies as a whole: the first pod to fail ends it and its other pods are stopped.
+A gang that cannot start at all raises ``ExecutorStartFailed`` and leaves nothing behind.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -27,7 +30,9 @@ from topoq.engine.ports import (
     ExecutorCapabilities,
     ExecutorEvent,
     ExecutorEventKind,
+    ExecutorStartFailed,
     GangLaunch,
+    UnknownJob,
 )
 from topoq.executors.devices import GpuIndexBook
 from topoq.executors.environment import (
@@ -37,7 +42,14 @@ from topoq.executors.environment import (
     launcher_environment,
     plan_pods,
 )
-from topoq.executors.logfiles import attempt_dir, pod_log, read_logs, write_manifest
+from topoq.executors.layout import (
+    PRIVATE_DIRECTORY_MODE,
+    attempt_dir,
+    make_private_directories,
+    open_private,
+    pod_log,
+)
+from topoq.executors.logfiles import read_logs, write_manifest
 from topoq.executors.processes import (
     Terminations,
     forget_pids,
@@ -75,7 +87,9 @@ class _Pod:
 @dataclass
 class _Attempt:
     job: JobId
+    team: str
     number: int
+    directory: Path
     pods: list[_Pod] = field(default_factory=list)
 
     @property
@@ -106,37 +120,45 @@ class LocalExecutor:
         self._default_command = (python, str(DEFAULT_POD_SCRIPT))
         self._base_environment = dict(os.environ if base_environment is None else base_environment)
         self._attempts: dict[JobId, _Attempt] = {}
+        self._teams: dict[JobId, str] = {}
+        """The team of every job started here, so that ``logs`` finds its directory."""
         self._events: list[ExecutorEvent] = []
         self._gpus = GpuIndexBook()
         self._terminations = Terminations(stop_grace_s)
         self._lock = threading.RLock()
         self.stopped_leftovers = stop_leftovers(self.work_dir) if self.work_dir.is_dir() else []
+        self.work_dir.mkdir(mode=PRIVATE_DIRECTORY_MODE, parents=True, exist_ok=True)
+        self.work_dir.chmod(PRIVATE_DIRECTORY_MODE)
 
     # --- the Executor protocol ----------------------------------------------------------
 
     def start(self, launch: GangLaunch) -> None:
         """Spawn every pod of the gang; a running attempt of the same job is cancelled first.
-        STARTED (or EXITED 126/127 when a pod's command cannot run) comes through ``poll``."""
-        job = launch.job.id
+        STARTED (or EXITED 126/127 when a pod's command cannot run) comes through ``poll``.
+        Raises ExecutorStartFailed when the gang cannot start at all (a variable name with
+        ``=``, a NUL in the environment or the command, a directory it cannot make), after
+        stopping the pods already spawned and giving their GPUs back."""
+        job, team = launch.job.id, str(launch.job.team)
         with self._lock:
             self.cancel(job)
             plans = plan_pods(launch.job.workload, launch.allocation)
             commands = self._commands(launch)
-            directory = attempt_dir(self.work_dir, job, launch.attempt)
-            directory.mkdir(parents=True, exist_ok=True)
-            write_manifest(directory, plans)
-            for node, allocatable in launch.node_allocatable.items():
-                self._gpus.declare(node, allocatable.amount(NVIDIA_GPU))
-            attempt = _Attempt(job, launch.attempt, self._take_gpus(plans))
-            context = GangContext(
-                job=job,
-                attempt=launch.attempt,
-                world_size=len(plans),
-                hosts=hosts_in_node_rank_order(plans),
-                master_port=free_port(),
-                node_labels=launch.node_labels,
-            )
-            self._spawn_all(attempt, context, commands, launch.environment, directory)
+            directory = attempt_dir(self.work_dir, team, job, launch.attempt)
+            attempt = _Attempt(job, team, launch.attempt, directory)
+            self._teams[job] = team
+            try:
+                self._prepare(attempt, launch, plans)
+                self._spawn_all(attempt, self._context(launch, plans), commands, launch.environment)
+            except (OSError, ValueError, InvalidInputError) as error:
+                self._undo_start(attempt)
+                raise ExecutorStartFailed(
+                    f"could not start the gang: {error}",
+                    where=f"job {job} attempt {launch.attempt}",
+                    hint="check the job's environment variables and commands",
+                ) from error
+            except BaseException:
+                self._undo_start(attempt)
+                raise
 
     def cancel(self, job: JobId) -> None:
         """Stop the job's pods and wait until they are gone; no event follows. A job that
@@ -172,9 +194,13 @@ class LocalExecutor:
                     message=f"node {node} failed; every pod of the gang was stopped",
                 )
 
-    def logs(self, job: JobId, pod: int | None = None) -> str:
-        """The newest attempt's output: one pod's, or every pod's under a header each."""
-        return read_logs(self.work_dir, job, pod)
+    def logs(self, job: JobId, pod: int | None = None, *, team: str | None = None) -> str:
+        """The newest attempt's output: one pod's, or every pod's under a header each. The
+        job's team is the one it was started for here, unless ``team`` says."""
+        team = team if team is not None else self._teams.get(job)
+        if team is None:
+            raise UnknownJob(f"job {job} has no logs: it never started on this executor")
+        return read_logs(self.work_dir, team, job, pod)
 
     def close(self) -> None:
         with self._lock:
@@ -219,6 +245,33 @@ class LocalExecutor:
             )
         return {name: tuple(launch.commands.get(name) or self._default_command) for name in names}
 
+    def _prepare(self, attempt: _Attempt, launch: GangLaunch, plans: Sequence[PodPlan]) -> None:
+        """The attempt's private directory and manifest, and its pods with their GPUs."""
+        make_private_directories(attempt.directory, self.work_dir)
+        write_manifest(attempt.directory, plans)
+        for node, allocatable in launch.node_allocatable.items():
+            self._gpus.declare(node, allocatable.amount(NVIDIA_GPU))
+        attempt.pods = self._take_gpus(plans)
+
+    def _context(self, launch: GangLaunch, plans: Sequence[PodPlan]) -> GangContext:
+        return GangContext(
+            job=launch.job.id,
+            attempt=launch.attempt,
+            world_size=len(plans),
+            hosts=hosts_in_node_rank_order(plans),
+            master_port=free_port(),
+            node_labels=launch.node_labels,
+        )
+
+    def _undo_start(self, attempt: _Attempt) -> None:
+        """Leave nothing of an attempt that could not start: its spawned pods are killed at
+        once, its GPUs given back, its record and directory removed."""
+        if self._attempts.get(attempt.job) is attempt:
+            del self._attempts[attempt.job]
+        self._release_gpus(attempt.pods)
+        self._terminations.kill_now(attempt.running())
+        shutil.rmtree(attempt.directory, ignore_errors=True)
+
     def _take_gpus(self, plans: Sequence[PodPlan]) -> list[_Pod]:
         pods: list[_Pod] = []
         try:
@@ -235,7 +288,6 @@ class LocalExecutor:
         context: GangContext,
         commands: Mapping[str, tuple[str, ...]],
         user_environment: Mapping[str, str],
-        directory: Path,
     ) -> None:
         base = self._base_environment | {"PYTHONUNBUFFERED": "1"} | dict(user_environment)
         self._attempts[attempt.job] = attempt
@@ -245,13 +297,14 @@ class LocalExecutor:
                 pod.process = spawn(
                     commands[pod.plan.pod_set],
                     environment=environment,
-                    cwd=directory,
-                    log_path=pod_log(directory, pod.plan.rank),
+                    cwd=attempt.directory,
+                    log_path=pod_log(attempt.directory, pod.plan.rank),
                 )
             except OSError as error:
                 self._fail_to_start(attempt, pod, error)
                 return
-        record_pids(directory, attempt.job, [p.process.pid for p in attempt.pods if p.process])
+        pids = [p.process.pid for p in attempt.pods if p.process]
+        record_pids(attempt.directory, attempt.job, pids)
         hosts = ", ".join(context.hosts)
         message = f"{len(attempt.pods)} pods on {hosts}, rendezvous port {context.master_port}"
         self._emit(ExecutorEventKind.STARTED, attempt, message=message)
@@ -265,9 +318,10 @@ class LocalExecutor:
             else COMMAND_NOT_RUNNABLE_EXIT_CODE
         )
         message = f"{pod.describe()} could not start: {error}"
-        pod_log(attempt_dir(self.work_dir, attempt.job, attempt.number), pod.plan.rank).write_text(
-            message + "\n"
-        )
+        with contextlib.suppress(OSError):  # the message also goes out with the event
+            log = open_private(pod_log(attempt.directory, pod.plan.rank), os.O_WRONLY | os.O_APPEND)
+            with os.fdopen(log, "w", encoding="utf-8") as file:
+                file.write(message + "\n")
         self._emit(ExecutorEventKind.EXITED, attempt, exit_code=code, message=message)
 
     # --- observing and ending -----------------------------------------------------------
@@ -294,7 +348,7 @@ class LocalExecutor:
     def _end(self, attempt: _Attempt) -> None:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""
         self._attempts.pop(attempt.job, None)
-        forget_pids(attempt_dir(self.work_dir, attempt.job, attempt.number))
+        forget_pids(attempt.directory)
         self._release_gpus(attempt.pods)
         self._terminations.begin(attempt.running())
 

@@ -1,11 +1,11 @@
-"""Where pods' output goes: ``<work_dir>/<job>/<attempt>/pod-<rank>.log`` (stdout and stderr
-together), with ``pods.json`` beside the logs naming each rank's pod set and node. Reading
-needs only the directory, so logs survive the executor that wrote them."""
+"""Pods' output: ``<work_dir>/<team>/<job>/<attempt>/pod-<rank>.log`` (stdout and stderr
+together; paths in ``topoq.executors.layout``), with ``pods.json`` beside the logs naming each
+rank's pod set and node. Reading needs only the directory, so logs survive the executor that
+wrote them."""
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,36 +13,19 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
 from topoq.engine.ports import UnknownJob
 from topoq.executors.environment import PodPlan
+from topoq.executors.layout import job_dir, pod_log, write_private_text
 
 MANIFEST = "pods.json"
-_UNSAFE_PATH_CHARACTER = re.compile(r"[^A-Za-z0-9._-]")
-
-
-def job_dir(work_dir: Path, job: JobId) -> Path:
-    """The job's directory; characters other than letters, digits, ``.``, ``_``, ``-`` in the
-    job id become ``_`` (and a leading dot too, so no id names a hidden or parent directory)."""
-    safe = _UNSAFE_PATH_CHARACTER.sub("_", job)
-    if safe.startswith("."):
-        safe = "_" + safe[1:]
-    return work_dir / safe
-
-
-def attempt_dir(work_dir: Path, job: JobId, attempt: int) -> Path:
-    return job_dir(work_dir, job) / str(attempt)
-
-
-def pod_log(directory: Path, rank: int) -> Path:
-    return directory / f"pod-{rank}.log"
 
 
 def write_manifest(directory: Path, plans: Sequence[PodPlan]) -> None:
     entries = [{"rank": p.rank, "pod_set": p.pod_set, "node": p.node} for p in plans]
-    (directory / MANIFEST).write_text(json.dumps(entries, indent=1) + "\n")
+    write_private_text(directory / MANIFEST, json.dumps(entries, indent=1) + "\n")
 
 
-def latest_attempt_dir(work_dir: Path, job: JobId) -> Path:
+def latest_attempt_dir(work_dir: Path, team: str, job: JobId) -> Path:
     """The directory of the job's newest attempt. Raises UnknownJob when it never ran here."""
-    directory = job_dir(work_dir, job)
+    directory = job_dir(work_dir, team, job)
     entries = directory.iterdir() if directory.is_dir() else iter(())
     attempts = [entry for entry in entries if entry.is_dir() and entry.name.isdigit()]
     if not attempts:
@@ -50,9 +33,9 @@ def latest_attempt_dir(work_dir: Path, job: JobId) -> Path:
     return max(attempts, key=lambda entry: int(entry.name))
 
 
-def read_logs(work_dir: Path, job: JobId, pod: int | None = None) -> str:
+def read_logs(work_dir: Path, team: str, job: JobId, pod: int | None = None) -> str:
     """One pod's output, or every pod's under a ``==> … <==`` header, in rank order."""
-    directory = latest_attempt_dir(work_dir, job)
+    directory = latest_attempt_dir(work_dir, team, job)
     pods = _manifest(directory)
     if pod is not None:
         if pod not in pods:

@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from topoq.executors.layout import open_private, write_private_text
+
 SIGNAL_EXIT_BASE = 128
 """A pod killed by signal N reports exit code 128 + N, as shells and Kubernetes do."""
 
@@ -21,8 +23,10 @@ SIGNAL_EXIT_BASE = 128
 def spawn(
     argv: Sequence[str], *, environment: Mapping[str, str], cwd: Path, log_path: Path
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as the leader of a new session, stdout and stderr into ``log_path``."""
-    with log_path.open("wb") as log:
+    """Start ``argv`` as the leader of a new session, stdout and stderr into ``log_path``
+    (private, opened for appending so that a rotation's truncation leaves no hole)."""
+    log_descriptor = open_private(log_path, os.O_WRONLY | os.O_APPEND | os.O_TRUNC)
+    with os.fdopen(log_descriptor, "wb") as log:
         return subprocess.Popen(
             list(argv),
             stdin=subprocess.DEVNULL,
@@ -91,6 +95,13 @@ class Terminations:
             signal_group(process, signal.SIGTERM)
             self._stopping.append(_Stopping(process, kill_at))
 
+    def kill_now(self, processes: Sequence[subprocess.Popen[bytes]]) -> None:
+        """SIGKILL the processes' groups and wait until they are gone."""
+        for process in processes:
+            signal_group(process, signal.SIGKILL)
+            self._stopping.append(_Stopping(process, time.monotonic()))
+        self.finish()
+
     def advance(self) -> None:
         """Reap the pods that ended; SIGKILL those past their grace period."""
         now = time.monotonic()
@@ -121,7 +132,7 @@ a crashed control plane can be found and stopped when the next executor starts."
 
 
 def record_pids(directory: Path, job: str, pids: Sequence[int]) -> None:
-    (directory / LEFTOVERS).write_text(json.dumps({"job": job, "pids": list(pids)}) + "\n")
+    write_private_text(directory / LEFTOVERS, json.dumps({"job": job, "pids": list(pids)}) + "\n")
 
 
 def forget_pids(directory: Path) -> None:
@@ -142,7 +153,7 @@ def stop_leftovers(work_dir: Path) -> list[int]:
 
 def _stop_recorded(work_dir: Path) -> list[int]:
     killed: list[int] = []
-    for record in sorted(work_dir.glob(f"*/*/{LEFTOVERS}")):
+    for record in sorted(work_dir.glob(f"*/*/*/{LEFTOVERS}")):
         try:
             entry = json.loads(record.read_text())
         except (OSError, ValueError):

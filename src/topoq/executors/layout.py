@@ -11,8 +11,10 @@ files 0600.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
+import secrets
 from pathlib import Path
 
 FILE_NAME_LIMIT_BYTES = 255
@@ -23,6 +25,7 @@ _KEPT_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789-")
 _LONGEST_ESCAPED = 160
 """Escaped names longer than this are shortened to a prefix and a hash (under the limit)."""
 _PREFIX_OF_HASHED = 80
+_EXECUTOR_ID_HEX_DIGITS = 32
 _HASHED_MARK = "_h"
 """Never part of a plain escape (after ``_`` come two hex digits there), so a hashed name
 never equals an escaped one."""
@@ -91,3 +94,26 @@ def write_private_text(path: Path, text: str) -> None:
     """Replace ``path``'s content with ``text``, the file 0600."""
     with os.fdopen(open_private(path, os.O_WRONLY | os.O_TRUNC), "w", encoding="utf-8") as file:
         file.write(text)
+
+
+EXECUTOR_ID_FILE = "executor.id"
+"""In ``work_dir``: the executor's id, the first part of every pod's ``TOPOQ_POD`` marker.
+(No path component holds a ``.``, so no team's directory can take this name.)"""
+
+
+def executor_id(work_dir: Path) -> str:
+    """The id of the executor that runs pods in ``work_dir``, made on first use and kept, so
+    an executor started after a crash recognises its predecessor's pods."""
+    path = work_dir / EXECUTOR_ID_FILE
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        known = path.read_text(encoding="utf-8").strip()
+        if len(known) == _EXECUTOR_ID_HEX_DIGITS and all(c in "0123456789abcdef" for c in known):
+            return known
+    made = secrets.token_hex(_EXECUTOR_ID_HEX_DIGITS // 2)
+    write_private_text(path, made + "\n")
+    return made
+
+
+def attempt_marker(executor: str, team: str, job: str, attempt: int) -> str:
+    """What every ``TOPOQ_POD`` marker of the attempt starts with (the rank follows)."""
+    return f"{executor}/{path_component(team)}/{path_component(job)}/{attempt}/"

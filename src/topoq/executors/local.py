@@ -45,21 +45,20 @@ from topoq.executors.environment import (
 from topoq.executors.layout import (
     PRIVATE_DIRECTORY_MODE,
     attempt_dir,
+    attempt_marker,
+    executor_id,
     make_private_directories,
     open_private,
     pod_log,
 )
+from topoq.executors.leftovers import forget_pids, record_pids, stop_leftovers
 from topoq.executors.logfiles import read_logs, write_manifest
-from topoq.executors.processes import (
-    Terminations,
-    forget_pids,
-    free_port,
-    has_exited,
-    reap,
-    record_pids,
-    spawn,
-    stop_leftovers,
+from topoq.executors.process_table import (
+    MARKER_VARIABLE,
+    hold_child_subreaper,
+    release_child_subreaper,
 )
+from topoq.executors.processes import Terminations, free_port, has_exited, reap, spawn
 
 LOCAL_CAPABILITIES = ExecutorCapabilities(
     name="local", runs_real_processes=True, can_fail_nodes=True, captures_logs=True
@@ -90,6 +89,8 @@ class _Attempt:
     team: str
     number: int
     directory: Path
+    marker: str
+    """What the ``TOPOQ_POD`` marker of each of its pods starts with."""
     pods: list[_Pod] = field(default_factory=list)
 
     @property
@@ -124,11 +125,16 @@ class LocalExecutor:
         """The team of every job started here, so that ``logs`` finds its directory."""
         self._events: list[ExecutorEvent] = []
         self._gpus = GpuIndexBook()
-        self._terminations = Terminations(stop_grace_s)
         self._lock = threading.RLock()
-        self.stopped_leftovers = stop_leftovers(self.work_dir) if self.work_dir.is_dir() else []
         self.work_dir.mkdir(mode=PRIVATE_DIRECTORY_MODE, parents=True, exist_ok=True)
         self.work_dir.chmod(PRIVATE_DIRECTORY_MODE)
+        self.id = executor_id(self.work_dir)
+        """The first part of every pod's ``TOPOQ_POD`` marker, kept in ``work_dir``."""
+        hold_child_subreaper()
+        self._open = True
+        self._terminations = Terminations(stop_grace_s, executor_marker=self.id + "/")
+        self.stopped_leftovers = stop_leftovers(self.work_dir, self.id + "/")
+        self._terminations.adopt(self.stopped_leftovers)
 
     # --- the Executor protocol ----------------------------------------------------------
 
@@ -144,7 +150,8 @@ class LocalExecutor:
             plans = plan_pods(launch.job.workload, launch.allocation)
             commands = self._commands(launch)
             directory = attempt_dir(self.work_dir, team, job, launch.attempt)
-            attempt = _Attempt(job, team, launch.attempt, directory)
+            marker = attempt_marker(self.id, team, job, launch.attempt)
+            attempt = _Attempt(job, team, launch.attempt, directory, marker)
             self._teams[job] = team
             try:
                 self._prepare(attempt, launch, plans)
@@ -171,7 +178,7 @@ class LocalExecutor:
 
     def poll(self) -> list[ExecutorEvent]:
         with self._lock:
-            self._terminations.advance()
+            self._terminations.advance(self._running_pids())
             for attempt in list(self._attempts.values()):
                 self._observe(attempt)
             events, self._events = self._events, []
@@ -207,6 +214,9 @@ class LocalExecutor:
             for attempt in list(self._attempts.values()):
                 self._end(attempt)
             self._terminations.finish()
+            if self._open:
+                self._open = False
+                release_child_subreaper()
 
     # --- local extras -------------------------------------------------------------------
 
@@ -269,7 +279,7 @@ class LocalExecutor:
         if self._attempts.get(attempt.job) is attempt:
             del self._attempts[attempt.job]
         self._release_gpus(attempt.pods)
-        self._terminations.kill_now(attempt.running())
+        self._terminations.kill_now(attempt.running(), attempt.marker)
         shutil.rmtree(attempt.directory, ignore_errors=True)
 
     def _take_gpus(self, plans: Sequence[PodPlan]) -> list[_Pod]:
@@ -293,6 +303,7 @@ class LocalExecutor:
         self._attempts[attempt.job] = attempt
         for pod in attempt.pods:
             environment = base | launcher_environment(context, pod.plan, pod.gpu_indices)
+            environment[MARKER_VARIABLE] = f"{attempt.marker}{pod.plan.rank}"
             try:
                 pod.process = spawn(
                     commands[pod.plan.pod_set],
@@ -350,7 +361,10 @@ class LocalExecutor:
         self._attempts.pop(attempt.job, None)
         forget_pids(attempt.directory)
         self._release_gpus(attempt.pods)
-        self._terminations.begin(attempt.running())
+        self._terminations.begin(attempt.running(), attempt.marker)
+
+    def _running_pids(self) -> list[int]:
+        return [process.pid for attempt in self._attempts.values() for process in attempt.running()]
 
     def _release_gpus(self, pods: Sequence[_Pod]) -> None:
         for pod in pods:

@@ -1,20 +1,28 @@
-"""OS processes for pods: spawned in their own session (so a pod's whole process tree can be
-signalled at once), stopped with SIGTERM then SIGKILL, and reaped without blocking."""
+"""OS processes for pods: spawned in their own session, stopped with SIGTERM then SIGKILL
+together with every process that belongs to them (``topoq.executors.process_table``), and
+reaped without blocking."""
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from topoq.executors.layout import open_private, write_private_text
+from topoq.executors.layout import open_private
+from topoq.executors.process_table import (
+    ProcessEntry,
+    children_of_this_process,
+    marker_of,
+    pod_processes,
+    read_process_table,
+    signal_processes,
+)
 
 SIGNAL_EXIT_BASE = 128
 """A pod killed by signal N reports exit code 128 + N, as shells and Kubernetes do."""
@@ -77,45 +85,56 @@ def reap(process: subprocess.Popen[bytes]) -> int:
 
 @dataclass
 class _Stopping:
-    process: subprocess.Popen[bytes]
+    leaders: list[subprocess.Popen[bytes]]
+    """The pods' own processes, until reaped."""
+    marker_prefix: str
     kill_at: float
 
 
 class Terminations:
-    """Pods being stopped: SIGTERM first, SIGKILL for those still running after the grace
-    period. ``advance`` never blocks; ``finish`` waits until every one is gone."""
+    """Pods being stopped, each attempt's together: SIGTERM first, SIGKILL for what still runs
+    after the grace period. An attempt is stopped once its leaders are reaped and no process
+    belongs to it any more (its groups, sessions, descendants and marked processes). Killed
+    orphans that re-parented to this process are reaped too. ``advance`` never blocks;
+    ``finish`` waits until every attempt is stopped."""
 
-    def __init__(self, grace_s: float) -> None:
+    def __init__(self, grace_s: float, executor_marker: str) -> None:
         self.grace_s = grace_s
+        self._executor_marker = executor_marker
         self._stopping: list[_Stopping] = []
+        self._adopted: set[int] = set()
+        """Pod processes whose parent is this process though it did not spawn them."""
 
-    def begin(self, processes: Sequence[subprocess.Popen[bytes]]) -> None:
-        kill_at = time.monotonic() + self.grace_s
-        for process in processes:
-            signal_group(process, signal.SIGTERM)
-            self._stopping.append(_Stopping(process, kill_at))
+    def begin(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
+        entry = _Stopping(list(leaders), marker_prefix, time.monotonic() + self.grace_s)
+        self._signal(entry, signal.SIGTERM)
+        self._stopping.append(entry)
 
-    def kill_now(self, processes: Sequence[subprocess.Popen[bytes]]) -> None:
-        """SIGKILL the processes' groups and wait until they are gone."""
-        for process in processes:
-            signal_group(process, signal.SIGKILL)
-            self._stopping.append(_Stopping(process, time.monotonic()))
+    def kill_now(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
+        """SIGKILL the attempt's processes and wait until they are gone."""
+        entry = _Stopping(list(leaders), marker_prefix, time.monotonic())
+        self._signal(entry, signal.SIGKILL)
+        self._stopping.append(entry)
         self.finish()
 
-    def advance(self) -> None:
-        """Reap the pods that ended; SIGKILL those past their grace period."""
-        now = time.monotonic()
-        still: list[_Stopping] = []
-        for entry in self._stopping:
-            if has_exited(entry.process):
-                reap(entry.process)
-                continue
-            if now >= entry.kill_at:
-                signal_group(entry.process, signal.SIGKILL)
-            still.append(entry)
-        self._stopping = still
+    def adopt(self, pids: Collection[int]) -> None:
+        """Reap these pod processes once they end, if they are children of this process."""
+        children = children_of_this_process()
+        self._adopted.update(pid for pid in pids if pid in children)
 
-    def finish(self, poll_interval_s: float = 0.01) -> None:
+    def advance(self, running: Collection[int] = ()) -> None:
+        """Reap what ended; SIGKILL what is past its grace period; adopt the orphans of
+        pods that re-parented to this process (``running``: the pids of the pods it spawned
+        that still run, which ``Popen`` reaps)."""
+        self._adopt_orphans(running)
+        if self._stopping:
+            table = read_process_table()
+            self._stopping = [
+                entry for entry in self._stopping if self._still_stopping(entry, table)
+            ]
+        self._reap_adopted()
+
+    def finish(self, poll_interval_s: float = 0.02) -> None:
         """Block until every pod being stopped is gone (at most the grace period and a bit)."""
         while self._stopping:
             self.advance()
@@ -125,70 +144,48 @@ class Terminations:
     def __len__(self) -> int:
         return len(self._stopping)
 
+    def _signal(self, entry: _Stopping, signum: int) -> None:
+        for leader in entry.leaders:
+            signal_group(leader, signum)
+        table = read_process_table()
+        leaders = [leader.pid for leader in entry.leaders]
+        signal_processes(
+            pod_processes(table, leaders=leaders, marker_prefix=entry.marker_prefix), signum
+        )
 
-LEFTOVERS = "pids.json"
-"""Beside each running attempt's logs: the process ids of its pods, so that pods that outlived
-a crashed control plane can be found and stopped when the next executor starts."""
+    def _still_stopping(self, entry: _Stopping, table: Mapping[int, ProcessEntry]) -> bool:
+        entry.leaders = [leader for leader in entry.leaders if not _reaped(leader)]
+        leaders = [leader.pid for leader in entry.leaders]
+        found = pod_processes(table, leaders=leaders, marker_prefix=entry.marker_prefix)
+        self.adopt(found - set(leaders))
+        live = {pid for pid in found if not table[pid].zombie} - set(leaders)
+        if not entry.leaders and not live:
+            return False
+        if time.monotonic() >= entry.kill_at:
+            for leader in entry.leaders:
+                signal_group(leader, signal.SIGKILL)
+            signal_processes(live, signal.SIGKILL)
+        return True
 
+    def _adopt_orphans(self, running: Collection[int]) -> None:
+        spawned = set(running) | {p.pid for entry in self._stopping for p in entry.leaders}
+        for pid in children_of_this_process() - self._adopted - spawned:
+            marker = marker_of(pid)
+            if marker is not None and marker.startswith(self._executor_marker):
+                self._adopted.add(pid)
 
-def record_pids(directory: Path, job: str, pids: Sequence[int]) -> None:
-    write_private_text(directory / LEFTOVERS, json.dumps({"job": job, "pids": list(pids)}) + "\n")
-
-
-def forget_pids(directory: Path) -> None:
-    with contextlib.suppress(FileNotFoundError):
-        (directory / LEFTOVERS).unlink()
-
-
-def stop_leftovers(work_dir: Path) -> list[int]:
-    """Kill the process groups of pods a previous executor left running in ``work_dir`` (after
-    a crash), so a requeued gang is never running twice. A pid is only killed when its
-    environment still names the job, so a reused pid is left alone. Then every other process
-    still working in an attempt directory of ``work_dir`` with a pod's environment is killed
-    too: pods of a crash between their spawn and ``record_pids``. Returns the pids killed."""
-    killed = _stop_recorded(work_dir)
-    # a pod killed just above may still be in /proc (a zombie until its parent reaps it)
-    return killed + [pid for pid in _stop_working_in(work_dir) if pid not in killed]
-
-
-def _stop_recorded(work_dir: Path) -> list[int]:
-    killed: list[int] = []
-    for record in sorted(work_dir.glob(f"*/*/*/{LEFTOVERS}")):
-        try:
-            entry = json.loads(record.read_text())
-        except (OSError, ValueError):
-            continue
-        for pid in entry.get("pids", []):
-            if _runs_job(int(pid), str(entry.get("job", ""))):
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(int(pid), signal.SIGKILL)
-                    killed.append(int(pid))
-        record.unlink(missing_ok=True)
-    return killed
+    def _reap_adopted(self) -> None:
+        for pid in list(self._adopted):
+            try:
+                ended, _ = os.waitpid(pid, os.WNOHANG)
+            except ChildProcessError:
+                ended = pid
+            if ended:
+                self._adopted.discard(pid)
 
 
-def _stop_working_in(work_dir: Path) -> list[int]:
-    """Kill the processes (Linux ``/proc``) whose working directory is under ``work_dir`` and
-    whose environment names a job (``TOPOQ_JOB_ID``), as every pod's does."""
-    root, killed = work_dir.resolve(), []
-    for entry in Path("/proc").glob("[0-9]*"):
-        try:
-            working = Path(os.readlink(entry / "cwd"))
-            environ = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        pid = int(entry.name)
-        is_pod = any(variable.startswith(b"TOPOQ_JOB_ID=") for variable in environ)
-        if pid != os.getpid() and is_pod and working.is_relative_to(root):
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-    return killed
-
-
-def _runs_job(pid: int, job: str) -> bool:
-    try:
-        environ = Path(f"/proc/{pid}/environ").read_bytes()
-    except OSError:
+def _reaped(process: subprocess.Popen[bytes]) -> bool:
+    if not has_exited(process):
         return False
-    return f"TOPOQ_JOB_ID={job}".encode() in environ.split(b"\0")
+    reap(process)
+    return True

@@ -17,7 +17,7 @@ from typing import IO
 import httpx
 
 from topoq.domain.errors import TopoqError
-from topoq.executors.processes import stop_leftovers
+from topoq.executors.leftovers import stop_leftovers
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0

@@ -1,0 +1,126 @@
+"""A pod's processes cannot outlive it (issue 8): a child that leaves the pod's session with
+``setsid()`` and a double-forked daemon that changes its working directory to ``/`` are both
+stopped by cancel, by ``close``, when the gang ends by itself, and by the next executor after
+the one that started them was SIGKILLed."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.executors.contract import EXITED, STARTED, of
+from tests.executors.launches import gang, place, poll_until, process_alive, python, wait_until
+from topoq.domain.job import JobId
+from topoq.executors.local import LocalExecutor
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+ESCAPE = """
+import os, subprocess, sys, time
+child = subprocess.Popen(
+    [sys.executable, "-c", "import time; time.sleep(60)"], start_new_session=True
+)
+print(f"escaped={child.pid}", flush=True)
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        os.chdir("/")
+        print(f"escaped={os.getpid()}", flush=True)
+        time.sleep(60)
+    os._exit(0)
+time.sleep(float(os.environ.get("POD_SLEEP_S", "60")))
+"""
+"""A pod that leaves a setsid child and a double-forked daemon in ``/``, then sleeps."""
+ESCAPED_PER_POD = 2
+
+
+@pytest.fixture
+def executor(tmp_path: Path) -> Iterator[LocalExecutor]:
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as local:
+        yield local
+
+
+def escaped_pids(log: str, pods: int = 2) -> list[int]:
+    return [int(pid) for pid in re.findall(r"^escaped=(\d+)$", log, re.M)]
+
+
+def _start_escapes(executor: LocalExecutor, job: str, sleep_s: str = "60") -> list[int]:
+    launch = place(gang(job)).launch(
+        job, command=python(ESCAPE), environment={"POD_SLEEP_S": sleep_s}
+    )
+    executor.start(launch)
+    wait_until(
+        lambda: len(escaped_pids(executor.logs(JobId(job)))) == 2 * ESCAPED_PER_POD,
+        what="every pod's escaped processes",
+    )
+    pids = escaped_pids(executor.logs(JobId(job)))
+    assert all(process_alive(pid) for pid in pids)
+    return pids
+
+
+def _all_gone(pids: list[int]) -> None:
+    wait_until(lambda: not any(process_alive(pid) for pid in pids), timeout_s=5, what="escapes")
+
+
+def test_cancel_stops_processes_that_left_the_pods_session(executor: LocalExecutor) -> None:
+    pids = _start_escapes(executor, "leaky")
+    executor.cancel(JobId("leaky"))
+    assert not [pid for pid in pids if process_alive(pid)]
+
+
+def test_close_stops_processes_that_left_the_pods_session(tmp_path: Path) -> None:
+    executor = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    pids = _start_escapes(executor, "leaky")
+    executor.close()
+    assert not [pid for pid in pids if process_alive(pid)]
+
+
+def test_a_gang_that_ends_by_itself_takes_its_escaped_processes_along(
+    executor: LocalExecutor,
+) -> None:
+    pids = _start_escapes(executor, "brief", sleep_s="0.5")
+    events = of("brief", poll_until(executor, lambda seen: EXITED in [e.kind for e in seen]))
+    assert [(e.kind, e.exit_code) for e in events] == [(STARTED, None), (EXITED, 0)]
+    _all_gone(pids)
+
+
+EXECUTOR_PROCESS = """
+import sys, time
+from pathlib import Path
+from tests.executors.launches import gang, place, python
+from tests.executors.test_escapes import ESCAPE
+from topoq.executors.local import LocalExecutor
+executor = LocalExecutor(Path(sys.argv[1]))
+executor.start(place(gang("leaky")).launch("leaky", command=python(ESCAPE)))
+while True:
+    executor.poll()
+    time.sleep(0.05)
+"""
+
+
+def test_the_next_executor_stops_escapes_of_a_sigkilled_one(tmp_path: Path) -> None:
+    work_dir = tmp_path / "work"
+    crashed = subprocess.Popen(
+        [sys.executable, "-c", EXECUTOR_PROCESS, str(work_dir)],
+        cwd=REPOSITORY,
+        env=os.environ | {"PYTHONPATH": str(REPOSITORY)},
+    )
+    try:
+        logs = lambda: "".join(p.read_text() for p in work_dir.glob("*/*/*/pod-*.log"))  # noqa: E731 a one-line reader
+        wait_until(lambda: len(escaped_pids(logs())) == 2 * ESCAPED_PER_POD, timeout_s=20)
+        pids = escaped_pids(logs())
+        crashed.send_signal(signal.SIGKILL)
+        crashed.wait()
+        assert all(process_alive(pid) for pid in pids)
+        with LocalExecutor(work_dir, stop_grace_s=0.5) as restarted:
+            assert set(pids) <= set(restarted.stopped_leftovers)
+        _all_gone(pids)
+    finally:
+        crashed.kill()
+        crashed.wait()

@@ -17,6 +17,7 @@ from topoq.api.service import Service
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.engine.controller import Controller
+from topoq.engine.ports import JobLog, LogRequest
 from topoq.store.sql_store import SqlStore, open_store
 from topoq.testing.fakes import ScriptedExecutor
 from topoq.wire.v1 import Role
@@ -64,6 +65,11 @@ def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     yield from make_api(tmp_path_factory.mktemp("api"))
 
 
+def _no_output(request: LogRequest) -> JobLog:
+    """The scripted executor's pods print nothing."""
+    return JobLog(request.job, 1, request.pod, pods=())
+
+
 def make_api(data_dir: Path) -> Iterator[Api]:
     store = open_store(None, data_dir)
     cluster = load_cluster(CLUSTER_FILE)
@@ -72,9 +78,7 @@ def make_api(data_dir: Path) -> Iterator[Api]:
     executor = ScriptedExecutor()
     clock = Clock()
     controller = Controller(store, executor, cluster.topology, clock=clock)
-    service = Service(
-        store, cluster.topology, clock=clock, logs=lambda _team, job, pod: executor.logs(job, pod)
-    )
+    service = Service(store, cluster.topology, clock=clock, logs=_no_output)
     tokens = {role.value: store.create_token(role.value, role.value, [TEAM])[0] for role in Role}
     tokens["outsider"] = store.create_token("outsider", Role.MEMBER.value, [OTHER_TEAM])[0]
     with TestClient(create_app(service), raise_server_exceptions=False) as client:

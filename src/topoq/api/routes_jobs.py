@@ -13,13 +13,20 @@ from topoq.api.service import Service
 from topoq.api.submission import job_from_request
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
-from topoq.engine.ports import UnknownJob
+from topoq.engine.ports import (
+    DEFAULT_LOG_READ_BYTES,
+    MAX_LOG_READ_BYTES,
+    JobLog,
+    LogRequest,
+    UnknownJob,
+)
 from topoq.wire.v1 import (
     Explanation,
     JobDetail,
     JobHistory,
     JobList,
     JobLogs,
+    PodLogModel,
     SubmitJobRequest,
 )
 from topoq.wire.v1.convert import history_models, job_detail, job_summary
@@ -115,7 +122,7 @@ def history(job_id: str, principal: Anyone, service: ServiceDep) -> JobHistory:
     return JobHistory(job=view.id, history=history_models(view.history))
 
 
-@router.get("/{job_id}/logs", summary="A job's captured output")
+@router.get("/{job_id}/logs", summary="A job's captured output, a bounded piece at a time")
 def logs(
     job_id: str,
     principal: Anyone,
@@ -123,20 +130,89 @@ def logs(
     pod: Annotated[
         int | None, Query(ge=0, description="One pod's rank; all pods if left out.")
     ] = None,
+    tail_bytes: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_LOG_READ_BYTES,
+            description="Return the last this many bytes (default 1 MiB, shared between the "
+            "pods when reading all of them; at most 16 MiB).",
+        ),
+    ] = None,
+    offset: Annotated[
+        int | None,
+        Query(ge=0, description="Read one pod's log forward from this byte (needs `pod`)."),
+    ] = None,
+    limit_bytes: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_LOG_READ_BYTES,
+            description="With `offset`: return at most this many bytes (default 1 MiB).",
+        ),
+    ] = None,
 ) -> JobLogs:
+    """The newest attempt's output: the tail of every pod's log or of one pod's, or one pod's
+    log from an offset on. The answer says whether it was cut and where to read on."""
     view = _visible_job(service, principal, job_id, "see")
+    request = _log_request(view, pod, tail_bytes, offset, limit_bytes)
+    if service.logs is None:
+        raise ApiError(404, "this server keeps no logs", hint="its executor captures none")
+    try:
+        read = service.logs(request)
+    except UnknownJob as error:  # the executor never ran it
+        raise ApiError(404, str(error), hint="a job has logs once it has started") from None
+    return _job_logs(read)
+
+
+def _log_request(
+    view: JobView,
+    pod: int | None,
+    tail_bytes: int | None,
+    offset: int | None,
+    limit_bytes: int | None,
+) -> LogRequest:
     pods = view.spec.workload.total_pods
     if pod is not None and pod >= pods:
         raise ApiError(
             422, f"pod {pod} does not exist", where="pod", hint=f"the job has pods 0 to {pods - 1}"
         )
-    if service.logs is None:
-        raise ApiError(404, "this server keeps no logs", hint="its executor captures none")
-    try:
-        text = service.logs(view.team, view.id, pod)
-    except UnknownJob as error:  # the executor never ran it
-        raise ApiError(404, str(error), hint="a job has logs once it has started") from None
-    return JobLogs(job=view.id, pod=pod, text=text)
+    if offset is None and limit_bytes is not None:
+        raise ApiError(
+            422, "limit_bytes goes with offset", where="limit_bytes", hint="use tail_bytes"
+        )
+    if offset is not None and (pod is None or tail_bytes is not None):
+        raise ApiError(
+            422,
+            "a read from an offset is of one pod's log, forward",
+            where="offset",
+            hint="give pod, and limit_bytes rather than tail_bytes",
+        )
+    limit = (tail_bytes if offset is None else limit_bytes) or DEFAULT_LOG_READ_BYTES
+    return LogRequest(view.team, view.id, pod=pod, offset=offset, limit_bytes=limit)
+
+
+def _job_logs(read: JobLog) -> JobLogs:
+    pods = [
+        PodLogModel(
+            pod=p.rank,
+            pod_set=p.pod_set,
+            node=p.node,
+            offset=p.offset,
+            next_offset=p.next_offset,
+            size_bytes=p.size_bytes,
+            truncated=p.truncated,
+        )
+        for p in read.pods
+    ]
+    return JobLogs(
+        job=read.job,
+        pod=read.pod,
+        attempt=read.attempt,
+        text=read.text,
+        truncated=read.truncated,
+        pods=pods,
+    )
 
 
 def _visible_job(service: Service, principal: Principal, job_id: str, action: str) -> JobView:

@@ -169,21 +169,40 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     @app.command()
     def logs(
         job: JobArgument,
-        pod: Annotated[int | None, typer.Option(help="One pod's output.")] = None,
+        pod: Annotated[int | None, typer.Option(min=0, help="One pod's output.")] = None,
+        tail_bytes: Annotated[
+            int | None,
+            typer.Option(min=1, help="The last this many bytes (default 1 MiB, at most 16 MiB)."),
+        ] = None,
+        offset: Annotated[
+            int | None,
+            typer.Option(min=0, help="Read one pod's log (--pod) forward from this byte."),
+        ] = None,
+        limit_bytes: Annotated[
+            int | None,
+            typer.Option(min=1, help="With --offset: at most this many bytes (default 1 MiB)."),
+        ] = None,
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
         ] = False,
         server: ServerOption = None,
         token: TokenOption = None,
     ) -> None:
-        """The job's captured output (every pod, or one)."""
-        from topoq.cli.server_commands import connected, follow_logs
+        """The job's captured output (every pod, or one): its tail, or a range from --offset."""
+        from topoq.cli.server_commands import connected, follow_logs, print_logs
 
         with connected(server, token) as client:
             if follow:
-                follow_logs(client, job, pod)
+                follow_logs(client, job, pod, tail_bytes)
             else:
-                print(client.logs(job, pod).text, end="")
+                print_logs(
+                    client,
+                    job,
+                    pod,
+                    tail_bytes=tail_bytes,
+                    offset=offset,
+                    limit_bytes=limit_bytes,
+                )
 
     @app.command()
     def nodes(

@@ -131,15 +131,53 @@ def jobs_table(rows: list[JobSummary], reasons: dict[str, str]) -> Table:
     return table
 
 
-def follow_logs(client: TopoqClient, job: str, pod: int | None, interval_s: float = 1.0) -> None:
-    """Print the job's output as it grows, until the job ends."""
-    shown = 0
+def print_logs(
+    client: TopoqClient,
+    job: str,
+    pod: int | None,
+    *,
+    tail_bytes: int | None,
+    offset: int | None,
+    limit_bytes: int | None,
+) -> None:
+    """Print one bounded read of the job's output; say on standard error when it was cut."""
+    read = client.logs(job, pod, tail_bytes=tail_bytes, offset=offset, limit_bytes=limit_bytes)
+    print(read.text, end="", flush=True)
+    if not read.truncated:
+        return
+    if offset is not None:
+        (only,) = read.pods
+        typer.echo(f"(more follows: --offset {only.next_offset})", err=True)
+    else:
+        typer.echo("(the start was left out: --tail-bytes for more, --offset to page)", err=True)
+
+
+def follow_logs(
+    client: TopoqClient,
+    job: str,
+    pod: int | None,
+    tail_bytes: int | None = None,
+    interval_s: float = 1.0,
+) -> None:
+    """Print the tail of the job's output, then what each pod adds, until the job ends."""
+    first = client.logs(job, pod, tail_bytes=tail_bytes)
+    print(first.text, end="", flush=True)
+    attempt, offsets = first.attempt, {p.pod: p.next_offset for p in first.pods}
+    shown = first.pods[-1].pod if first.pods else None
     while True:
-        text = client.logs(job, pod).text
-        if len(text) > shown:
-            print(text[shown:], end="", flush=True)
-            shown = len(text)
-        if client.job(job).phase.value in FINISHED:
+        finished = client.job(job).phase.value in FINISHED
+        for rank in sorted(offsets):
+            read = client.logs(job, rank, offset=offsets[rank])
+            if read.attempt != attempt:  # a new attempt: its logs start afresh
+                attempt, offsets = read.attempt, dict.fromkeys(offsets, 0)
+                break
+            if read.text:
+                if pod is None and rank != shown:
+                    print(f"\n==> job {job} attempt {attempt} pod {rank} <==", flush=True)
+                print(read.text, end="", flush=True)
+                shown = rank
+            offsets[rank] = read.pods[0].next_offset
+        if finished:
             return
         time.sleep(interval_s)
 

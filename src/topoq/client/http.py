@@ -103,8 +103,19 @@ class TopoqClient:
     def history(self, job_id: str) -> JobHistory:
         return self._call("GET", f"/jobs/{job_id}/history", JobHistory)
 
-    def logs(self, job_id: str, pod: int | None = None) -> JobLogs:
-        params = {"pod": pod} if pod is not None else {}
+    def logs(
+        self,
+        job_id: str,
+        pod: int | None = None,
+        *,
+        tail_bytes: int | None = None,
+        offset: int | None = None,
+        limit_bytes: int | None = None,
+    ) -> JobLogs:
+        """The tail of the job's output (every pod's or one pod's), or one pod's from
+        ``offset`` on; the server caps each read (``truncated`` says it cut)."""
+        asked = {"pod": pod, "tail_bytes": tail_bytes, "offset": offset, "limit_bytes": limit_bytes}
+        params = {name: value for name, value in asked.items() if value is not None}
         return self._call("GET", f"/jobs/{job_id}/logs", JobLogs, params=params)
 
     # --- cluster ----------------------------------------------------------------------

@@ -138,10 +138,72 @@ class ExecutorCapabilities:
     captures_logs: bool
 
 
-LogReader = Callable[[str, JobId, int | None], str]
-"""Reads the captured output of a job of a team (one pod's when the rank is given) where the
-executor runs elsewhere, e.g. in the API's process; raises UnknownJob when the executor never
-ran it for that team."""
+DEFAULT_LOG_READ_BYTES = 1 << 20
+"""What one log read returns at most unless it asks for another amount (1 MiB)."""
+MAX_LOG_READ_BYTES = 16 << 20
+"""What one log read may ask for at most (16 MiB)."""
+
+
+@dataclass(frozen=True)
+class LogRequest:
+    """A bounded read of a job's captured output, in its team's logs."""
+
+    team: str
+    job: JobId
+    pod: int | None = None
+    """One pod's rank; every pod's when None."""
+    offset: int | None = None
+    """Read forward from this byte of the pod's log (one pod only); the tail when None. An
+    offset past the end (the log was rotated since) reads from the start."""
+    limit_bytes: int = DEFAULT_LOG_READ_BYTES
+    """At most this many bytes in all (shared evenly between the pods when reading every pod)."""
+
+
+@dataclass(frozen=True)
+class PodLog:
+    """What was read of one pod's log. Offsets are bytes of its current log file."""
+
+    rank: int
+    pod_set: str
+    node: str
+    text: str
+    offset: int
+    """Where ``text`` starts (a tail reaching into the rotated part starts at 0)."""
+    next_offset: int
+    """Where a forward read continues."""
+    size_bytes: int
+    """The size of the current log file at the read."""
+    truncated: bool
+    """Whether bytes of the log (before or after ``text``) were left out."""
+
+
+@dataclass(frozen=True)
+class JobLog:
+    job: JobId
+    attempt: int
+    pod: int | None
+    pods: tuple[PodLog, ...]
+
+    @property
+    def truncated(self) -> bool:
+        return any(pod.truncated for pod in self.pods)
+
+    @property
+    def text(self) -> str:
+        """One pod's text, or every pod's under a ``==> … <==`` header, in rank order."""
+        if self.pod is not None:
+            return "".join(pod.text for pod in self.pods)
+        return "\n".join(
+            f"==> job {self.job} attempt {self.attempt} pod {pod.rank} "
+            f"({pod.pod_set} on {pod.node}) <==\n{pod.text}"
+            for pod in self.pods
+        )
+
+
+LogReader = Callable[[LogRequest], JobLog]
+"""Reads a team's job's captured output where the executor runs elsewhere, e.g. in the API's
+process; raises UnknownJob when the executor never ran it for that team, InvalidInputError for
+a pod it lacks."""
 
 
 class Executor(Protocol):

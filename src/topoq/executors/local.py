@@ -32,6 +32,7 @@ from topoq.engine.ports import (
     ExecutorEventKind,
     ExecutorStartFailed,
     GangLaunch,
+    LogRequest,
     UnknownJob,
 )
 from topoq.executors.devices import GpuIndexBook
@@ -52,7 +53,7 @@ from topoq.executors.layout import (
     pod_log,
 )
 from topoq.executors.leftovers import forget_pids, record_pids, stop_leftovers
-from topoq.executors.logfiles import read_logs, write_manifest
+from topoq.executors.logfiles import read_logs, rotate_if_over, write_manifest
 from topoq.executors.process_table import (
     MARKER_VARIABLE,
     hold_child_subreaper,
@@ -68,6 +69,9 @@ DEFAULT_STOP_GRACE_S = 3.0
 DEFAULT_POD_SCRIPT = Path(__file__).resolve().with_name("default_pod.py")
 """What a pod set without a command runs (``topoq.executors.default_pod``, by path, so the
 pod's Python needs only its standard library)."""
+DEFAULT_POD_LOG_LIMIT_BYTES = 64 << 20
+"""What one pod's log keeps on disk at most (64 MiB, plus what it writes between two polls)."""
+SMALLEST_POD_LOG_LIMIT_BYTES = 64 << 10
 COMMAND_NOT_FOUND_EXIT_CODE = 127
 COMMAND_NOT_RUNNABLE_EXIT_CODE = 126
 
@@ -114,7 +118,15 @@ class LocalExecutor:
         python: str = sys.executable,
         stop_grace_s: float = DEFAULT_STOP_GRACE_S,
         base_environment: Mapping[str, str] | None = None,
+        pod_log_limit_bytes: int = DEFAULT_POD_LOG_LIMIT_BYTES,
     ) -> None:
+        if pod_log_limit_bytes < SMALLEST_POD_LOG_LIMIT_BYTES:
+            raise InvalidInputError(
+                f"a pod log limit of {pod_log_limit_bytes} bytes is too small",
+                where="pod_log_limit_bytes",
+                hint=f"give at least {SMALLEST_POD_LOG_LIMIT_BYTES} bytes (64 KiB)",
+            )
+        self.pod_log_limit_bytes = pod_log_limit_bytes
         self.capabilities = LOCAL_CAPABILITIES
         self.work_dir = Path(work_dir)
         self._clock = clock
@@ -181,6 +193,7 @@ class LocalExecutor:
             self._terminations.advance(self._running_pids())
             for attempt in list(self._attempts.values()):
                 self._observe(attempt)
+                self._rotate_logs(attempt)
             events, self._events = self._events, []
             return events
 
@@ -207,7 +220,7 @@ class LocalExecutor:
         team = team if team is not None else self._teams.get(job)
         if team is None:
             raise UnknownJob(f"job {job} has no logs: it never started on this executor")
-        return read_logs(self.work_dir, team, job, pod)
+        return read_logs(self.work_dir, LogRequest(team, job, pod)).text
 
     def close(self) -> None:
         with self._lock:
@@ -355,6 +368,12 @@ class LocalExecutor:
             self._end(attempt)
             message = f"all {len(attempt.pods)} pods exited 0"
             self._emit(ExecutorEventKind.EXITED, attempt, exit_code=0, message=message)
+
+    def _rotate_logs(self, attempt: _Attempt) -> None:
+        for pod in attempt.pods:
+            if pod.exit_code is None:
+                with contextlib.suppress(OSError):  # a full disk must not stop the polls
+                    rotate_if_over(attempt.directory, pod.plan.rank, self.pod_log_limit_bytes)
 
     def _end(self, attempt: _Attempt) -> None:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""

@@ -27,6 +27,7 @@ from topoq.wire.v1.jobs import (
     JobLogs,
     JobSummary,
     PhaseChangeModel,
+    PodLogModel,
     SubmitJobRequest,
     WorkloadModel,
 )
@@ -51,6 +52,7 @@ __all__ = [
     "NodeAction",
     "NodeModel",
     "PhaseChangeModel",
+    "PodLogModel",
     "PolicyModel",
     "ResourceAmounts",
     "Role",

@@ -155,7 +155,26 @@ class JobHistory(WireModel):
     history: list[PhaseChangeModel]
 
 
+class PodLogModel(WireModel):
+    """What one read returned of one pod's log. Offsets are bytes of its current log file."""
+
+    pod: int
+    pod_set: str
+    node: str
+    offset: int = Field(description="Where this pod's text starts.")
+    next_offset: int = Field(description="Where a forward read (`offset=`) continues.")
+    size_bytes: int = Field(description="The size of the pod's current log file.")
+    truncated: bool = Field(
+        description="Bytes were left out: before a tail, or after a forward read's range."
+    )
+
+
 class JobLogs(WireModel):
     job: str
     pod: int | None
+    attempt: int
     text: str
+    """One pod's text, or every pod's under a `==> … <==` header each."""
+    truncated: bool
+    """Whether any pod's text was cut to the read's limit."""
+    pods: list[PodLogModel]

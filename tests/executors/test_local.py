@@ -27,7 +27,7 @@ from tests.executors.contract import (
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
-from topoq.engine.ports import ExecutorEventKind, UnknownJob
+from topoq.engine.ports import ExecutorEventKind, ExecutorStartFailed, UnknownJob
 from topoq.executors.local import LocalExecutor
 from topoq.testing.builders import gpu_pods, pod_set
 
@@ -297,3 +297,21 @@ def test_pods_left_by_a_crashed_executor_are_stopped_by_the_next_one(tmp_path: P
         assert sorted(restarted.stopped_leftovers) == sorted(pids)
     poll_until(crashed, lambda _: not any(process_alive(pid) for pid in pids), timeout_s=5)
     crashed.close()
+
+
+def test_a_gang_whose_directory_cannot_be_made_raises_and_holds_no_gpus(
+    executor: LocalExecutor,
+) -> None:
+    placed = place(gang("blocked", team_name="blocked"))
+    (executor.work_dir / "blocked").write_text("a file where the team's directory goes\n")
+    with pytest.raises(ExecutorStartFailed, match="job blocked attempt 1: could not start"):
+        executor.start(placed.launch("blocked", command=python(SLEEP)))
+    assert executor.pids(JobId("blocked")) == {} and executor.poll() == []
+    (executor.work_dir / "blocked").unlink()
+    executor.start(placed.launch("blocked", command=python("pass"), attempt=2))
+    assert run_to_end(executor, "blocked") == [STARTED, EXITED, 0]  # its GPUs were free
+
+
+def test_a_pod_log_limit_too_small_to_rotate_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(InvalidInputError, match="pod_log_limit_bytes"):
+        LocalExecutor(tmp_path / "work", pod_log_limit_bytes=10)

@@ -14,12 +14,10 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
@@ -35,6 +33,7 @@ from topoq.engine.ports import (
     LogRequest,
     UnknownJob,
 )
+from topoq.executors.attempts import RunningAttempt, RunningPod
 from topoq.executors.devices import GpuIndexBook
 from topoq.executors.environment import (
     GangContext,
@@ -76,35 +75,6 @@ COMMAND_NOT_FOUND_EXIT_CODE = 127
 COMMAND_NOT_RUNNABLE_EXIT_CODE = 126
 
 
-@dataclass
-class _Pod:
-    plan: PodPlan
-    gpu_indices: tuple[int, ...]
-    process: subprocess.Popen[bytes] | None = None
-    exit_code: int | None = None
-
-    def describe(self) -> str:
-        return f"pod {self.plan.rank} ({self.plan.pod_set} on {self.plan.node})"
-
-
-@dataclass
-class _Attempt:
-    job: JobId
-    team: str
-    number: int
-    directory: Path
-    marker: str
-    """What the ``TOPOQ_POD`` marker of each of its pods starts with."""
-    pods: list[_Pod] = field(default_factory=list)
-
-    @property
-    def nodes(self) -> frozenset[str]:
-        return frozenset(pod.plan.node for pod in self.pods)
-
-    def running(self) -> list[subprocess.Popen[bytes]]:
-        return [p.process for p in self.pods if p.process is not None and p.exit_code is None]
-
-
 class LocalExecutor:
     """Runs gangs as process trees on this machine. Thread-safe; ``poll`` never blocks, while
     ``cancel``, ``fail_node`` and ``close`` return once the pods' processes are gone (at most
@@ -132,7 +102,7 @@ class LocalExecutor:
         self._clock = clock
         self._default_command = (python, str(DEFAULT_POD_SCRIPT))
         self._base_environment = dict(os.environ if base_environment is None else base_environment)
-        self._attempts: dict[JobId, _Attempt] = {}
+        self._attempts: dict[JobId, RunningAttempt] = {}
         self._teams: dict[JobId, str] = {}
         """The team of every job started here, so that ``logs`` finds its directory."""
         self._events: list[ExecutorEvent] = []
@@ -163,7 +133,7 @@ class LocalExecutor:
             commands = self._commands(launch)
             directory = attempt_dir(self.work_dir, team, job, launch.attempt)
             marker = attempt_marker(self.id, team, job, launch.attempt)
-            attempt = _Attempt(job, team, launch.attempt, directory, marker)
+            attempt = RunningAttempt(job, team, launch.attempt, directory, marker)
             self._teams[job] = team
             try:
                 self._prepare(attempt, launch, plans)
@@ -268,7 +238,9 @@ class LocalExecutor:
             )
         return {name: tuple(launch.commands.get(name) or self._default_command) for name in names}
 
-    def _prepare(self, attempt: _Attempt, launch: GangLaunch, plans: Sequence[PodPlan]) -> None:
+    def _prepare(
+        self, attempt: RunningAttempt, launch: GangLaunch, plans: Sequence[PodPlan]
+    ) -> None:
         """The attempt's private directory and manifest, and its pods with their GPUs."""
         make_private_directories(attempt.directory, self.work_dir)
         write_manifest(attempt.directory, plans)
@@ -286,7 +258,7 @@ class LocalExecutor:
             node_labels=launch.node_labels,
         )
 
-    def _undo_start(self, attempt: _Attempt) -> None:
+    def _undo_start(self, attempt: RunningAttempt) -> None:
         """Leave nothing of an attempt that could not start: its spawned pods are killed at
         once, its GPUs given back, its record and directory removed."""
         if self._attempts.get(attempt.job) is attempt:
@@ -295,11 +267,11 @@ class LocalExecutor:
         self._terminations.kill_now(attempt.running(), attempt.marker)
         shutil.rmtree(attempt.directory, ignore_errors=True)
 
-    def _take_gpus(self, plans: Sequence[PodPlan]) -> list[_Pod]:
-        pods: list[_Pod] = []
+    def _take_gpus(self, plans: Sequence[PodPlan]) -> list[RunningPod]:
+        pods: list[RunningPod] = []
         try:
             for plan in plans:
-                pods.append(_Pod(plan, self._gpus.take(plan.node, plan.gpus)))
+                pods.append(RunningPod(plan, self._gpus.take(plan.node, plan.gpus)))
         except InvalidInputError:
             self._release_gpus(pods)
             raise
@@ -307,7 +279,7 @@ class LocalExecutor:
 
     def _spawn_all(
         self,
-        attempt: _Attempt,
+        attempt: RunningAttempt,
         context: GangContext,
         commands: Mapping[str, tuple[str, ...]],
         user_environment: Mapping[str, str],
@@ -333,7 +305,7 @@ class LocalExecutor:
         message = f"{len(attempt.pods)} pods on {hosts}, rendezvous port {context.master_port}"
         self._emit(ExecutorEventKind.STARTED, attempt, message=message)
 
-    def _fail_to_start(self, attempt: _Attempt, pod: _Pod, error: OSError) -> None:
+    def _fail_to_start(self, attempt: RunningAttempt, pod: RunningPod, error: OSError) -> None:
         self._end(attempt)
         self._terminations.finish()
         code = (
@@ -350,7 +322,7 @@ class LocalExecutor:
 
     # --- observing and ending -----------------------------------------------------------
 
-    def _observe(self, attempt: _Attempt) -> None:
+    def _observe(self, attempt: RunningAttempt) -> None:
         """Reap the attempt's exited pods; end the gang on the first failure or when all
         pods succeeded."""
         for pod in attempt.pods:
@@ -369,13 +341,13 @@ class LocalExecutor:
             message = f"all {len(attempt.pods)} pods exited 0"
             self._emit(ExecutorEventKind.EXITED, attempt, exit_code=0, message=message)
 
-    def _rotate_logs(self, attempt: _Attempt) -> None:
+    def _rotate_logs(self, attempt: RunningAttempt) -> None:
         for pod in attempt.pods:
             if pod.exit_code is None:
                 with contextlib.suppress(OSError):  # a full disk must not stop the polls
                     rotate_if_over(attempt.directory, pod.plan.rank, self.pod_log_limit_bytes)
 
-    def _end(self, attempt: _Attempt) -> None:
+    def _end(self, attempt: RunningAttempt) -> None:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""
         self._attempts.pop(attempt.job, None)
         forget_pids(attempt.directory)
@@ -385,14 +357,14 @@ class LocalExecutor:
     def _running_pids(self) -> list[int]:
         return [process.pid for attempt in self._attempts.values() for process in attempt.running()]
 
-    def _release_gpus(self, pods: Sequence[_Pod]) -> None:
+    def _release_gpus(self, pods: Sequence[RunningPod]) -> None:
         for pod in pods:
             self._gpus.release(pod.plan.node, pod.gpu_indices)
 
     def _emit(
         self,
         kind: ExecutorEventKind,
-        attempt: _Attempt | None,
+        attempt: RunningAttempt | None,
         *,
         exit_code: int | None = None,
         node: str | None = None,

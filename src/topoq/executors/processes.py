@@ -89,6 +89,8 @@ class _Stopping:
     """The pods' own processes, until reaped."""
     marker_prefix: str
     kill_at: float
+    told: bool = False
+    """Whether its other processes were sent SIGTERM (at the first look, in ``advance``)."""
 
 
 class Terminations:
@@ -106,15 +108,17 @@ class Terminations:
         """Pod processes whose parent is this process though it did not spawn them."""
 
     def begin(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
-        entry = _Stopping(list(leaders), marker_prefix, time.monotonic() + self.grace_s)
-        self._signal(entry, signal.SIGTERM)
-        self._stopping.append(entry)
+        for leader in leaders:
+            signal_group(leader, signal.SIGTERM)
+        self._stopping.append(
+            _Stopping(list(leaders), marker_prefix, time.monotonic() + self.grace_s)
+        )
 
     def kill_now(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
         """SIGKILL the attempt's processes and wait until they are gone."""
-        entry = _Stopping(list(leaders), marker_prefix, time.monotonic())
-        self._signal(entry, signal.SIGKILL)
-        self._stopping.append(entry)
+        for leader in leaders:
+            signal_group(leader, signal.SIGKILL)
+        self._stopping.append(_Stopping(list(leaders), marker_prefix, time.monotonic()))
         self.finish()
 
     def adopt(self, pids: Collection[int]) -> None:
@@ -144,15 +148,6 @@ class Terminations:
     def __len__(self) -> int:
         return len(self._stopping)
 
-    def _signal(self, entry: _Stopping, signum: int) -> None:
-        for leader in entry.leaders:
-            signal_group(leader, signum)
-        table = read_process_table()
-        leaders = [leader.pid for leader in entry.leaders]
-        signal_processes(
-            pod_processes(table, leaders=leaders, marker_prefix=entry.marker_prefix), signum
-        )
-
     def _still_stopping(self, entry: _Stopping, table: Mapping[int, ProcessEntry]) -> bool:
         entry.leaders = [leader for leader in entry.leaders if not _reaped(leader)]
         leaders = [leader.pid for leader in entry.leaders]
@@ -161,6 +156,9 @@ class Terminations:
         live = {pid for pid in found if not table[pid].zombie} - set(leaders)
         if not entry.leaders and not live:
             return False
+        if not entry.told:
+            signal_processes(live, signal.SIGTERM)
+            entry.told = True
         if time.monotonic() >= entry.kill_at:
             for leader in entry.leaders:
                 signal_group(leader, signal.SIGKILL)

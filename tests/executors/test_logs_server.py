@@ -151,3 +151,29 @@ def test_topoq_logs_reads_a_tail_or_a_range(
     assert "Traceback" not in wrong.stderr and len(wrong.stderr.strip().splitlines()) == 1
     theirs = _topoq(url, token, "logs", "vision-run")
     assert theirs.returncode == 4 and "output of" not in theirs.stdout
+
+
+STEPS = """
+import time
+for step in range(8):
+    print(f"step {step}", flush=True)
+    time.sleep(0.3)
+"""
+
+
+def test_topoq_logs_follow_prints_every_line_once_until_the_job_ends(
+    server: tuple[str, Path], members: dict[str, tuple[str, httpx.Client]]
+) -> None:
+    url, _ = server
+    token, nlp = members["nlp"]
+    body = small_job("nlp-steps", pods=2, team="nlp")
+    pod_set = body["document"]["spec"]["podSets"][0]  # type: ignore[index]  # small_job's shape
+    pod_set["command"] = [sys.executable, "-c", STEPS]
+    assert nlp.post("/jobs", json=body).status_code == 201
+    wait_for(lambda: nlp.get("/jobs/nlp-steps/logs"), lambda r: r.status_code == 200)
+    followed = _topoq(url, token, "logs", "nlp-steps", "--follow")
+    assert followed.returncode == 0, followed.stderr
+    steps = [line for line in followed.stdout.splitlines() if line.startswith("step")]
+    assert sorted(steps) == sorted(f"step {n}" for n in range(8) for _ in range(2))  # once each
+    for pod in (0, 1):
+        assert f"pod {pod}" in followed.stdout

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.executors.contract import EXITED, STARTED, of
+from tests.executors.contract import EXITED, STARTED, exit_when_exists, of
 from tests.executors.launches import gang, place, poll_until, process_alive, python, wait_until
 from topoq.domain.job import JobId
 from topoq.executors.local import LocalExecutor
@@ -125,3 +125,18 @@ def test_the_next_executor_stops_escapes_of_a_sigkilled_one(tmp_path: Path) -> N
     finally:
         crashed.kill()
         crashed.wait()
+
+
+def test_stopping_one_gang_never_reaps_the_pods_of_another(
+    executor: LocalExecutor, tmp_path: Path
+) -> None:
+    """Only orphans are adopted and reaped: a running pod's exit code stays its own."""
+    trigger = tmp_path / "exit-now"
+    placed = place(gang("kept"), gang("cancelled"))
+    executor.start(placed.launch("kept", command=python(exit_when_exists(trigger, 3))))
+    executor.start(placed.launch("cancelled", command=python(ESCAPE)))
+    poll_until(executor, lambda seen: len([e for e in seen if e.kind is STARTED]) == 2)
+    executor.cancel(JobId("cancelled"))
+    trigger.touch()
+    events = of("kept", poll_until(executor, lambda seen: bool(of("kept", seen))))
+    assert [(e.kind, e.exit_code) for e in events] == [(EXITED, 3)]

@@ -114,7 +114,9 @@ class LocalExecutor:
         """The first part of every pod's ``TOPOQ_POD`` marker, kept in ``work_dir``."""
         hold_child_subreaper()
         self._open = True
-        self._terminations = Terminations(stop_grace_s, executor_marker=self.id + "/")
+        self._terminations = Terminations(
+            stop_grace_s, executor_marker=self.id + "/", running=self._running_pids
+        )
         self.stopped_leftovers = stop_leftovers(self.work_dir, self.id + "/")
         self._terminations.adopt(self.stopped_leftovers)
 
@@ -160,7 +162,7 @@ class LocalExecutor:
 
     def poll(self) -> list[ExecutorEvent]:
         with self._lock:
-            self._terminations.advance(self._running_pids())
+            self._terminations.advance()
             for attempt in list(self._attempts.values()):
                 self._observe(attempt)
                 self._rotate_logs(attempt)

@@ -10,7 +10,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,9 +100,17 @@ class Terminations:
     orphans that re-parented to this process are reaped too. ``advance`` never blocks;
     ``finish`` waits until every attempt is stopped."""
 
-    def __init__(self, grace_s: float, executor_marker: str) -> None:
+    def __init__(
+        self,
+        grace_s: float,
+        executor_marker: str,
+        running: Callable[[], Collection[int]] = frozenset,
+    ) -> None:
+        """``running`` gives the pids of the pods spawned and not being stopped (their
+        ``Popen`` reaps them, so they are never adopted)."""
         self.grace_s = grace_s
         self._executor_marker = executor_marker
+        self._running = running
         self._stopping: list[_Stopping] = []
         self._adopted: set[int] = set()
         """Pod processes whose parent is this process though it did not spawn them."""
@@ -126,11 +134,10 @@ class Terminations:
         children = children_of_this_process()
         self._adopted.update(pid for pid in pids if pid in children)
 
-    def advance(self, running: Collection[int] = ()) -> None:
+    def advance(self) -> None:
         """Reap what ended; SIGKILL what is past its grace period; adopt the orphans of
-        pods that re-parented to this process (``running``: the pids of the pods it spawned
-        that still run, which ``Popen`` reaps)."""
-        self._adopt_orphans(running)
+        pods that re-parented to this process."""
+        self._adopt_orphans()
         if self._stopping:
             table = read_process_table()
             self._stopping = [
@@ -165,8 +172,8 @@ class Terminations:
             signal_processes(live, signal.SIGKILL)
         return True
 
-    def _adopt_orphans(self, running: Collection[int]) -> None:
-        spawned = set(running) | {p.pid for entry in self._stopping for p in entry.leaders}
+    def _adopt_orphans(self) -> None:
+        spawned = set(self._running()) | {p.pid for e in self._stopping for p in e.leaders}
         for pid in children_of_this_process() - self._adopted - spawned:
             marker = marker_of(pid)
             if marker is not None and marker.startswith(self._executor_marker):

@@ -19,6 +19,7 @@ from tests.executors.contract import EXITED, STARTED, exit_when_exists, of
 from tests.executors.launches import gang, place, poll_until, process_alive, python, wait_until
 from topoq.domain.job import JobId
 from topoq.executors.local import LocalExecutor
+from topoq.executors.process_table import ProcessEntry, pod_processes
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ESCAPE = """
@@ -140,3 +141,15 @@ def test_stopping_one_gang_never_reaps_the_pods_of_another(
     trigger.touch()
     events = of("kept", poll_until(executor, lambda seen: bool(of("kept", seen))))
     assert [(e.kind, e.exit_code) for e in events] == [(EXITED, 3)]
+
+
+def test_an_executor_that_carries_a_marker_itself_never_counts_its_own_children() -> None:
+    """A process with this process's marker (e.g. a control plane started inside a pod) is not
+    a pod of it: this process and its other children stay out of every attempt."""
+    me, child, pod = os.getpid(), 10_000_001, 10_000_002
+    table = {
+        me: ProcessEntry(me, 1, me, me, zombie=False, marker="exec/t/j/1/0"),
+        child: ProcessEntry(child, me, child, child, zombie=False, marker=None),
+        pod: ProcessEntry(pod, child, pod, pod, zombie=False, marker="exec/t/j/1/1"),
+    }
+    assert pod_processes(table, leaders=(), marker_prefix="exec/t/j/1/") == {pod}

@@ -99,13 +99,13 @@ def pod_processes(
     children: dict[int, list[int]] = {}
     for entry in table.values():
         children.setdefault(entry.parent, []).append(entry.pid)
-    found, waiting = set(), list(seeds)
+    this_process = os.getpid()  # never a pod, nor are its other children through it
+    found, waiting = set(), [pid for pid in seeds if pid != this_process]
     while waiting:
         pid = waiting.pop()
-        if pid not in found:
+        if pid not in found and pid != this_process:
             found.add(pid)
             waiting.extend(children.get(pid, ()))
-    found.discard(os.getpid())
     return found
 
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.executors.contract import STARTED, of
+from tests.executors.contract import EXITED, STARTED, of
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.job import JobId
 from topoq.executors.layout import FILE_NAME_LIMIT_BYTES, attempt_dir, path_component
@@ -107,3 +107,12 @@ def test_everything_the_executor_writes_is_private_whatever_the_umask(tmp_path: 
     for name, mode in modes.items():
         wanted = 0o700 if (tmp_path / "work" / name).is_dir() else 0o600
         assert mode == wanted, f"{name} is {oct(mode)}"
+
+
+def test_a_job_whose_id_and_team_exceed_the_file_name_limit_runs_and_keeps_its_logs(
+    executor: LocalExecutor,
+) -> None:
+    job, team = "j" * 300, "t" * 300
+    executor.start(place(gang(job, team_name=team)).launch(job, command=python("print('long')")))
+    poll_until(executor, lambda events: any(e.kind is EXITED for e in of(job, events)))
+    assert executor.logs(JobId(job), 0) == "long\n"

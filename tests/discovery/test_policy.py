@@ -395,7 +395,7 @@ MALFORMED = [
     ("teams.0.fairshareWeight", 5, "teams[0].fairshareWeight", "'fairShareWeight'"),
     ("teams.0.fair_share_weight", 5, "teams[0]", "both 'fairShareWeight' and"),
     ("teams.0.fairShareWeight", 101, "teams[0].fairShareWeight", "0 to 100"),
-    ("teams.0.fairShareWeight", "heavy", "teams[0].fairShareWeight", "expected an integer"),
+    ("teams.0.fairShareWeight", "heavy", "teams[0].fairShareWeight", "expected a whole number"),
     ("teams.0.sharing", "Borrow", "teams[0].sharing", "DontLend, Lend, LendAndBorrow"),
     ("teams.0.preemptTeamTasks", "Always", "teams[0].preemptTeamTasks", "LowerPriority, Never"),
     ("teams.0.queueing", "lifo", "teams[0].queueing", "strict-fifo"),

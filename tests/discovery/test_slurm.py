@@ -659,7 +659,7 @@ def test_a_tree_of_sixteen_tiers_is_read() -> None:
     assert parse_topology_conf(chain_conf(16)).depth == 16
 
 
-@pytest.mark.parametrize("depth", [17, 2000, 50_000])
+@pytest.mark.parametrize("depth", [17, 2000, 19_000])
 def test_a_switch_chain_deeper_than_sixteen_tiers_is_refused_at_once(depth: int) -> None:
     started = time.monotonic()
     with pytest.raises(TopologyError, match="more than 16 tiers"):
@@ -677,8 +677,8 @@ def test_a_line_longer_than_the_limit_is_refused_naming_its_number() -> None:
 
 
 def test_more_switches_than_the_limit_are_refused() -> None:
-    text = "\n".join(f"SwitchName=s{index} Nodes=n{index}" for index in range(100_001))
-    with pytest.raises(TopologyError, match="more than 100,000 switches"):
+    text = "\n".join(f"SwitchName=s{index} Nodes=n{index}" for index in range(20_001))
+    with pytest.raises(TopologyError, match="more than 20,000 switches"):
         parse_topology_conf(text)
 
 

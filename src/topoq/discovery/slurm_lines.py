@@ -27,7 +27,7 @@ RECORD_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
 
 MAX_LINE_CHARS = 64 * 1024
 """One line of a topology.conf (a hostlist keeps even a large leaf's Nodes= short)."""
-MAX_NAMED_LINES = 100_000
+MAX_NAMED_LINES = 20_000
 """SwitchName= or BlockName= lines in one file."""
 MAX_NODES = 1_000_000
 """Nodes listed by all the lines of one file together."""

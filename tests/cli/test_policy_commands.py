@@ -4,6 +4,7 @@ the app)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,39 @@ def test_convert_writes_a_policy_file_with_the_hyperpod_meaning(tmp_path: Path) 
 def test_convert_needs_hyperpod_files() -> None:
     with pytest.raises(InvalidInputError, match="no HyperPod files"):
         run_policy_convert(None, [], None)
+
+
+def policy_of(teams: int, path: Path) -> Path:
+    entries = [
+        {"name": f"team-{index}", "quotas": [{"flavor": "ml.p5.48xlarge", "instances": 1}]}
+        for index in range(teams)
+    ]
+    path.write_text(json.dumps({"apiVersion": "topoq.io/v1", "kind": "Policy", "teams": entries}))
+    return path
+
+
+@pytest.mark.parametrize("output", ["table", "yaml", "json"])
+def test_show_at_the_team_limit_answers_well_under_a_second(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str
+) -> None:
+    policy = policy_of(1000, tmp_path / "big.json")
+    started = time.monotonic()
+    run_policy_show(policy, None, [], output)
+    assert time.monotonic() - started < 0.8
+    assert "team-999" in capsys.readouterr().out
+
+
+def test_lint_at_the_team_limit_answers_well_under_a_second(tmp_path: Path) -> None:
+    policy = policy_of(1000, tmp_path / "big.json")
+    started = time.monotonic()
+    with pytest.raises(typer.Exit):  # 1,000 guarantees of a p5 each: more than the example has
+        run_policy_lint(policy, None, [], None, None, None, "json", [], None)
+    assert time.monotonic() - started < 0.8
+
+
+def test_a_policy_over_the_team_limit_is_refused_at_once(tmp_path: Path) -> None:
+    policy = policy_of(20_000, tmp_path / "huge.json")
+    started = time.monotonic()
+    with pytest.raises(InvalidInputError, match="20,000 teams"):
+        run_policy_show(policy, None, [], "table")
+    assert time.monotonic() - started < 1

@@ -14,10 +14,10 @@ from topoq.discovery.aws import (
     ZONE_ID_LABEL,
     ZONE_LABEL,
     cluster_from_instance_topology,
-    documents_in_text,
     load_instance_topology,
     network_layer_label,
 )
+from topoq.discovery.documents import documents_in_text
 from topoq.discovery.instance_types import find_instance_type
 from topoq.domain.errors import InvalidInputError, TopologyError
 from topoq.domain.node import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -170,3 +172,30 @@ def test_compress_round_trips_arbitrary_names_with_digits_anywhere(names: list[s
     expanded = expand_hostlist(compressed)
     assert sorted(expanded) == sorted(set(names))
     assert compress_hostlist(expanded) == compressed
+
+
+@pytest.mark.parametrize(
+    "expr",
+    [
+        "n[0-999998," * 1 + ",".join(["0-999998"] * 20) + "]",
+        ",".join(f"r{i}-[0-999999]" for i in range(5)),
+        "a[1-1000]b[1-1000]c[1-1000]",
+        "n" + "[0-9]" * 50,
+        "n[1-99999999999999999999]",
+    ],
+    ids=["ranges-in-one-bracket", "items", "product", "many-groups", "billions"],
+)
+def test_an_expansion_to_more_names_than_the_limit_is_refused_before_it_is_built(
+    expr: str,
+) -> None:
+    started = time.monotonic()
+    with pytest.raises(InvalidInputError, match="more than 1000000 names"):
+        expand_hostlist(expr)
+    assert time.monotonic() - started < 1
+
+
+def test_an_error_about_a_long_expression_quotes_only_its_start() -> None:
+    expr = "n[1-2]," * 200_000 + "x["
+    with pytest.raises(InvalidInputError) as raised:
+        expand_hostlist(expr)
+    assert len(raised.value.render()) < 400

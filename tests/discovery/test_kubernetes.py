@@ -489,7 +489,7 @@ MALFORMED_WORKLOADS = [
         _set(["spec", "podSets", 0, "count"], "eight"),
         InvalidInputError,
         "spec.podSets[0].count",
-        "integer",
+        "whole number",
         id="count not a number",
     ),
     pytest.param(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import time
 from pathlib import Path
 from typing import Any
 
@@ -392,10 +393,26 @@ MALFORMED = [
     ("scheduling.defaultPriorityClass", "batch", "scheduling.defaultPriorityClass", "inference"),
     ("teams", {"nlp": {}}, "teams", "expected a list"),
     ("teams.0.name", None, "teams[0].name", "is missing"),
+    ("teams.0.name", 42, "teams[0].name", "expected a string"),
+    ("teams.0.name", "NLP Team", "teams[0].name", "not a valid team name"),
+    ("teams.0.name", "x" * 64, "teams[0].name", "DNS-1123 label"),
+    ("teams.0.cohort", ["Research Org"], "teams[0].cohort[0]", "not a valid cohort name"),
+    ("teams.0.cohort", [7], "teams[0].cohort[0]", "expected a name"),
+    ("teams.0.quotas.0.flavor", 5, "teams[0].quotas[0].flavor", "expected a string"),
+    ("teams.0.quotas.0.flavor", "p5/48xlarge", "teams[0].quotas[0].flavor", "not a valid flavor"),
+    ("scheduling.priorityClasses.0.name", 1, "scheduling.priorityClasses[0].name", "a string"),
+    (
+        "scheduling.priorityClasses.0.name",
+        "Top Priority",
+        "scheduling.priorityClasses[0].name",
+        "not a valid priority class name",
+    ),
+    ("teams.0.fairShareWeight", 1e30, "teams[0].fairShareWeight", "expected a whole number"),
+    ("teams.0.fairShareWeight", 2.5, "teams[0].fairShareWeight", "expected a whole number"),
     ("teams.0.fairshareWeight", 5, "teams[0].fairshareWeight", "'fairShareWeight'"),
     ("teams.0.fair_share_weight", 5, "teams[0]", "both 'fairShareWeight' and"),
     ("teams.0.fairShareWeight", 101, "teams[0].fairShareWeight", "0 to 100"),
-    ("teams.0.fairShareWeight", "heavy", "teams[0].fairShareWeight", "expected an integer"),
+    ("teams.0.fairShareWeight", "heavy", "teams[0].fairShareWeight", "expected a whole number"),
     ("teams.0.sharing", "Borrow", "teams[0].sharing", "DontLend, Lend, LendAndBorrow"),
     ("teams.0.preemptTeamTasks", "Always", "teams[0].preemptTeamTasks", "LowerPriority, Never"),
     ("teams.0.queueing", "lifo", "teams[0].queueing", "strict-fifo"),
@@ -452,6 +469,22 @@ def test_more_than_ten_priority_classes_is_an_error() -> None:
 
     with pytest.raises(InvalidInputError, match=r"policy.yaml: scheduling.priorityClasses: 11"):
         read(with_change("scheduling.priorityClasses", classes))
+
+
+def test_more_teams_than_the_limit_are_refused_before_any_is_read() -> None:
+    teams = [{"name": f"team-{index}", "quotas": "unread"} for index in range(20_000)]
+
+    with pytest.raises(InvalidInputError, match=r"policy.yaml: teams: 20,000 teams.*at most 1,000"):
+        read(with_change("teams", teams))
+
+
+def test_a_policy_at_the_team_limit_reads_in_well_under_a_second() -> None:
+    quota = [{"flavor": "p5.48xlarge", "instances": 1}]
+    teams = [{"name": f"team-{index}", "cohort": ["org"], "quotas": quota} for index in range(1000)]
+    started = time.monotonic()
+    policy = read(with_change("teams", teams))
+    assert len(policy.teams) == 1000
+    assert time.monotonic() - started < 0.5
 
 
 def test_a_document_that_is_not_a_mapping_is_an_error() -> None:

@@ -380,6 +380,12 @@ MALFORMED_QUOTAS = [
         "0 to 100",
     ),
     (quota_for("nlp", ComputeQuotaTarget={}), "ComputeQuotaTarget.TeamName", "is missing"),
+    (quota_for("nlp", ComputeQuotaTarget={"TeamName": 7}), "ComputeQuotaTarget.TeamName", "string"),
+    (
+        quota_for("nlp", ComputeQuotaTarget={"TeamName": "Team_A"}),
+        "ComputeQuotaTarget.TeamName",
+        "not a valid team name",
+    ),
     (quota_for("nlp", ActivationState="Paused"), "ActivationState", "Enabled, Disabled"),
     ({"ComputeQuotaSummaries": [5]}, "ComputeQuotaSummaries[0]", "expected a mapping"),
 ]
@@ -422,6 +428,13 @@ MALFORMED_CONFIGS = [
         "at most 10",
     ),
 ]
+
+
+def test_more_compute_quotas_than_the_team_limit_are_refused() -> None:
+    quotas = {"ComputeQuotaSummaries": [quota_for(f"team-{index}") for index in range(1001)]}
+
+    with pytest.raises(InvalidInputError, match="more than 1,000 teams"):
+        imported(quotas)
 
 
 @pytest.mark.parametrize(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -647,3 +648,43 @@ def test_export_keeps_every_domain_of_every_level(nodes: list[NodeSpec], plugin:
             )
     else:
         assert _partition(reparsed, (SLURM_BLOCK_LABEL,)) == _partition(exportable, _LEVELS)
+
+
+def chain_conf(depth: int) -> str:
+    lines = [f"SwitchName=s{tier} Switches=s{tier + 1}" for tier in range(depth - 1)]
+    return "\n".join([*lines, f"SwitchName=s{depth - 1} Nodes=n1"])
+
+
+def test_a_tree_of_sixteen_tiers_is_read() -> None:
+    assert parse_topology_conf(chain_conf(16)).depth == 16
+
+
+@pytest.mark.parametrize("depth", [17, 2000, 19_000])
+def test_a_switch_chain_deeper_than_sixteen_tiers_is_refused_at_once(depth: int) -> None:
+    started = time.monotonic()
+    with pytest.raises(TopologyError, match="more than 16 tiers"):
+        parse_topology_conf(chain_conf(depth))
+    assert time.monotonic() - started < 1
+
+
+def test_a_line_longer_than_the_limit_is_refused_naming_its_number() -> None:
+    text = "SwitchName=s1 Nodes=n1\nSwitchName=s2 Nodes=" + "n," * 5_000_000 + "n\n"
+    started = time.monotonic()
+    with pytest.raises(TopologyError, match=r"topology.conf:2: .*longer than 65,536") as raised:
+        parse_topology_conf(text)
+    assert time.monotonic() - started < 1
+    assert len(raised.value.render()) < 300
+
+
+def test_more_switches_than_the_limit_are_refused() -> None:
+    text = "\n".join(f"SwitchName=s{index} Nodes=n{index}" for index in range(20_001))
+    with pytest.raises(TopologyError, match="more than 20,000 switches"):
+        parse_topology_conf(text)
+
+
+def test_more_nodes_than_the_limit_in_all_lines_are_refused() -> None:
+    text = "\n".join(f"SwitchName=s{index} Nodes=r{index}-[0-999999]" for index in range(3))
+    started = time.monotonic()
+    with pytest.raises(TopologyError, match="more than 1,000,000 nodes"):
+        parse_topology_conf(text)
+    assert time.monotonic() - started < 3

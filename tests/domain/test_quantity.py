@@ -63,3 +63,70 @@ def test_resources_arithmetic_drops_zero_entries() -> None:
     assert a - b == Resources.parse({"cpu": "1"})
     assert (a + b).amount("nvidia.com/gpu") == 4
     assert b.scaled(3).fits_in(a.scaled(3)) and not a.fits_in(b)
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "message"),
+    [
+        ("cpu", "9" * 5000, "longer than 64 characters"),
+        ("cpu", 10**40, "more than a cluster"),
+        ("memory", "1e999999999", "exponent beyond"),
+        ("memory", "1e-999999999", "exponent beyond"),
+        ("memory", "1e19", "more than a cluster"),
+        ("memory", "9999999999Ei", "more than a cluster"),
+        ("nvidia.com/gpu", float("inf"), "not a finite number"),
+        ("nvidia.com/gpu", float("nan"), "not a finite number"),
+        ("nvidia.com/gpu", "Infinity", "not a Kubernetes quantity"),
+        ("cpu", 1e30, "more than a cluster"),
+    ],
+)
+def test_quantities_too_long_too_large_or_not_finite_are_refused_at_once(
+    resource: str, text: str | float, message: str
+) -> None:
+    with pytest.raises(InvalidInputError, match=message):
+        parse_quantity(resource, text)
+
+
+@pytest.mark.parametrize(
+    ("resource", "text"),
+    [
+        ("nvidia.com/gpu", 0.5),
+        ("nvidia.com/gpu", "0.5"),
+        ("nvidia.com/gpu", "1500m"),
+        ("aws.amazon.com/neurondevice", "1.1"),
+        ("vpc.amazonaws.com/efa", 2.5),
+        ("pods", "10.5"),
+        ("example.com/foo", "1u"),
+    ],
+)
+def test_a_fraction_of_a_resource_counted_in_whole_units_is_refused(
+    resource: str, text: str | float
+) -> None:
+    with pytest.raises(InvalidInputError, match="must be a whole number") as raised:
+        parse_quantity(resource, text)
+    assert resource in raised.value.render()
+
+
+@pytest.mark.parametrize(
+    ("resource", "text", "expected"),
+    [
+        ("nvidia.com/gpu", "2000m", 2),
+        ("nvidia.com/gpu", 8.0, 8),
+        ("pods", "1k", 1000),
+        ("cpu", "0.5", 500),
+        ("memory", "0.5", 1),
+        ("ephemeral-storage", "1.5", 2),
+        ("hugepages-2Mi", "1.5", 2),
+    ],
+)
+def test_whole_valued_counts_and_fractions_of_cpu_or_bytes_keep_their_rules(
+    resource: str, text: str | float, expected: int
+) -> None:
+    assert parse_quantity(resource, text) == expected
+
+
+def test_resources_parse_names_the_field_and_what_to_write_for_half_a_gpu() -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        Resources.parse({"nvidia.com/gpu": 0.5}, where="job.yaml: podSets[0].requests")
+    assert raised.value.where == "job.yaml: podSets[0].requests.nvidia.com/gpu"
+    assert "whole number" in raised.value.render()

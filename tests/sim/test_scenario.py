@@ -130,11 +130,13 @@ def test_an_unknown_team_is_a_warning_not_an_error(write_scenario: WriteScenario
     assert "UNKNOWN_TEAM" in warning
 
 
+STREAMED = {"team": "nlp", "runtime_s": 600, "pods": 1, "gpus": 8}
+
 BAD_EVENTS: list[tuple[str, list[dict[str, Any]], str]] = [
     (
         "negative time",
         [{"at": -5, "submit": submit("a")}],
-        "events[0].at: is -5 (give a number of seconds 0 or more)",
+        "events[0].at: is -5 (give a number of seconds 0 or more, up to 100,000,000)",
     ),
     (
         "two actions in one event",
@@ -241,6 +243,72 @@ BAD_EVENTS: list[tuple[str, list[dict[str, Any]], str]] = [
         "events[0].submit.exit_code: expected an exit code (a whole number), got 'boom'",
     ),
     (
+        "a time that is not a number",
+        [{"at": float("nan"), "submit": submit("a")}],
+        "events[0].at: nan is not a finite number",
+    ),
+    (
+        "an infinite run time",
+        [{"at": 0, "submit": submit("a", runtime_s=float("inf"))}],
+        "events[0].submit.runtime_s: inf is not a finite number",
+    ),
+    (
+        "a time beyond the limit",
+        [{"at": 1e12, "submit": submit("a")}],
+        "events[0].at: is 1000000000000.0 (give a number of seconds 0 or more, up to 100,000,000",
+    ),
+    (
+        "a stream of a billion jobs",
+        [{"at": 0, "stream": {"team": "nlp", "every_s": 1, "count": 10**9, **STREAMED}}],
+        "events[0].stream.count: 1,000,000,000 jobs (a scenario has at most 100,000 jobs",
+    ),
+    (
+        "streams that add up to more jobs than the limit",
+        [
+            {
+                "at": 0,
+                "stream": {"every_s": 1, "count": 60_000, "id_prefix": f"s{index}", **STREAMED},
+            }
+            for index in range(2)
+        ],
+        "events[1].stream.count: 120,000 jobs (a scenario has at most 100,000 jobs",
+    ),
+    (
+        "a huge max_retry",
+        [{"at": 0, "submit": submit("a", max_retry=1e30)}],
+        "events[0].submit.max_retry: expected a whole number",
+    ),
+    (
+        "a max_retry beyond the limit",
+        [{"at": 0, "submit": submit("a", max_retry=1000)}],
+        "events[0].submit.max_retry: is 1000 (give a whole number from 0 to 100)",
+    ),
+    (
+        "a job id that is a number",
+        [{"at": 0, "submit": submit(42)}],  # type: ignore[arg-type]  # the point of the test
+        "events[0].submit.id: expected a string, got int 42",
+    ),
+    (
+        "a job id outside the grammar",
+        [{"at": 0, "submit": submit("Train/1")}],
+        "events[0].submit.id: 'Train/1' is not a valid job id",
+    ),
+    (
+        "a team name that is a number",
+        [{"at": 0, "submit": submit("a", team=7)}],
+        "events[0].submit.team: expected a string, got int 7",
+    ),
+    (
+        "a team name outside the grammar",
+        [{"at": 0, "submit": submit("a", team="NLP team")}],
+        "events[0].submit.team: 'NLP team' is not a valid team name",
+    ),
+    (
+        "a stream whose ids would be outside the grammar",
+        [{"at": 0, "stream": {"every_s": 1, "count": 2, "id_prefix": "Big_", **STREAMED}}],
+        "events[0].stream.id_prefix: 'Big_-1' is not a valid job id",
+    ),
+    (
         "a stream that never repeats",
         [
             {
@@ -248,7 +316,7 @@ BAD_EVENTS: list[tuple[str, list[dict[str, Any]], str]] = [
                 "stream": {"team": "nlp", "every_s": 0, "count": 3, "gpus": 8, "runtime_s": 1},
             }
         ],
-        "events[0].stream.every_s: is 0 (give a number of seconds greater than 0)",
+        "events[0].stream.every_s: is 0 (give a number of seconds greater than 0, up to ",
     ),
 ]
 

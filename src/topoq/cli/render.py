@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -19,6 +19,28 @@ from topoq.domain.quantity import NEURON_DEVICE, NVIDIA_GPU
 MAX_NODE_LIST_WIDTH = 40
 PIPE_WIDTH = 120
 """Columns used when output goes to a file or a pipe, where Rich would assume 80."""
+
+
+def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned with spaces under a rule; a cell may hold several lines. Linear in the
+    cells, for tables as long as a policy's teams (Rich measures and wraps every cell, about a
+    millisecond a row)."""
+    split = [[cell.split("\n") for cell in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in split:
+        for column, lines in enumerate(row):
+            widths[column] = max(widths[column], *(len(line) for line in lines))
+    out = [_aligned(headers, widths), _aligned(["-" * width for width in widths], widths)]
+    for row in split:
+        for index in range(max(len(lines) for lines in row)):
+            out.append(
+                _aligned([lines[index] if index < len(lines) else "" for lines in row], widths)
+            )
+    return "\n".join(out)
+
+
+def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
 def make_console(*, stderr: bool = False) -> Console:

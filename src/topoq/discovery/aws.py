@@ -10,12 +10,11 @@ placed instance belongs to a capacity block, then ``kubernetes.io/hostname``. In
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from topoq.discovery.documents import Fields, parse_document, read_text_file
+from topoq.discovery.documents import Fields, documents_in_text, read_text_file
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.domain.errors import InvalidInputError, TopologyError
 from topoq.domain.node import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NodeName, NodeSpec
@@ -63,25 +62,6 @@ def load_instance_topology(
         text = read_text_file(path)
         pages.extend(_labelled_pages(documents_in_text(text, source=source), source))
     return _import_pages(pages, default_resources)
-
-
-def documents_in_text(text: str, *, source: str) -> list[object]:
-    """The documents in ``text``: one JSON/YAML document, or JSON pages one after another."""
-    decoder = json.JSONDecoder()
-    stripped = text.strip()
-    if not stripped.startswith("{"):
-        return [parse_document(text, source=source)]
-    documents: list[object] = []
-    position = 0
-    while position < len(stripped):
-        try:
-            document, position = decoder.raw_decode(stripped, position)
-        except json.JSONDecodeError:
-            return [parse_document(text, source=source)]  # reports the error with its line
-        documents.append(document)
-        while position < len(stripped) and stripped[position].isspace():
-            position += 1
-    return documents
 
 
 def cluster_from_instance_topology(

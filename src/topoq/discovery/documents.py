@@ -3,25 +3,42 @@
 from __future__ import annotations
 
 import difflib
-import json
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from topoq.discovery.document_parsers import load_json, load_json_pages, load_yaml
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.limits import MAX_DOCUMENT_BYTES, MAX_INTEGER_DIGITS, check_document
 
 
-def read_text_file(path: Path | str) -> str:
-    """The file's text; a missing or unreadable file is an error that names it."""
+def read_text_file(path: Path | str, *, max_bytes: int = MAX_DOCUMENT_BYTES) -> str:
+    """The file's text (UTF-8); a missing, unreadable, binary or too large file is an error
+    that names it. The size is checked before the file is read whole."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with Path(path).open("rb") as file:
+            data = file.read(max_bytes + 1)
     except FileNotFoundError:
         raise InvalidInputError("file not found", where=str(path), hint="check the path") from None
-    except (OSError, UnicodeDecodeError) as error:
-        raise InvalidInputError(f"cannot read the file: {error}", where=str(path)) from None
+    except OSError as error:
+        raise InvalidInputError(
+            f"cannot read the file: {error.strerror}", where=str(path)
+        ) from None
+    if len(data) > max_bytes:
+        raise InvalidInputError(
+            f"the file is larger than {max_bytes // 2**20} MiB",
+            where=str(path),
+            hint=f"files topoq reads are at most {max_bytes // 2**20} MiB",
+        )
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as error:
+        raise InvalidInputError(
+            f"not UTF-8 text (byte {error.start} is {data[error.start : error.start + 1]!r})",
+            where=str(path),
+            hint="give a UTF-8 text file",
+        ) from None
 
 
 def read_document(path: Path | str) -> Any:
@@ -30,32 +47,61 @@ def read_document(path: Path | str) -> Any:
 
 
 def parse_document(text: str, *, source: str) -> Any:
+    """The one way topoq reads a JSON or YAML document: a size cap before parsing, a strict
+    parser (no duplicate keys, no aliases, bounded integers), then ``check_document`` (depth,
+    entries, string lengths, finite numbers, only what JSON can hold)."""
+    _check_size(text, source)
     if not text.strip():
         raise InvalidInputError(
             "the file is empty", where=source, hint="give a JSON or YAML document"
         )
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError as error:
-            raise InvalidInputError(
-                f"invalid JSON: {error.msg}", where=f"{source}:{error.lineno}:{error.colno}"
-            ) from None
+    if text.lstrip().startswith(("{", "[")):
+        document = load_json(text, source=source)
+    else:
+        document = load_yaml(text, source=source)
+    checked(document, source=source)
+    return document
+
+
+def parse_json_text(text: str, *, source: str) -> Any:
+    """A JSON document held in a string (e.g. an annotation's value), read as files are."""
+    _check_size(text, source)
+    return checked(load_json(text, source=source), source=source)
+
+
+def documents_in_text(text: str, *, source: str) -> list[Any]:
+    """The documents in ``text``: one JSON/YAML document, or JSON pages one after another."""
+    if not text.lstrip().startswith("{"):
+        return [parse_document(text, source=source)]
+    _check_size(text, source)
+    documents = load_json_pages(text, source=source)
+    return [checked(document, source=source) for document in documents]
+
+
+def checked(document: Any, *, source: str) -> Any:
+    """``document`` if it is within the limits every document has (``check_document``);
+    an error names ``source`` and the field path (``nodes.json: items[3].name``)."""
     try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        mark = getattr(error, "problem_mark", None)
-        where = f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
-        problem = getattr(error, "problem", None) or str(error)
-        raise InvalidInputError(f"invalid YAML: {problem}", where=where) from None
+        check_document(document, where="")
+    except InvalidInputError as error:
+        raise error.located(source) from None
+    return document
+
+
+def _check_size(text: str, source: str) -> None:
+    if len(text) > MAX_DOCUMENT_BYTES or len(text.encode()) > MAX_DOCUMENT_BYTES:
+        raise InvalidInputError(
+            f"the document is larger than {MAX_DOCUMENT_BYTES // 2**20} MiB",
+            where=source,
+            hint=f"documents topoq reads are at most {MAX_DOCUMENT_BYTES // 2**20} MiB",
+        )
 
 
 class Fields:
     """Typed access to a mapping from a document; every error names the path to the field.
 
     ``Fields({"count": "x"}, "job.yaml: spec").integer("count")`` raises
-    ``InvalidInputError("job.yaml: spec.count: expected an integer, got 'x'")``.
+    ``InvalidInputError("job.yaml: spec.count: expected a whole number, got str 'x'")``.
     """
 
     def __init__(self, value: object, where: str) -> None:
@@ -96,32 +142,40 @@ class Fields:
         return value
 
     def text(self, key: str, default: str | None = None) -> str:
+        """A string; a number, boolean, list or mapping is refused, never converted."""
         value = self.data.get(key)
         if value is None:
             if default is None:
-                return str(self.required(key))
-            return default
-        if not isinstance(value, str | int | float) or isinstance(value, bool):
-            raise InvalidInputError(f"expected a string, got {_kind(value)}", where=self.path(key))
-        return str(value)
+                value = self.required(key)
+            else:
+                return default
+        if not isinstance(value, str):
+            raise InvalidInputError(
+                f"expected a string, got {_kind(value)}",
+                where=self.path(key),
+                hint="quote the value" if isinstance(value, int | float) else None,
+            )
+        return value
 
     def optional_text(self, key: str) -> str | None:
         return self.text(key) if self.has(key) else None
 
     def integer(self, key: str, default: int | None = None) -> int:
+        """A whole number (or a string of one, as Kubernetes annotations hold them), within
+        the range of a 64-bit integer; ``1.5``, ``1e30`` and ``true`` are refused."""
         value = self.data.get(key)
         if value is None:
             if default is None:
                 self.required(key)
             return int(default or 0)
-        if isinstance(value, bool) or not isinstance(value, int | str):
-            raise InvalidInputError(f"expected an integer, got {value!r}", where=self.path(key))
-        try:
-            return int(value)
-        except ValueError:
+        number = _whole_number(value)
+        if number is None or not -WHOLE_NUMBER_MAX <= number <= WHOLE_NUMBER_MAX:
             raise InvalidInputError(
-                f"expected an integer, got {value!r}", where=self.path(key)
-            ) from None
+                f"expected a whole number, got {_kind(value)}",
+                where=self.path(key),
+                hint=f"give a whole number from {-WHOLE_NUMBER_MAX:,} to {WHOLE_NUMBER_MAX:,}",
+            )
+        return number
 
     def boolean(self, key: str, default: bool = False) -> bool:
         value = self.data.get(key)
@@ -156,6 +210,21 @@ class Fields:
         ]
 
 
+WHOLE_NUMBER_MAX = 2**63 - 1
+"""The largest whole number a field holds (a 64-bit integer, as Kubernetes' int64)."""
+
+
+def _whole_number(value: object) -> int | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    text = value.strip() if isinstance(value, str) else ""
+    if text.lstrip("+-").isdecimal() and text.isascii() and len(text) <= MAX_INTEGER_DIGITS + 1:
+        return int(text)
+    return None
+
+
 def _kind(value: object) -> str:
     if value is None:
         return "nothing"
@@ -163,7 +232,7 @@ def _kind(value: object) -> str:
         return "a mapping"
     if isinstance(value, list):
         return "a list"
-    return f"{type(value).__name__} {value!r}"
+    return f"{type(value).__name__} {value!r:.60}"
 
 
 def argv(fields: Fields, key: str) -> tuple[str, ...]:
@@ -178,8 +247,8 @@ def argv(fields: Fields, key: str) -> tuple[str, ...]:
             raise InvalidInputError(
                 f"cannot split the command: {error}", where=fields.path(key)
             ) from None
-    if isinstance(value, list) and all(isinstance(part, str | int | float) for part in value):
-        return tuple(str(part) for part in value)
+    if isinstance(value, list) and all(isinstance(part, str) for part in value):
+        return tuple(value)
     raise InvalidInputError(
         f"expected a list of strings, got {_kind(value)}",
         where=fields.path(key),

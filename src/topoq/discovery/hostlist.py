@@ -25,28 +25,47 @@ MAX_EXPANDED_NAMES = 1_000_000
 
 HOSTLIST_SYNTAX_CHARACTERS = frozenset("[],")
 
+_Ranges = list[list[tuple[int, int, int]]]
+"""The ranges of each ``[...]`` of one item: (first, last, zero-padded width)."""
 _DIGITS = re.compile(r"[0-9]+")
 _BRACKET_GROUP = re.compile(r"\[([^\[\]]*)\]")
 _LAST_NUMBER = re.compile(r"^(?P<prefix>.*?)(?P<digits>[0-9]+)(?P<suffix>[^0-9]*)$")
+_SHOWN_CHARS = 60
 _RANGE_HINT = "write ranges as lo-hi with decimal numbers, e.g. p5-[001-016,020]"
 
 
 def expand_hostlist(expr: str) -> list[str]:
     """The names an expression stands for, in expression order; ``""`` stands for no names."""
+    items = _items(expr)
+    if sum(_item_size(ranges) for _, ranges in items) > MAX_EXPANDED_NAMES:
+        raise _too_many(expr)
+    return [name for literals, ranges in items for name in _names(literals, ranges)]
+
+
+def hostlist_size(expr: str) -> int:
+    """How many names an expression stands for, counted without building them."""
+    return sum(_item_size(ranges) for _, ranges in _items(expr))
+
+
+def _items(expr: str) -> list[tuple[list[str], _Ranges]]:
     text = expr.strip()
     if not text:
         return []
     if any(character.isspace() for character in text):
         raise InvalidInputError(
-            f"hostlist {expr!r} contains whitespace",
+            f"hostlist {_shown(expr)} contains whitespace",
             hint="separate names with commas only, e.g. a1,b[1-3],c",
         )
-    names: list[str] = []
-    for item in _top_level_items(text):
-        names.extend(_expand_item(item, text))
-        if len(names) > MAX_EXPANDED_NAMES:
-            raise _too_many(text)
-    return names
+    return [_parsed_item(item, text) for item in _top_level_items(text)]
+
+
+def _item_size(ranges: _Ranges) -> int:
+    total = 1
+    for group in ranges:
+        total *= sum(last - first + 1 for first, last, _ in group)
+        if total > MAX_EXPANDED_NAMES:
+            return total
+    return total
 
 
 def compress_hostlist(names: Iterable[str]) -> str:
@@ -76,7 +95,8 @@ def _top_level_items(text: str) -> list[str]:
         if character == "[":
             if depth:
                 raise InvalidInputError(
-                    f"hostlist {text!r} has a bracket inside brackets at position {position + 1}",
+                    f"hostlist {_shown(text)} has a bracket inside brackets at position "
+                    f"{position + 1}",
                     hint="brackets do not nest; write r[1-2]-n[1-4], not r[1-[2]]",
                 )
             depth = 1
@@ -93,21 +113,23 @@ def _top_level_items(text: str) -> list[str]:
     for item in items:
         if not item:
             raise InvalidInputError(
-                f"hostlist {text!r} has an empty name between commas",
+                f"hostlist {_shown(text)} has an empty name between commas",
                 hint="remove the extra comma",
             )
     return items
 
 
-def _expand_item(item: str, text: str) -> list[str]:
+def _parsed_item(item: str, text: str) -> tuple[list[str], _Ranges]:
+    """The literal parts of one item and the ranges of each of its ``[...]``."""
     pieces = _BRACKET_GROUP.split(item)
-    literals = pieces[0::2]
-    choices = [_expand_ranges(inside, text) for inside in pieces[1::2]]
-    total = 1
-    for options in choices:
-        total *= len(options)
-    if total > MAX_EXPANDED_NAMES:
-        raise _too_many(text)
+    return pieces[0::2], [_ranges(inside, text) for inside in pieces[1::2]]
+
+
+def _names(literals: list[str], ranges: _Ranges) -> list[str]:
+    choices = [
+        [f"{value:0{width}d}" for first, last, width in group for value in range(first, last + 1)]
+        for group in ranges
+    ]
     names: list[str] = []
     for picked in itertools.product(*choices):
         parts = [literals[0]]
@@ -117,51 +139,57 @@ def _expand_item(item: str, text: str) -> list[str]:
     return names
 
 
-def _expand_ranges(inside: str, text: str) -> list[str]:
-    numbers: list[str] = []
+def _ranges(inside: str, text: str) -> list[tuple[int, int, int]]:
+    """The ranges in one ``[...]``: (first, last, zero-padded width) each."""
+    ranges: list[tuple[int, int, int]] = []
     for piece in inside.split(","):
         if not piece:
             raise InvalidInputError(
-                f"hostlist {text!r} has an empty range in [{inside}]",
+                f"hostlist {_shown(text)} has an empty range in [{_shown(inside)}]",
                 hint="put a number or lo-hi between every pair of commas and inside every []",
             )
         low, dash, high = piece.partition("-")
-        if not dash:
-            numbers.append(_checked_number(low, piece, text))
-            continue
         _checked_number(low, piece, text)
+        if not dash:
+            ranges.append((int(low), int(low), len(low)))
+            continue
         _checked_number(high, piece, text)
         first, last = int(low), int(high)
         if first > last:
             raise InvalidInputError(
-                f"hostlist {text!r} has range {piece!r} that runs backwards",
+                f"hostlist {_shown(text)} has range {_shown(piece)} that runs backwards",
                 hint=f"write the lower number first: [{high}-{low}]",
             )
-        if last - first >= MAX_EXPANDED_NAMES:
-            raise _too_many(text)
-        numbers.extend(f"{value:0{len(low)}d}" for value in range(first, last + 1))
-    return numbers
+        ranges.append((first, last, len(low)))
+    return ranges
 
 
 def _checked_number(digits: str, piece: str, text: str) -> str:
     if not _DIGITS.fullmatch(digits):
         raise InvalidInputError(
-            f"hostlist {text!r} has range {piece!r}, which is not a number or lo-hi",
+            f"hostlist {_shown(text)} has range {_shown(piece)}, which is not a number or lo-hi",
             hint=_RANGE_HINT,
         )
     return digits
 
 
+def _shown(text: str) -> str:
+    """An expression for a message: quoted, and cut when long (a line may be megabytes)."""
+    if len(text) <= _SHOWN_CHARS:
+        return repr(text)
+    return f"{text[:_SHOWN_CHARS]!r}… ({len(text):,} characters)"
+
+
 def _unbalanced(text: str, what: str) -> InvalidInputError:
     return InvalidInputError(
-        f"hostlist {text!r} has unbalanced brackets: {what}",
+        f"hostlist {_shown(text)} has unbalanced brackets: {what}",
         hint="close every '[' with a ']', e.g. p5-[001-016]",
     )
 
 
 def _too_many(text: str) -> InvalidInputError:
     return InvalidInputError(
-        f"hostlist {text!r} stands for more than {MAX_EXPANDED_NAMES} names",
+        f"hostlist {_shown(text)} stands for more than {MAX_EXPANDED_NAMES} names",
         hint="check the range bounds for a typo",
     )
 

@@ -8,10 +8,9 @@ together, and the ``topoq.io/podset-spread-*`` annotations cap the pods per doma
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
-from topoq.discovery.documents import Fields
+from topoq.discovery.documents import Fields, parse_json_text
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     main_container_command,
@@ -202,12 +201,10 @@ def slice_layers(source: Fields, key: str) -> tuple[SliceConstraint, ...]:
     raw, where = source.raw(key), source.path(key)
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
-        except json.JSONDecodeError as error:
+            raw = parse_json_text(raw, source=where)
+        except InvalidInputError as error:
             raise InvalidInputError(
-                f"invalid JSON at column {error.colno}: {error.msg}",
-                where=where,
-                hint=_CONSTRAINTS_HINT,
+                error.message, where=error.where, hint=_CONSTRAINTS_HINT
             ) from None
     layers = Fields({key: raw}, source.where).records(key)
     if not layers:

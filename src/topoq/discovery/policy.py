@@ -67,6 +67,7 @@ from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     MAX_PRIORITY_CLASSES,
+    MAX_TEAMS,
     MAX_WEIGHT,
     ClusterPolicy,
     FlavorName,
@@ -80,6 +81,7 @@ from topoq.domain.governance import (
     TeamName,
     TeamSpec,
 )
+from topoq.domain.names import check_label_name, check_label_value, check_subdomain_name
 from topoq.domain.resources import Resources
 
 __all__ = [
@@ -145,7 +147,7 @@ def _policy(fields: Fields) -> ClusterPolicy:
     scheduling = fields.mapping("scheduling")
     reject_unknown_keys(scheduling, _SCHEDULING_KEYS)
     classes = _priority_classes(scheduling)
-    teams = [_team(record) for record in fields.records("teams")]
+    teams = [_team(record) for record in _team_records(fields)]
     _reject_repeated_teams(teams, fields.path("teams"))
     default_key = spelling(scheduling, "defaultPriorityClass")
     return ClusterPolicy(
@@ -183,7 +185,9 @@ def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:
     seen: dict[str, str] = {}
     for record in records:
         reject_unknown_keys(record, _CLASS_KEYS)
-        name = record.text("name")
+        name = check_subdomain_name(
+            record.text("name"), what="priority class name", where=record.path("name")
+        )
         if name in seen:
             raise InvalidInputError(
                 f"priority class {name!r} is defined twice",
@@ -207,6 +211,17 @@ def _default_class(scheduling: Fields, key: str, classes: Iterable[PriorityClass
     return name
 
 
+def _team_records(fields: Fields) -> list[Fields]:
+    records = fields.records("teams")
+    if len(records) > MAX_TEAMS:
+        raise InvalidInputError(
+            f"{len(records):,} teams",
+            where=fields.path("teams"),
+            hint=f"a policy has at most {MAX_TEAMS:,} teams",
+        )
+    return records
+
+
 def _reject_repeated_teams(teams: Iterable[TeamSpec], where: str) -> None:
     seen: dict[str, int] = {}
     for index, team in enumerate(teams):
@@ -221,7 +236,7 @@ def _reject_repeated_teams(teams: Iterable[TeamSpec], where: str) -> None:
 
 def _team(record: Fields) -> TeamSpec:
     reject_unknown_keys(record, _TEAM_KEYS)
-    name = record.text("name")
+    name = check_label_name(record.text("name"), what="team name", where=record.path("name"))
     sharing = choice(record, "sharing", SharingStrategy, SharingStrategy.LEND_AND_BORROW)
     return TeamSpec(
         name=TeamName(name),
@@ -246,12 +261,14 @@ def _cohort(record: Fields) -> tuple[str, ...]:
     value = record.raw("cohort")
     levels = [value] if isinstance(value, str) else record.items("cohort")
     for index, level in enumerate(levels):
+        where = f"{record.path('cohort')}[{index}]"
         if not isinstance(level, str) or not level:
             raise InvalidInputError(
-                f"expected a name, got {level!r}",
-                where=f"{record.path('cohort')}[{index}]",
+                f"expected a name, got {level!r:.60}",
+                where=where,
                 hint="list organisation names, outermost first, e.g. [research, language]",
             )
+        check_label_name(level, what="cohort name", where=where)
     return tuple(levels)
 
 
@@ -296,7 +313,7 @@ def _guarantees(record: Fields) -> dict[FlavorName, dict[str, int]]:
     seen: dict[FlavorName, str] = {}
     for quota in record.records("quotas"):
         reject_unknown_keys(quota, _QUOTA_KEYS)
-        flavor = normalize_flavor(quota.text("flavor"))
+        flavor = _flavor(quota.text("flavor"), quota.path("flavor"))
         if flavor in seen:
             raise InvalidInputError(
                 f"flavor {flavor} has two quotas",
@@ -341,8 +358,8 @@ def _flavor_amounts(record: Fields, key: str) -> dict[FlavorName, dict[str, int]
     by_flavor = record.mapping(key)
     amounts: dict[FlavorName, dict[str, int]] = {}
     for raw in by_flavor.data:
-        flavor = normalize_flavor(str(raw))
         where = by_flavor.path(str(raw))
+        flavor = _flavor(str(raw), where)
         if flavor in amounts:
             raise InvalidInputError(
                 f"flavor {flavor} is listed twice",
@@ -351,3 +368,8 @@ def _flavor_amounts(record: Fields, key: str) -> dict[FlavorName, dict[str, int]
             )
         amounts[flavor] = amounts_given(Fields(by_flavor.data[raw], where))
     return amounts
+
+
+def _flavor(text: str, where: str) -> FlavorName:
+    """A flavor names the value of the nodes' instance-type label, so it follows that rule."""
+    return normalize_flavor(check_label_value(text.strip(), what="flavor", where=where))

@@ -44,6 +44,7 @@ from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     MAX_PRIORITY_CLASSES,
+    MAX_TEAMS,
     MAX_WEIGHT,
     ClusterPolicy,
     FlavorName,
@@ -56,6 +57,7 @@ from topoq.domain.governance import (
     TeamName,
     TeamSpec,
 )
+from topoq.domain.names import check_label_name, check_label_value, check_subdomain_name
 from topoq.domain.quantity import CPU, EFA, MEMORY, NEURON_DEVICE, NVIDIA_GPU, parse_quantity
 from topoq.domain.resources import Resources
 
@@ -118,6 +120,12 @@ def _hyperpod_policy(
                 )
             seen[team.name] = where
             teams.append(team)
+            if len(teams) > MAX_TEAMS:
+                raise InvalidInputError(
+                    f"more than {MAX_TEAMS:,} teams",
+                    where=where,
+                    hint=f"a policy has at most {MAX_TEAMS:,} teams",
+                )
     if config is None:
         return ClusterPolicy(
             teams=tuple(teams),
@@ -191,7 +199,9 @@ def _priority_classes(config: Fields) -> tuple[PriorityClass, ...]:
     classes: dict[str, PriorityClass] = {}
     for record in records:
         reject_unknown_keys(record, _CLASS_KEYS, snake=False)
-        name = record.text("Name")
+        name = check_subdomain_name(
+            record.text("Name"), what="priority class name", where=record.path("Name")
+        )
         if name in classes:
             raise InvalidInputError(
                 f"priority class {name!r} is defined twice",
@@ -211,7 +221,11 @@ def _team(entry: Fields) -> TeamSpec:
     reject_unknown_keys(sharing_config, _SHARING_KEYS, snake=False)
     sharing = choice(sharing_config, "Strategy", SharingStrategy, SharingStrategy.LEND_AND_BORROW)
     return TeamSpec(
-        name=TeamName(target.text("TeamName")),
+        name=TeamName(
+            check_label_name(
+                target.text("TeamName"), what="team name", where=target.path("TeamName")
+            )
+        ),
         quotas=_flavor_quotas(config, sharing_config, sharing),
         sharing=sharing,
         fair_share_weight=bounded(
@@ -255,7 +269,13 @@ def _amounts_by_flavor(fields: Fields, key: str) -> dict[FlavorName, dict[str, i
     amounts: dict[FlavorName, dict[str, int]] = {}
     for record in fields.records(key):
         reject_unknown_keys(record, (*_RESOURCE_KEYS, _PARTITION_KEY), snake=False)
-        flavor = normalize_flavor(record.text("InstanceType"))
+        flavor = normalize_flavor(
+            check_label_value(
+                record.text("InstanceType").strip(),
+                what="instance type",
+                where=record.path("InstanceType"),
+            )
+        )
         if flavor in amounts:
             raise InvalidInputError(
                 f"instance type {flavor} is listed twice",

@@ -12,11 +12,11 @@ from itertools import pairwise
 
 from topoq.discovery.slurm_lines import (
     ConfLine,
+    NodeCount,
     at,
     check_nodes_listed_once,
     check_single_name,
     check_unique_names,
-    expand_names,
 )
 from topoq.discovery.slurm_model import MAX_BLOCK_LEVEL, SlurmBlock
 from topoq.domain.errors import TopologyError
@@ -36,7 +36,10 @@ def build_blocks(
             where=at(source, size_lines[1].number),
             hint="keep one BlockSizes= line",
         )
-    blocks = tuple(_block_from_line(line, source) for line in lines if line.kind == "BlockName")
+    listed = NodeCount(source)
+    blocks = tuple(
+        _block_from_line(line, source, listed) for line in lines if line.kind == "BlockName"
+    )
     if not blocks:
         raise TopologyError(
             "the topology is empty: BlockSizes= but no BlockName= line",
@@ -50,7 +53,7 @@ def build_blocks(
     return blocks, sizes
 
 
-def _block_from_line(line: ConfLine, source: str) -> SlurmBlock:
+def _block_from_line(line: ConfLine, source: str, listed: NodeCount) -> SlurmBlock:
     check_single_name(line, source)
     if "Nodes" not in line.values:
         raise TopologyError(
@@ -58,7 +61,8 @@ def _block_from_line(line: ConfLine, source: str) -> SlurmBlock:
             where=at(source, line.number),
             hint="add Nodes=<hostlist> to the line, or remove the line",
         )
-    return SlurmBlock(name=line.name, nodes=expand_names(line, "Nodes", source), line=line.number)
+    nodes = listed.expand(line, "Nodes")
+    return SlurmBlock(name=line.name, nodes=nodes, line=line.number)
 
 
 def _block_sizes(line: ConfLine, source: str) -> tuple[int, ...]:

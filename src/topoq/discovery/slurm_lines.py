@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Protocol
 
-from topoq.discovery.hostlist import HOSTLIST_SYNTAX_CHARACTERS, expand_hostlist
+from topoq.discovery.hostlist import HOSTLIST_SYNTAX_CHARACTERS, expand_hostlist, hostlist_size
 from topoq.domain.errors import InvalidInputError, TopologyError
 
 RECORD_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
@@ -24,6 +24,13 @@ RECORD_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     }
 )
 """The key that starts a line → every key allowed on that line."""
+
+MAX_LINE_CHARS = 64 * 1024
+"""One line of a topology.conf (a hostlist keeps even a large leaf's Nodes= short)."""
+MAX_NAMED_LINES = 20_000
+"""SwitchName= or BlockName= lines in one file."""
+MAX_NODES = 1_000_000
+"""Nodes listed by all the lines of one file together."""
 
 _UNSUPPORTED_RECORDS = {"ringname": "the ring plugin", "include": "Include files"}
 _PAIR_HINT = "write Key=value with no spaces around '=', pairs separated by spaces"
@@ -98,10 +105,46 @@ def at(source: str, number: int) -> str:
 def parse_conf_lines(text: str, source: str) -> list[ConfLine]:
     lines: list[ConfLine] = []
     for number, raw in enumerate(text.splitlines(), start=1):
+        if len(raw) > MAX_LINE_CHARS:
+            raise TopologyError(
+                f"the line is longer than {MAX_LINE_CHARS:,} characters ({len(raw):,})",
+                where=at(source, number),
+                hint="write the nodes as a hostlist (p5-[001-064]) or split the switch",
+            )
         content = raw.split("#", 1)[0].strip()
         if content:
             lines.append(_parse_line(content, number, source))
+            if len(lines) > MAX_NAMED_LINES:
+                raise TopologyError(
+                    f"more than {MAX_NAMED_LINES:,} switches or blocks",
+                    where=at(source, number),
+                    hint=f"a topology.conf has at most {MAX_NAMED_LINES:,} lines of switches "
+                    "or blocks",
+                )
     return lines
+
+
+class NodeCount:
+    """The nodes listed so far by the lines of one file, refused past ``MAX_NODES``."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.total = 0
+
+    def expand(self, line: ConfLine, key: str) -> tuple[str, ...]:
+        """The names of ``key`` (see ``expand_names``), counted before they are built."""
+        try:
+            self.total += hostlist_size(line.values[key])
+        except InvalidInputError:
+            return expand_names(line, key, self.source)  # reports the error on its line
+        if self.total > MAX_NODES:
+            raise TopologyError(
+                f"more than {MAX_NODES:,} nodes",
+                where=at(self.source, line.number),
+                hint=f"a topology.conf lists at most {MAX_NODES:,} nodes; "
+                "check the hostlist ranges for a typo",
+            )
+        return expand_names(line, key, self.source)
 
 
 def expand_names(line: ConfLine, key: str, source: str) -> tuple[str, ...]:

@@ -12,6 +12,7 @@ import difflib
 
 from topoq.discovery.slurm_lines import (
     ConfLine,
+    NodeCount,
     at,
     check_nodes_listed_once,
     check_single_name,
@@ -20,10 +21,12 @@ from topoq.discovery.slurm_lines import (
 )
 from topoq.discovery.slurm_model import MAX_SWITCH_NAME_LENGTH, SlurmSwitch, SlurmTopology
 from topoq.domain.errors import TopologyError
+from topoq.domain.topology import MAX_LEVELS
 
 
 def build_switches(lines: list[ConfLine], source: str) -> tuple[SlurmSwitch, ...]:
-    switches = tuple(_switch_from_line(line, source) for line in lines)
+    listed = NodeCount(source)
+    switches = tuple(_switch_from_line(line, source, listed) for line in lines)
     check_unique_names(switches, kind="switch", key="SwitchName", source=source)
     _check_child_references(switches, source)
     tree = SlurmTopology(plugin="tree", switches=switches, source=source)
@@ -33,7 +36,7 @@ def build_switches(lines: list[ConfLine], source: str) -> tuple[SlurmSwitch, ...
     return switches
 
 
-def _switch_from_line(line: ConfLine, source: str) -> SlurmSwitch:
+def _switch_from_line(line: ConfLine, source: str, listed: NodeCount) -> SlurmSwitch:
     check_single_name(line, source)
     if len(line.name) > MAX_SWITCH_NAME_LENGTH:
         raise TopologyError(
@@ -57,7 +60,7 @@ def _switch_from_line(line: ConfLine, source: str) -> SlurmSwitch:
         )
     return SlurmSwitch(
         name=line.name,
-        nodes=expand_names(line, "Nodes", source) if has_nodes else (),
+        nodes=listed.expand(line, "Nodes") if has_nodes else (),
         switches=expand_names(line, "Switches", source) if has_switches else (),
         link_speed=_link_speed(line, source),
         line=line.number,
@@ -101,11 +104,14 @@ def _check_child_references(switches: tuple[SlurmSwitch, ...], source: str) -> N
 
 
 def _check_no_cycles(tree: SlurmTopology) -> None:
+    """No switch is above itself, and no chain of switches is deeper than a topology can be
+    (``MAX_LEVELS`` tiers): each walk up stops there, so the check is linear in the switches."""
     for switch in tree.switches:
         chain = [switch.name]
+        above = {switch.name}
         while chain[-1] in tree.parents:
             parent = tree.parents[chain[-1]]
-            if parent in chain:
+            if parent in above:
                 cycle = [parent, *reversed(chain[chain.index(parent) :])]
                 raise TopologyError(
                     "switches form a cycle: " + " → ".join(cycle) + " (each lists the next "
@@ -115,6 +121,15 @@ def _check_no_cycles(tree: SlurmTopology) -> None:
                     "from a Switches= list",
                 )
             chain.append(parent)
+            above.add(parent)
+            if len(chain) > MAX_LEVELS:
+                raise TopologyError(
+                    f"switch {switch.name} has more than {MAX_LEVELS} tiers of switches "
+                    f"above and including it ({' > '.join(reversed(chain[-3:]))} …)",
+                    where=at(tree.source, switch.line),
+                    hint=f"a topology has at most {MAX_LEVELS} levels; check Switches= for a "
+                    "chain or a cycle",
+                )
 
 
 def _check_equal_depths(tree: SlurmTopology) -> None:

@@ -13,9 +13,14 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from topoq.discovery.aws import cluster_from_instance_topology, documents_in_text
+from topoq.discovery.aws import cluster_from_instance_topology
 from topoq.discovery.clusterfile import cluster_from_document, load_example_cluster
-from topoq.discovery.documents import parse_document, read_document, read_text_file
+from topoq.discovery.documents import (
+    documents_in_text,
+    parse_document,
+    read_document,
+    read_text_file,
+)
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.discovery.kubernetes import nodes_from_nodelist, topology_from_kueue, usage_from_podlist
 from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf

@@ -8,6 +8,7 @@ higher-priority work may preempt its lower-priority work.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -22,6 +23,8 @@ FlavorName = NewType("FlavorName", str)
 
 DEFAULT_BORROW_LIMIT_PERCENT = 50
 MAX_PRIORITY_CLASSES = 10
+MAX_TEAMS = 1000
+"""Teams in one policy (each is a queue the cycle visits and a row of every report)."""
 MAX_WEIGHT = 100
 
 
@@ -146,8 +149,16 @@ class ClusterPolicy:
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
+        if len(self.teams) > MAX_TEAMS:
+            raise InvalidInputError(
+                f"{len(self.teams):,} teams", hint=f"a policy has at most {MAX_TEAMS:,} teams"
+            )
         names = [team.name for team in self.teams]
-        repeated = sorted({name for name in names if names.count(name) > 1})
+        repeated = (
+            sorted(name for name, times in Counter(names).items() if times > 1)
+            if len(set(names)) != len(names)
+            else []
+        )
         if repeated:
             raise InvalidInputError(
                 f"team {repeated[0]!r} is defined twice", hint="give every team a distinct name"

@@ -47,7 +47,8 @@ def check_document(value: object, *, where: str, limits: DocumentLimits = DEFAUL
     """Walk a parsed JSON/YAML value without recursion; raise at the first limit it breaks.
 
     Accepts only what JSON can say: mappings with string keys, lists, strings, booleans,
-    finite numbers and null (YAML dates, sets and other tags are refused)."""
+    finite numbers and null (YAML dates, sets and other tags are refused). With ``where``
+    empty, paths start at the first key (``items[3].name``)."""
     entries = 0
     stack: list[tuple[object, str, int]] = [(value, where, 0)]
     while stack:
@@ -70,7 +71,7 @@ def check_document(value: object, *, where: str, limits: DocumentLimits = DEFAUL
             if isinstance(item, Mapping):
                 for key, child in item.items():
                     _check_key(key, path, limits)
-                    stack.append((child, f"{path}.{key}", depth + 1))
+                    stack.append((child, f"{path}.{key}" if path else str(key), depth + 1))
             else:
                 stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
             continue

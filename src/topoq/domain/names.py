@@ -17,6 +17,7 @@ DNS_SUBDOMAIN_MAX = 253
 _LABEL = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?"
 _DNS_LABEL = re.compile(_LABEL)
 _DNS_SUBDOMAIN = re.compile(rf"{_LABEL}(?:\.{_LABEL})*")
+_LABEL_VALUE = re.compile(r"[A-Za-z0-9](?:[-_.A-Za-z0-9]*[A-Za-z0-9])?")
 
 JOB_ID_RULE = (
     "a job id is 1 to 253 lowercase letters, digits, '-' and '.', starting and ending with a "
@@ -25,6 +26,15 @@ JOB_ID_RULE = (
 LABEL_RULE = (
     "1 to 63 lowercase letters, digits and '-', starting and ending with a letter or digit: "
     "a Kubernetes DNS-1123 label, e.g. nlp-research"
+)
+
+SUBDOMAIN_RULE = (
+    "1 to 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or "
+    "digit: a Kubernetes DNS-1123 subdomain, e.g. training-priority"
+)
+LABEL_VALUE_RULE = (
+    "1 to 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit: "
+    "a Kubernetes label value, e.g. p5.48xlarge"
 )
 
 
@@ -57,6 +67,26 @@ def check_label_name(value: object, *, what: str, where: str) -> str:
         return str(value)
     raise InvalidInputError(
         f"{_shown(value)} is not a valid {what}", where=where, hint=f"a {what} is {LABEL_RULE}"
+    )
+
+
+def check_subdomain_name(value: object, *, what: str, where: str) -> str:
+    """``value`` if it is a DNS-1123 subdomain (priority class names, as Kubernetes')."""
+    if is_dns_subdomain(value):
+        return str(value)
+    raise InvalidInputError(
+        f"{_shown(value)} is not a valid {what}", where=where, hint=f"a {what} is {SUBDOMAIN_RULE}"
+    )
+
+
+def check_label_value(value: object, *, what: str, where: str) -> str:
+    """``value`` if it can be a Kubernetes label value (flavors name instance-type labels)."""
+    if isinstance(value, str) and len(value) <= DNS_LABEL_MAX and _LABEL_VALUE.fullmatch(value):
+        return value
+    raise InvalidInputError(
+        f"{_shown(value)} is not a valid {what}",
+        where=where,
+        hint=f"a {what} is {LABEL_VALUE_RULE}",
     )
 
 

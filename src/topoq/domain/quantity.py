@@ -1,11 +1,15 @@
 """Kubernetes resource quantities ("500m", "16Gi", "1e3") as exact integers.
 
 Canonical units: ``cpu`` in millicores, every other resource in whole units (bytes for memory,
-devices for GPUs), rounded up as Kubernetes does for non-cpu values.
+devices for GPUs). A fraction of a byte rounds up, as Kubernetes does; a fraction of a resource
+counted in whole units (GPUs and other extended resources, ``pods``) is refused, as Kubernetes
+refuses it. A quantity is at most ``MAX_QUANTITY_CHARS`` long, finite, and at most
+``MAX_AMOUNT`` in canonical units; all of this is checked before any arithmetic.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from decimal import ROUND_CEILING, Decimal, InvalidOperation
 
@@ -21,6 +25,14 @@ NEURON_CORE = "aws.amazon.com/neuroncore"
 EFA = "vpc.amazonaws.com/efa"
 
 MILLI_RESOURCES = frozenset({CPU})
+FRACTIONAL_RESOURCES = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, "storage"})
+"""Resources a fraction of which means something (millicores, bytes rounded up); every other
+one (plus ``hugepages-*``, which are bytes) is counted in whole units."""
+MAX_QUANTITY_CHARS = 64
+MAX_AMOUNT = 2**63 - 1
+"""The largest amount in canonical units (Kubernetes keeps quantities in an int64)."""
+_MAX_EXPONENT = 40
+_WHOLE_HINT = "counted in whole units, as Kubernetes counts extended resources: write e.g. 1 or 8"
 
 _BINARY_SUFFIXES = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60}
 _DECIMAL_SUFFIXES = {
@@ -46,9 +58,18 @@ def quantity_value(text: str | int | float) -> Decimal:
         raise InvalidInputError(
             f"{text!r} is not a quantity", hint="use a number such as 8 or '16Gi'"
         )
+    if isinstance(text, float) and not math.isfinite(text):
+        raise InvalidInputError(
+            f"{text!r} is not a finite number", hint="give a quantity such as 8"
+        )
     if isinstance(text, int | float):
-        return Decimal(str(text))
-    match = _QUANTITY.match(str(text).strip())
+        text = repr(text)
+    if len(text) > MAX_QUANTITY_CHARS:
+        raise InvalidInputError(
+            f"a quantity longer than {MAX_QUANTITY_CHARS} characters ({len(text):,})",
+            hint="give a quantity such as 8, 500m or 16Gi",
+        )
+    match = _QUANTITY.match(text.strip())
     if match is None:
         raise InvalidInputError(
             f"{text!r} is not a Kubernetes quantity",
@@ -63,7 +84,13 @@ def quantity_value(text: str | int | float) -> Decimal:
         return number * _BINARY_SUFFIXES[suffix]
     if suffix in _DECIMAL_SUFFIXES:
         return number * _DECIMAL_SUFFIXES[suffix]
-    return number * (Decimal(10) ** int(suffix[1:]))
+    exponent = int(suffix[1:])
+    if abs(exponent) > _MAX_EXPONENT:
+        raise InvalidInputError(
+            f"{text!r} has an exponent beyond ±{_MAX_EXPONENT}",
+            hint="give a quantity such as 8, 500m, 16Gi or 1e3",
+        )
+    return number * (Decimal(10) ** exponent)
 
 
 def parse_quantity(resource: str, text: str | int | float) -> int:
@@ -73,7 +100,26 @@ def parse_quantity(resource: str, text: str | int | float) -> int:
         raise InvalidInputError(f"{resource}: {text!r} is negative", hint="quantities must be >= 0")
     if resource in MILLI_RESOURCES:
         value *= 1000
+    if value > MAX_AMOUNT:
+        raise _too_large(text)
+    if not is_fractional(resource) and value != value.to_integral_value():
+        raise InvalidInputError(
+            f"{resource}: {text!r} must be a whole number", hint=f"{resource} is {_WHOLE_HINT}"
+        )
     return int(value.to_integral_value(rounding=ROUND_CEILING))
+
+
+def is_fractional(resource: str) -> bool:
+    """Whether a fraction of ``resource`` is allowed (cpu millicores, bytes rounded up)."""
+    return resource in FRACTIONAL_RESOURCES or resource.startswith("hugepages-")
+
+
+def _too_large(text: object) -> InvalidInputError:
+    return InvalidInputError(
+        f"{text!r:.60} is more than a cluster can hold",
+        hint=f"quantities are at most {MAX_AMOUNT:,} units (bytes, millicores, devices); "
+        "check the unit (e.g. 1Ti, not 1e30)",
+    )
 
 
 def format_quantity(resource: str, amount: int) -> str:

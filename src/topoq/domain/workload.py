@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -208,7 +209,11 @@ class WorkloadSpec:
                 hint="add at least one pod set with a count",
             )
         names = [pod_set.name for pod_set in self.pod_sets]
-        duplicates = sorted({name for name in names if names.count(name) > 1})
+        duplicates = (
+            sorted(name for name, times in Counter(names).items() if times > 1)
+            if len(set(names)) != len(names)
+            else []
+        )
         if duplicates:
             raise InvalidRequestError(
                 f"pod set names repeat: {', '.join(duplicates)}",

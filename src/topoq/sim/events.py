@@ -15,10 +15,14 @@ from topoq.discovery.documents import Fields
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId
+from topoq.domain.names import check_job_id
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.sim.submission import JOB_KEYS, SUBMIT_KEYS, JobContext, Submit, read_submit
-from topoq.sim.values import count, seconds, unknown_name
+from topoq.sim.values import MAX_TIME_S, count, seconds, unknown_name
+
+MAX_SCENARIO_JOBS = 100_000
+"""Jobs one scenario submits, streams included (each is simulated through every cycle)."""
 
 __all__ = [
     "Action",
@@ -90,15 +94,32 @@ def read_events(
     """The events in the order they apply, and warnings (teams the policy does not define)."""
     context = JobContext(base, policy, topology)
     listed: list[ScenarioEvent] = []
+    jobs = _JobCount()
     for record in fields.records("events"):
-        listed.extend(_event(record, context))
+        listed.extend(_event(record, context, jobs))
     ordered = tuple(sorted(listed, key=lambda event: event.at_s))  # stable: file order at ties
     _check_jobs(ordered)
     _check_nodes(ordered, nodes)
     return ordered, _unknown_teams(ordered, policy)
 
 
-def _event(record: Fields, context: JobContext) -> list[ScenarioEvent]:
+class _JobCount:
+    """Jobs the events submit so far, refused past ``MAX_SCENARIO_JOBS`` before any is built."""
+
+    def __init__(self) -> None:
+        self.total = 0
+
+    def add(self, jobs: int, where: str) -> None:
+        self.total += jobs
+        if self.total > MAX_SCENARIO_JOBS:
+            raise InvalidInputError(
+                f"{self.total:,} jobs",
+                where=where,
+                hint=f"a scenario has at most {MAX_SCENARIO_JOBS:,} jobs (streams included)",
+            )
+
+
+def _event(record: Fields, context: JobContext, jobs: _JobCount) -> list[ScenarioEvent]:
     record.reject_unknown_keys(("at", *_ACTIONS), listed=("at", *_ACTIONS))
     at_s = seconds(record, "at")
     given = [key for key in _ACTIONS if record.has(key)]
@@ -112,21 +133,34 @@ def _event(record: Fields, context: JobContext) -> list[ScenarioEvent]:
     if kind == "submit":
         submit = record.mapping("submit")
         submit.reject_unknown_keys(SUBMIT_KEYS, listed=SUBMIT_KEYS)
-        return [ScenarioEvent(at_s, read_submit(submit, at_s, context, submit.text("id")), where)]
+        jobs.add(1, where)
+        job_id = check_job_id(submit.text("id"), where=submit.path("id"))
+        return [ScenarioEvent(at_s, read_submit(submit, at_s, context, job_id), where)]
     if kind == "stream":
-        return _stream(record.mapping("stream"), at_s, context)
+        return _stream(record.mapping("stream"), at_s, context, jobs)
     if kind in _JOB_ACTIONS:
         return [ScenarioEvent(at_s, _JOB_ACTIONS[kind](JobId(record.text(kind))), where)]
     return [ScenarioEvent(at_s, _NODE_ACTIONS[kind](NodeName(record.text(kind))), where)]
 
 
-def _stream(stream: Fields, at_s: float, context: JobContext) -> list[ScenarioEvent]:
+def _stream(
+    stream: Fields, at_s: float, context: JobContext, jobs: _JobCount
+) -> list[ScenarioEvent]:
     stream.reject_unknown_keys(_STREAM_KEYS, listed=_STREAM_KEYS)
     every = seconds(stream, "every_s", positive=True)
     total = count(stream, "count")
+    jobs.add(total, stream.path("count"))
     batch = count(stream, "batch", 1)
     prefix = stream.text("id_prefix", stream.text("team"))
     width = len(str(total))
+    for last in (1, total):  # the first and the longest id follow the grammar, so all do
+        check_job_id(f"{prefix}-{last:0{width}d}", where=stream.path("id_prefix"))
+    if at_s + (total - 1) // batch * every > MAX_TIME_S:
+        raise InvalidInputError(
+            f"the stream's last job would be submitted after {MAX_TIME_S:,} s",
+            where=stream.path("every_s"),
+            hint="submit fewer jobs, more at a time (batch), or more often",
+        )
     template = read_submit(stream, at_s, context, f"{prefix}-{1:0{width}d}")
     events: list[ScenarioEvent] = []
     for number in range(total):

@@ -14,11 +14,16 @@ from topoq.discovery.jobfile import JOB_API_VERSION, JOB_KIND, load_workload, wo
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobSpec
+from topoq.domain.names import check_label_name
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
 from topoq.sim.values import count, names, relative_path, seconds, unknown_name
+from topoq.wire.v1.jobs import MAX_RETRY_LIMIT
+
+MAX_PODS = 100_000
+"""Pods of the ``pods`` × ``gpus`` shortcut."""
 
 JOB_KEYS = (
     "team",
@@ -70,14 +75,15 @@ def read_submit(fields: Fields, at_s: float, context: JobContext, job_id: str) -
         _check_priority(priority, context.policy, where, "; or give `priority` to override it")
     else:
         _check_priority(priority, context.policy, fields.path("priority"))
+    team = check_label_name(fields.text("team"), what="team name", where=fields.path("team"))
     spec = JobSpec(
         id=JobId(job_id),
-        team=TeamName(fields.text("team")),
+        team=TeamName(team),
         workload=workload,
         submitted_at=at_s,
         priority_class=priority,
         dependencies=_dependencies(fields),
-        max_retry=count(fields, "max_retry", 0, least=0),
+        max_retry=count(fields, "max_retry", 0, least=0, most=MAX_RETRY_LIMIT),
         user=fields.optional_text("user"),
         runtime_s=seconds(fields, "runtime_s"),
     )
@@ -132,7 +138,7 @@ def _inline_pod_sets(fields: Fields, name: str) -> WorkloadSpec:
 def _shortcut(fields: Fields, name: str) -> WorkloadSpec:
     pod_set = PodSetSpec(
         name="workers",
-        count=count(fields, "pods", 1),
+        count=count(fields, "pods", 1, most=MAX_PODS),
         requests=Resources({NVIDIA_GPU: count(fields, "gpus")}),
         topology=TopologyRequest(
             required=fields.optional_text("required"), preferred=fields.optional_text("preferred")

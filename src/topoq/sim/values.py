@@ -3,24 +3,36 @@
 from __future__ import annotations
 
 import difflib
+import math
 from collections.abc import Sequence
 from pathlib import Path
 
 from topoq.discovery.documents import Fields
 from topoq.domain.errors import InvalidInputError
 
+MAX_TIME_S = 100_000_000
+"""Every time and duration of a scenario (a little over three years), so that the virtual
+clock stays exact and a run ends."""
+
 
 def seconds(fields: Fields, key: str, *, positive: bool = False) -> float:
-    """A time or duration in seconds: a number >= 0 (> 0 when ``positive``)."""
+    """A time or duration in seconds: a finite number from 0 (above 0 when ``positive``) up
+    to ``MAX_TIME_S``."""
     value = fields.required(key)
     if isinstance(value, bool) or not isinstance(value, int | float):
         raise InvalidInputError(
-            f"expected a number of seconds, got {value!r}", where=fields.path(key)
+            f"expected a number of seconds, got {value!r:.60}", where=fields.path(key)
         )
-    if value < 0 or (positive and value == 0):
+    if not math.isfinite(value):
+        raise InvalidInputError(
+            f"{value!r} is not a finite number", where=fields.path(key), hint="give seconds"
+        )
+    if value < 0 or (positive and value == 0) or value > MAX_TIME_S:
         bound = "greater than 0" if positive else "0 or more"
         raise InvalidInputError(
-            f"is {value}", where=fields.path(key), hint=f"give a number of seconds {bound}"
+            f"is {value}",
+            where=fields.path(key),
+            hint=f"give a number of seconds {bound}, up to {MAX_TIME_S:,}",
         )
     return float(value)
 
@@ -29,13 +41,23 @@ def optional_seconds(fields: Fields, key: str, *, positive: bool = False) -> flo
     return seconds(fields, key, positive=positive) if fields.has(key) else None
 
 
-def count(fields: Fields, key: str, default: int | None = None, *, least: int = 1) -> int:
-    """A whole number of at least ``least``."""
+def count(
+    fields: Fields,
+    key: str,
+    default: int | None = None,
+    *,
+    least: int = 1,
+    most: int | None = None,
+) -> int:
+    """A whole number of at least ``least`` (and at most ``most``)."""
     value = fields.integer(key, default)
-    if value < least:
-        raise InvalidInputError(
-            f"is {value}", where=fields.path(key), hint=f"give a whole number of {least} or more"
+    if value < least or (most is not None and value > most):
+        hint = (
+            f"give a whole number of {least} or more"
+            if most is None
+            else f"give a whole number from {least} to {most:,}"
         )
+        raise InvalidInputError(f"is {value}", where=fields.path(key), hint=hint)
     return value
 
 

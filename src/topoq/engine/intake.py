@@ -59,7 +59,7 @@ class Intake:
             self.store.save_jobs([cancelled], now=now)
             return cancelled
 
-        cancelled = _retrying(attempt)
+        cancelled = redo_on_conflict(attempt)
         self.store.audit(AuditEntry(self.clock(), actor, "cancel", job_id))
         return cancelled
 
@@ -77,7 +77,7 @@ class Intake:
             self.store.save_jobs([changed], now=self.clock())
             return changed
 
-        changed = _retrying(attempt)
+        changed = redo_on_conflict(attempt)
         self.store.audit(AuditEntry(self.clock(), actor, "hold" if held else "release", job_id))
         return changed
 
@@ -123,14 +123,15 @@ class Intake:
                 self.store.save_jobs(moved, now=now)
             return moved
 
-        requeued = [job.id for job in _retrying(attempt)]
+        requeued = [job.id for job in redo_on_conflict(attempt)]
         self.store.audit(AuditEntry(self.clock(), actor, "drain", name, {"requeued": requeued}))
         return requeued
 
 
-def _retrying(change: Callable[[], T]) -> T:
+def redo_on_conflict(change: Callable[[], T]) -> T:
     """Run a read-modify-write; when another writer changed the same job in between (a
-    controller step committing), read again and redo it."""
+    controller step committing, a user's change), read again and redo it — up to
+    ``MAX_ATTEMPTS`` times, then the last ``ConcurrentUpdate`` is raised."""
     for _ in range(MAX_ATTEMPTS - 1):
         try:
             return change()

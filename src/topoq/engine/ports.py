@@ -110,6 +110,9 @@ class ExecutorEventKind(StrEnum):
     """The gang ended: all pods exited 0, or one failed (``exit_code`` is the first non-zero)."""
     NODE_LOST = "node_lost"
     """A node stopped: the gangs on it are gone."""
+    START_FAILED = "start_failed"
+    """The gang could not be started (``message`` says why); none of its pods runs. The
+    controller makes this event itself when ``Executor.start`` raises."""
 
 
 @dataclass(frozen=True)
@@ -143,7 +146,8 @@ class Executor(Protocol):
     capabilities: ExecutorCapabilities
 
     def start(self, launch: GangLaunch) -> None:
-        """Start every pod of the gang (returns at once; STARTED comes through ``poll``)."""
+        """Start every pod of the gang (returns at once; STARTED comes through ``poll``).
+        When it raises, the controller treats the gang as not started (START_FAILED)."""
 
     def cancel(self, job: JobId) -> None:
         """Stop every pod of the job (no EXITED event follows for a cancelled attempt)."""

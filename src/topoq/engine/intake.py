@@ -85,21 +85,14 @@ class Intake:
     def mark_node(
         self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
     ) -> NodeSpec:
-        """Set a node's health (``ready``) and cordon state (``unschedulable``). A node marked
-        not ready is failed: the controller stops its work and requeues the gangs on it."""
-        nodes = self.store.nodes()
-        found = next((node for node in nodes if node.name == name), None)
-        if found is None:
-            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
-        updated = replace(
-            found,
-            ready=found.ready if ready is None else ready,
-            unschedulable=found.unschedulable if unschedulable is None else unschedulable,
-        )
+        """Set a node's health (``ready``) and cordon state (``unschedulable``): one write of
+        the fields given, so that concurrent actions on other nodes (or on the other field)
+        stick too. A node marked not ready is failed: the controller stops its work and
+        requeues the gangs on it. Raises InvalidInputError when there is no such node."""
         now = self.clock()
-        self.store.save_nodes(
-            [updated if node.name == name else node for node in nodes], actor=actor, now=now
-        )
+        updated = self.store.update_node(name, ready=ready, unschedulable=unschedulable, now=now)
+        if updated is None:
+            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
         state = {"ready": updated.ready, "unschedulable": updated.unschedulable}
         self.store.audit(AuditEntry(now, actor, "node", name, state))
         return updated

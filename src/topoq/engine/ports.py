@@ -75,6 +75,18 @@ class Store(Protocol):
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed)."""
 
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        """Atomically set the fields given (health, cordon state) of one node and nothing
+        else, so that concurrent changes of other nodes or other fields all stick; the node
+        as it is now, or None when there is no node of that name."""
+
     def audit(self, entry: AuditEntry) -> None:
         """Append one entry to the append-only audit log."""
 

@@ -320,6 +320,22 @@ class SqlStore:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""
         self._write(lambda c: inventory.replace_nodes(c, nodes, now))
 
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        """Set one node's health and/or cordon state, and nothing else (one row); the node as
+        it is now, or None when there is no such node. The caller audits the change."""
+        return self._write(
+            lambda c: inventory.update_node_state(
+                c, name, ready=ready, unschedulable=unschedulable, now=now
+            )
+        )
+
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:
         self._write(lambda c: audit_log.insert_entries(c, [entry]))

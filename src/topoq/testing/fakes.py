@@ -4,7 +4,7 @@ store (SQLite, PostgreSQL) and the local executor have their own contract tests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import ClusterPolicy
@@ -70,6 +70,24 @@ class MemoryStore:
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         self.node_rows = list(nodes)
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        for index, node in enumerate(self.node_rows):
+            if node.name == name:
+                self.node_rows[index] = replace(
+                    node,
+                    ready=node.ready if ready is None else ready,
+                    unschedulable=node.unschedulable if unschedulable is None else unschedulable,
+                )
+                return self.node_rows[index]
+        return None
 
     def audit(self, entry: AuditEntry) -> None:
         self.audit_rows.append(entry)

@@ -107,10 +107,8 @@ class Intake:
             now = self.clock()
             moved = [
                 advance(job, JobPhase.PENDING, now=now, cause=cause)
-                for job in self.store.jobs().values()
-                if job.phase.holds_capacity
-                and job.allocation is not None
-                and name in job.allocation.nodes
+                for job in self.store.holding_jobs().values()
+                if job.allocation is not None and name in job.allocation.nodes
             ]
             if moved:
                 self.store.save_jobs(moved, now=now)

@@ -54,6 +54,10 @@ class Store(Protocol):
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         """Every job not yet finished (and, if asked, the finished ones too)."""
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        """Every job that holds capacity (admitted or running), read without reading the
+        queue."""
+
     def job(self, job_id: JobId) -> JobView:
         """One job, finished or not. Raises UnknownJob."""
 

@@ -61,6 +61,7 @@ another process within this time."""
 MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
+HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
 
 
 class _ReadVersions(threading.local):
@@ -142,6 +143,14 @@ class SqlStore:
         self._remember(records)
         return {record.view.id: record.view for record in records}
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        """Every job that holds capacity (admitted or running): one query on the ``phase``
+        index, so its cost follows the jobs that run, not the length of the queue."""
+        where = [JobRow.phase.in_(HOLDING_PHASES)]
+        records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
+        self._remember(records)
+        return {record.view.id: record.view for record in records}
+
     def job(self, job_id: JobId) -> JobView:
         return self.job_record(job_id).view
 
@@ -218,6 +227,17 @@ class SqlStore:
     ) -> int:
         query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
         return int(self._query(lambda c: c.execute(query).scalar_one()))
+
+    def count_jobs_by_team_and_phase(self) -> dict[tuple[str, JobPhase], int]:
+        """How many unfinished jobs each team has in each phase: one grouped count read from
+        the ``(team, phase)`` index, never the rows with their specs."""
+        query = (
+            select(JobRow.team, JobRow.phase, func.count())
+            .where(JobRow.phase.in_(ACTIVE_PHASES))
+            .group_by(JobRow.team, JobRow.phase)
+        )
+        rows = self._query(lambda c: c.execute(query).all())
+        return {(row[0], JobPhase(row[1])): int(row[2]) for row in rows}
 
     def job_history(self, job_id: JobId) -> list[JobEvent]:
         """Every phase change of the job, oldest first; raises UnknownJob."""

@@ -45,6 +45,9 @@ class MemoryStore:
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         return {k: v for k, v in self.job_rows.items() if include_finished or not v.phase.finished}
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        return {k: v for k, v in self.job_rows.items() if v.phase.holds_capacity}
+
     def job(self, job_id: JobId) -> JobView:
         if job_id not in self.job_rows:
             raise UnknownJob(f"no job {job_id}")

@@ -26,8 +26,9 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.api import BACKENDS, WIDE, databases
-from benchmarks.api_server import RunningServer, running_server, store_jobs
+from benchmarks.api_server import RunningServer, cpu_s, running_server, store_jobs
 from benchmarks.load import LoadResult, Request, run_load
+from topoq.testing.server import api_process_ids
 
 TARGET_P99_MS = 50.0
 TARGET_ROUTES = ("GET /teams", "GET /nodes")
@@ -58,6 +59,8 @@ class Row:
     pending: int
     route: str
     load: LoadResult
+    api_cpu_s: float
+    """CPU time of the API process over the row (the controller's steps not counted)."""
     baseline_p99_ms: float
 
     @property
@@ -92,10 +95,12 @@ def measure(
     for path in ROUTES.values():
         if path.startswith("/api/"):
             server.get(path)
-    loads = {}
+    api = api_process_ids(server.process.pid)
+    measured: dict[str, tuple[LoadResult, float]] = {}
     for route, path in ROUTES.items():
         requests = [Request("GET", path)] * scale.requests
-        loads[route] = run_load(
+        cpu_before = sum(cpu_s(pid) for pid in api)
+        load = run_load(
             "127.0.0.1",
             server.port,
             server.token,
@@ -103,10 +108,13 @@ def measure(
             clients=scale.clients,
             rate_per_s=scale.rate_per_s,
         )
-        p99 = loads[route].p99_ms()
+        measured[route] = (load, sum(cpu_s(pid) for pid in api) - cpu_before)
+        p99 = load.p99_ms()
         on_row(f"  {backend:<10} {pending:>7,} pending  {route:<16} p99 {p99:8.1f} ms")
-    baseline = loads[BASELINE].p99_ms()
-    return [Row(backend, pending, route, load, baseline) for route, load in loads.items()]
+    baseline = measured[BASELINE][0].p99_ms()
+    return [
+        Row(backend, pending, route, load, cpu, baseline) for route, (load, cpu) in measured.items()
+    ]
 
 
 def table(rows: Sequence[Row], *, markdown: bool = False) -> Table:
@@ -117,14 +125,15 @@ def table(rows: Sequence[Row], *, markdown: bool = False) -> Table:
     shown.add_column("backend")
     shown.add_column("pending", justify="right")
     shown.add_column("route")
-    for name in ("requests", "ok", "p50 ms", "p99 ms", "ratio"):
+    for name in ("requests", "ok", "p50 ms", "p99 ms", "API CPU ms/req", "ratio"):
         shown.add_column(name, justify="right")
     for row in rows:
         load = row.load
         shown.add_row(
             row.backend, f"{row.pending:,}", row.route, f"{load.requests:,}",
             "all" if load.all_succeeded else f"{load.succeeded:,}",
-            f"{load.p50_ms():,.1f}", f"{load.p99_ms():,.1f}", f"{row.ratio:,.1f}×",
+            f"{load.p50_ms():,.1f}", f"{load.p99_ms():,.1f}",
+            f"{row.api_cpu_s * 1e3 / load.requests:,.2f}", f"{row.ratio:,.1f}×",
         )  # fmt: skip
     return shown
 

@@ -234,5 +234,6 @@ def test_holding_jobs_and_counts_by_team_and_phase_read_what_they_say(store: Sql
     expected: dict[tuple[str, JobPhase], int] = {}
     for view in store.jobs().values():
         expected[(view.team, view.phase)] = expected.get((view.team, view.phase), 0) + 1
-    assert store.count_jobs_by_team_and_phase() == expected
+    assert store.count_jobs_by_team_and_phase(["llm", "cv", "none"]) == expected
+    assert store.count_jobs_by_team_and_phase(["cv"]) == {("cv", JobPhase.RUNNING): 1}
     assert sum(expected.values()) == 6  # the cancelled job is not counted

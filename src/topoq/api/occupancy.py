@@ -156,7 +156,7 @@ def team_models(service: Service) -> list[TeamModel]:
         return []
     capacity = capacity_by_flavor(service.tree(), INSTANCE_TYPE_LABEL)
     book = QuotaBook(policy, capacity, usage_by_team(holding(service)))
-    phases = service.store.count_jobs_by_team_and_phase()
+    phases = service.store.count_jobs_by_team_and_phase([team.name for team in policy.teams])
     return [_team_model(team, book, phases) for team in policy.teams]
 
 

@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sqlalchemy import ColumnElement, asc, desc, func, select
+from sqlalchemy import ColumnElement, asc, bindparam, desc, func, select
 from sqlalchemy.engine import Connection
 
 from topoq.domain.decisions import CycleResult, Diagnostic
@@ -62,6 +62,16 @@ MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
 HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
+COUNTS_BY_TEAM_AND_PHASE = (
+    select(JobRow.team, JobRow.phase, func.count().label("jobs"))
+    .where(
+        JobRow.team.in_(bindparam("teams", expanding=True)),
+        JobRow.phase.in_(bindparam("phases", expanding=True)),
+    )
+    .group_by(JobRow.team, JobRow.phase)
+)
+"""Built once. Naming the teams lets SQLite seek the covering ``(team, phase)`` index instead
+of walking the ``phase`` index and reading every row."""
 
 
 class _ReadVersions(threading.local):
@@ -228,16 +238,14 @@ class SqlStore:
         query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
         return int(self._query(lambda c: c.execute(query).scalar_one()))
 
-    def count_jobs_by_team_and_phase(self) -> dict[tuple[str, JobPhase], int]:
-        """How many unfinished jobs each team has in each phase: one grouped count read from
-        the ``(team, phase)`` index, never the rows with their specs."""
-        query = (
-            select(JobRow.team, JobRow.phase, func.count())
-            .where(JobRow.phase.in_(ACTIVE_PHASES))
-            .group_by(JobRow.team, JobRow.phase)
-        )
-        rows = self._query(lambda c: c.execute(query).all())
-        return {(row[0], JobPhase(row[1])): int(row[2]) for row in rows}
+    def count_jobs_by_team_and_phase(
+        self, teams: Collection[str]
+    ) -> dict[tuple[str, JobPhase], int]:
+        """How many unfinished jobs each of ``teams`` has in each phase: one grouped count
+        that seeks the ``(team, phase)`` index and reads nothing else (no row, no spec)."""
+        parameters = {"teams": sorted(teams), "phases": list(ACTIVE_PHASES)}
+        rows = self._query(lambda c: c.execute(COUNTS_BY_TEAM_AND_PHASE, parameters).all())
+        return {(row.team, JobPhase(row.phase)): int(row.jobs) for row in rows}
 
     def job_history(self, job_id: JobId) -> list[JobEvent]:
         """Every phase change of the job, oldest first; raises UnknownJob."""

@@ -9,16 +9,19 @@ it and the executor, as a field the intake misses would not."""
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from topoq.domain.job import JobId, JobPhase, JobSpec
-from topoq.engine.controller import Controller
-from topoq.engine.ports import ExecutorEvent
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
+from topoq.engine.controller import MAX_EVENT_STEPS, Controller
+from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.executors.local import LocalExecutor
 from topoq.store import SqlStore, open_store
+from topoq.store.errors import StoreUnavailable
+from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 BAD_ENVIRONMENTS = {
@@ -176,3 +179,50 @@ def test_a_failing_poll_loses_neither_the_step_nor_the_events(
     ]
     assert "other" in report.started
     step_until(c, lambda: store.job(JobId("short")).phase is JobPhase.SUCCEEDED)
+
+
+def test_events_of_a_step_that_failed_are_stored_by_the_next(
+    store: SqlStore, executor: FlakyExecutor, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    c = controller_for(store, executor, lambda _: {"TOPOQ_SLEEP_S": "0.2"})
+    names = ["one", "two", "three"]
+    for name in names:
+        c.intake.submit(job(name, "a", 1).spec, actor="alice")
+    c.step()
+    time.sleep(1.0)  # every gang started and ended: STARTED and EXITED wait in the executor
+    real_save = store.save_jobs
+
+    def database_away(*args: Any, **kwargs: Any) -> None:
+        monkeypatch.setattr(store, "save_jobs", real_save)
+        raise StoreUnavailable("the database is away (injected)")
+
+    monkeypatch.setattr(store, "save_jobs", database_away)
+    with pytest.raises(StoreUnavailable):
+        c.step()  # the events were polled, none could be stored
+    step_until(c, lambda: all(store.job(JobId(n)).phase is JobPhase.SUCCEEDED for n in names))
+
+
+def test_an_event_that_can_never_be_stored_is_dropped_and_the_later_ones_are_not() -> None:
+    class RefusesOneJob(MemoryStore):
+        def save_jobs(self, changed: Sequence[JobView], **kwargs: Any) -> None:
+            if any(v.id == "poison" and v.phase is JobPhase.RUNNING for v in changed):
+                raise ValueError("this job cannot be written (injected)")
+            super().save_jobs(changed, **kwargs)
+
+    nodes, topology = gpu_cluster([1, 2, 4])
+    memory, scripted = RefusesOneJob(), ScriptedExecutor()
+    memory.save_nodes(nodes, actor="t", now=0)
+    memory.save_policy(policy(team("a", 64)), actor="t", now=0)
+    c = Controller(memory, scripted, topology, clock=time.time)
+    for name in ("poison", "other"):
+        c.intake.submit(job(name, "a", 1).spec, actor="alice")
+    c.step()
+    scripted.report(ExecutorEventKind.STARTED, "poison")
+    scripted.report(ExecutorEventKind.STARTED, "other")
+    for _ in range(MAX_EVENT_STEPS - 1):
+        with pytest.raises(ValueError, match="injected"):
+            c.step()
+        assert memory.job(JobId("other")).phase is JobPhase.ADMITTED  # kept, in order
+    report = c.step()
+    assert [e for e in report.executor_errors if "dropped an executor event" in e]
+    assert memory.job(JobId("other")).phase is JobPhase.RUNNING

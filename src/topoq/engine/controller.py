@@ -32,25 +32,28 @@ from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
-from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
-from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.intake import SYSTEM, Intake, redo_on_conflict
+from topoq.engine.launches import gang_launch, pod_set_commands
 from topoq.engine.outcomes import GANG_ENDED, error_message, moved_by
 from topoq.engine.ports import (
     ConcurrentUpdate,
     Executor,
     ExecutorEvent,
     ExecutorEventKind,
-    GangLaunch,
     Store,
     UnknownJob,
 )
 from topoq.engine.tree_cache import TreeCache
 
 log = logging.getLogger(__name__)
+
+MAX_EVENT_STEPS = 10
+"""Steps in a row in which an event failed to be stored (with the store otherwise working: a
+step reads the nodes first) before it is dropped as one that never can be."""
 
 
 class ControlPlaneMetricsLike(Protocol):
@@ -128,6 +131,8 @@ class Controller:
         """The inputs of the last cycle that changed no job (its decisions are all stored)."""
         self._unapplied: deque[ExecutorEvent] = deque()
         """Executor events polled (or made, START_FAILED) and not yet stored, oldest first."""
+        self._event_failures = 0
+        """In how many steps in a row storing the oldest unapplied event failed."""
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
@@ -205,25 +210,26 @@ class Controller:
             return False
         return True
 
-    def _start(self, launch: GangLaunch, report: StepReport) -> bool:
-        """Start the gang; when the executor cannot, queue its START_FAILED (applied before
-        the step ends) and stop whatever of it may have started. Whether it started."""
+    def _start(self, admitted: JobView, tree: TopologyTree, report: StepReport) -> bool:
+        """Start the admitted gang; when that fails (building its launch or the executor's
+        start), queue its START_FAILED (applied before the step ends) and stop whatever of it
+        may have started. Whether it started."""
+        job = admitted.id
         try:
-            self.executor.start(launch)
-        except Exception as error:  # any executor failure fails this gang only
-            job = launch.job.id
+            self.executor.start(gang_launch(admitted, tree, self.commands, self.environment))
+        except Exception as error:  # any failure fails this gang only
             message = error_message(error)
             self._executor_failed(f"start {job}", error, report)
-            self._stop(job, report)
-            self._unapplied.append(
-                ExecutorEvent(
-                    ExecutorEventKind.START_FAILED,
-                    self.clock(),
-                    job=job,
-                    attempt=launch.attempt,
-                    message=message,
-                )
+            if not self._stop(job, report):
+                self._launched[job] = admitted.attempt  # ``_stop_unbooked`` tries again
+            failed = ExecutorEvent(
+                ExecutorEventKind.START_FAILED,
+                self.clock(),
+                job=job,
+                attempt=admitted.attempt,
+                message=message,
             )
+            self._unapplied.append(failed)
             report.start_failed.append(job)
             return False
         return True
@@ -283,39 +289,21 @@ class Controller:
             if self._stop(requeue.job, report):
                 self._launched.pop(requeue.job, None)
         for admit in result.admissions:
-            launch = self._launch(after[admit.job], tree)
-            if self._start(launch, report):
-                self._launched[admit.job] = launch.attempt
+            admitted = after[admit.job]
+            if self._start(admitted, tree, report):
+                self._launched[admit.job] = admitted.attempt
                 report.started.append(admit.job)
-
-    def _launch(self, job: JobView, tree: TopologyTree) -> GangLaunch:
-        if job.allocation is None:  # admitted jobs always carry one
-            raise InvalidInputError(f"job {job.id} was admitted without an allocation")
-        nodes = {
-            name: node for name in job.allocation.nodes if (node := _node(tree, name)) is not None
-        }
-        labels = {
-            name: {level: node.labels.get(level, "") for level in tree.spec.levels}
-            for name, node in nodes.items()
-        }
-        return GangLaunch(
-            job.spec,
-            job.allocation,
-            job.attempt,
-            labels,
-            commands=self.commands(job.spec),
-            environment=pod_set_environment(job.spec)
-            | (dict(self.environment(job.spec)) if self.environment else {}),
-            node_allocatable={name: node.allocatable for name, node in nodes.items()},
-        )
 
     # --- executor outcomes --------------------------------------------------------------
     def _apply_events(self, report: StepReport) -> bool:
         """Store what the unapplied events say, oldest first, each on its own; whether a node
         was marked failed. An event leaves the queue only once it is stored (or found stale):
-        when the store fails, the rest wait for the next step; when one job's event raced
-        other writers ``MAX_ATTEMPTS`` times, it and the ones after it wait too (in order,
-        so that a gang's STARTED is never stored after its EXITED)."""
+        when one job's event raced other writers ``MAX_ATTEMPTS`` times, it and the ones
+        after it wait for the next step (in order, so that a gang's STARTED is never stored
+        after its EXITED); when storing fails otherwise (the database is away), the error
+        ends the step and the events wait too — except an event that failed in
+        ``MAX_EVENT_STEPS`` steps in a row, which can never be stored and is dropped, logged,
+        rather than hold back every later one."""
         marked = False
         while self._unapplied:
             event = self._unapplied[0]
@@ -323,6 +311,14 @@ class Controller:
                 marked |= self._apply_event(event)
             except ConcurrentUpdate:
                 break
+            except Exception as error:
+                self._event_failures += 1
+                if self._event_failures < MAX_EVENT_STEPS:
+                    raise
+                message = f"dropped an executor event that cannot be stored: {event}"
+                log.error("%s (%s)", message, error_message(error))
+                report.executor_errors.append(message)
+            self._event_failures = 0
             self._unapplied.popleft()
             report.events.append(event)
         return marked
@@ -375,21 +371,3 @@ class Controller:
 
         ids = [job.id for job in self.store.jobs().values() if job.phase.holds_capacity]
         return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]
-
-
-def pod_set_commands(spec: JobSpec) -> dict[str, tuple[str, ...]]:
-    """Each pod set's command, as the job was submitted (none: the default workload)."""
-    return {ps.name: ps.command for ps in spec.workload.pod_sets if ps.command}
-
-
-def pod_set_environment(spec: JobSpec) -> dict[str, str]:
-    """The variables the job's pod sets ask for, merged in pod-set order."""
-    merged: dict[str, str] = {}
-    for pod_set in spec.workload.pod_sets:
-        merged.update(pod_set.environment)
-    return merged
-
-
-def _node(tree: TopologyTree, name: str) -> NodeSpec | None:
-    index = tree.node_index.get(NodeName(name))
-    return tree.nodes[index] if index is not None else None

@@ -13,10 +13,9 @@ from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 MAX_MESSAGE_LENGTH = 500
 """Characters of an executor's error message kept in a job's history."""
 
-GANG_ENDED = frozenset(
-    {ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST, ExecutorEventKind.START_FAILED}
-)
-"""Events after which none of the gang's pods runs."""
+GANG_ENDED = frozenset({ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST})
+"""Events after which none of the gang's pods runs. Not START_FAILED: after a failed start the
+controller stops whatever of the gang may have started, and tries again while that fails."""
 
 
 def moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:

@@ -369,5 +369,5 @@ class Controller:
                 return None  # it moved meanwhile (a user's cancel)
             return advance(job, JobPhase.PENDING, now=now, cause=cause)
 
-        ids = [job.id for job in self.store.jobs().values() if job.phase.holds_capacity]
+        ids = list(self.store.holding_jobs())
         return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]

@@ -91,7 +91,7 @@ def run(
 ) -> Report:
     report = Report([], [])
     for backend in backends:
-        with _databases(backend) as new_database:
+        with databases(backend) as new_database:
             measure_backend(backend, new_database, scale, report, on_row)
     return report
 
@@ -185,7 +185,7 @@ def _settled_rss(server: RunningServer) -> float:
 
 
 @contextmanager
-def _databases(backend: str) -> Iterator[Callable[[], str | None]]:
+def databases(backend: str) -> Iterator[Callable[[], str | None]]:
     """A maker of fresh databases: None (SQLite in the data directory) or PostgreSQL URLs."""
     if backend == "sqlite":
         yield lambda: None

@@ -81,7 +81,7 @@ class RunningServer:
 
     def cpu_s(self) -> float:
         """User + system CPU time of the controller and API processes so far."""
-        return sum(_cpu_s(pid) for pid in self.pids())
+        return sum(cpu_s(pid) for pid in self.pids())
 
     def get(self, path: str) -> Any:
         request = urllib.request.Request(
@@ -173,7 +173,8 @@ def _status_kib(pid: int, key: str) -> int:
     return 0
 
 
-def _cpu_s(pid: int) -> float:
+def cpu_s(pid: int) -> float:
+    """User + system CPU time of one process so far (0 when it has exited)."""
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except OSError:

@@ -46,6 +46,9 @@ class ServerProcess:
     run_id: str
     pod_sleep_s: float
     port: int = field(default_factory=free_port)
+    cluster: Path = CLUSTER_FILE
+    policy: Path = POLICY_FILE
+    database_url: str | None = None
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -56,9 +59,11 @@ class ServerProcess:
     def start(self) -> None:
         command = [
             sys.executable, "-m", "topoq.bootstrap", "--port", str(self.port),
-            "--data-dir", str(self.data_dir), "--cluster", str(CLUSTER_FILE),
-            "--policy", str(POLICY_FILE),
+            "--data-dir", str(self.data_dir), "--cluster", str(self.cluster),
+            "--policy", str(self.policy),
         ]  # fmt: skip
+        if self.database_url is not None:
+            command += ["--database", self.database_url]
         environment = os.environ | {
             RUN_MARKER: self.run_id,
             "TOPOQ_SLEEP_S": str(self.pod_sleep_s),

@@ -217,3 +217,23 @@ def test_the_sql_store_offers_every_method_of_the_engine_port(store: SqlStore) -
         for parameter in list(inspect.signature(wanted).parameters.values())[1:]:
             assert parameter.name in offered, f"{name} lacks {parameter.name}"
             assert offered[parameter.name].kind == parameter.kind, f"{name}.{parameter.name}"
+
+
+def test_holding_jobs_and_counts_by_team_and_phase_read_what_they_say(store: SqlStore) -> None:
+    store.save_policy(policy(team("llm", 16), team("cv", 16)), actor="admin", now=0.5)
+    for number in range(6):  # 4 nodes of 8 GPUs, one whole node each: 4 run, 2 wait
+        submit(store, f"llm-{number}", "llm", at=1.0 + number)
+    submit(store, "cv-0", "cv", at=9.0)
+    _, after = run_cycle(store, now=10.0)
+    holding = {job_id for job_id, view in after.items() if view.phase.holds_capacity}
+    assert set(store.holding_jobs()) == holding and len(holding) == 4
+    assert all(view.allocation is not None for view in store.holding_jobs().values())
+    store.save_jobs(
+        [advance(store.job(JobId("llm-5")), JobPhase.CANCELLED, now=11.0, cause="user")], now=11.0
+    )
+    expected: dict[tuple[str, JobPhase], int] = {}
+    for view in store.jobs().values():
+        expected[(view.team, view.phase)] = expected.get((view.team, view.phase), 0) + 1
+    assert store.count_jobs_by_team_and_phase(["llm", "cv", "none"]) == expected
+    assert store.count_jobs_by_team_and_phase(["cv"]) == {("cv", JobPhase.RUNNING): 1}
+    assert sum(expected.values()) == 6  # the cancelled job is not counted

@@ -1,10 +1,14 @@
 """The cluster as the API shows it: nodes with what runs on them, the topology tree with free
-and used GPUs per domain, and each team's quota (guarantee, used, borrowed, lent)."""
+and used GPUs per domain, and each team's quota (guarantee, used, borrowed, lent).
+
+Every view here reads only the jobs that hold capacity (``Store.holding_jobs``, a query on the
+phase index) and, for the teams' job counts, one grouped count: never the queue, so their cost
+follows what runs, not how many jobs wait."""
 
 from __future__ import annotations
 
-from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -13,7 +17,7 @@ from topoq.api.service import Service
 from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree, build_tree
-from topoq.domain.governance import FlavorName, TeamName, TeamSpec
+from topoq.domain.governance import FlavorName, TeamSpec
 from topoq.domain.job import JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
@@ -33,13 +37,29 @@ def holders(jobs: Iterable[JobView]) -> list[JobView]:
     return [job for job in jobs if job.phase.holds_capacity and job.allocation is not None]
 
 
+def holding(service: Service) -> list[JobView]:
+    """The jobs that hold capacity now (read without reading the queue)."""
+    return holders(service.store.holding_jobs().values())
+
+
 # --- nodes ---------------------------------------------------------------------------------
 def node_models(nodes: Sequence[NodeSpec], running: Sequence[JobView]) -> list[NodeModel]:
-    return [node_model(node, running) for node in nodes]
+    by_node = jobs_by_node(running)
+    return [node_model(node, by_node.get(node.name, ())) for node in nodes]
 
 
-def node_model(node: NodeSpec, running: Sequence[JobView]) -> NodeModel:
-    on_node = [job for job in running if job.allocation and node.name in job.allocation.nodes]
+def jobs_by_node(running: Iterable[JobView]) -> dict[str, list[JobView]]:
+    """The holding jobs with a pod on each node."""
+    by_node: defaultdict[str, list[JobView]] = defaultdict(list)
+    for job in running:
+        if job.allocation is not None:
+            for name in job.allocation.nodes:
+                by_node[name].append(job)
+    return by_node
+
+
+def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
+    """``on_node``: the holding jobs with a pod on this node (``jobs_by_node``)."""
     used = sum(
         job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU)
         for job in on_node
@@ -65,7 +85,7 @@ def topology_model(service: Service) -> TopologyModel:
     schedulable = {node.name for node in nodes if node.schedulable}
     shown = [replace(node, ready=True, unschedulable=False) for node in nodes]
     tree = build_tree(shown, service.topology)
-    running = holders(service.store.jobs().values())
+    running = holding(service)
     column = tree.resource_column.get(NVIDIA_GPU)
     if column is None:
         total = used = np.zeros(len(tree.nodes), dtype=np.int64)
@@ -134,16 +154,14 @@ def team_models(service: Service) -> list[TeamModel]:
     policy = service.store.policy()
     if policy is None:
         return []
-    jobs = list(service.store.jobs().values())
-    running = holders(jobs)
     capacity = capacity_by_flavor(service.tree(), INSTANCE_TYPE_LABEL)
-    book = QuotaBook(policy, capacity, usage_by_team(running))
-    phases = Counter((job.team, job.phase) for job in jobs)
+    book = QuotaBook(policy, capacity, usage_by_team(holding(service)))
+    phases = service.store.count_jobs_by_team_and_phase([team.name for team in policy.teams])
     return [_team_model(team, book, phases) for team in policy.teams]
 
 
 def _team_model(
-    team: TeamSpec, book: QuotaBook, phases: Counter[tuple[TeamName, JobPhase]]
+    team: TeamSpec, book: QuotaBook, phases: Mapping[tuple[str, JobPhase], int]
 ) -> TeamModel:
     flavors = [quota.flavor for quota in team.quotas]
     flavors += sorted(f for f in book.usage.get(team.name, {}) if f not in flavors)

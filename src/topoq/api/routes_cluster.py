@@ -8,7 +8,14 @@ from fastapi import APIRouter, Body
 
 from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
 from topoq.api.errors import ApiError
-from topoq.api.occupancy import holders, node_model, node_models, team_models, topology_model
+from topoq.api.occupancy import (
+    holding,
+    jobs_by_node,
+    node_model,
+    node_models,
+    team_models,
+    topology_model,
+)
 from topoq.api.service import Service
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
@@ -70,7 +77,7 @@ def policy_versions(principal: Anyone, service: ServiceDep) -> list[PolicyVersio
 
 @router.get("/nodes", summary="Nodes with health, cordon state and GPUs in use")
 def nodes(principal: Anyone, service: ServiceDep) -> list[NodeModel]:
-    return node_models(service.store.nodes(), holders(service.store.jobs().values()))
+    return node_models(service.store.nodes(), holding(service))
 
 
 @router.post("/nodes/{name}/cordon", summary="Keep new work off a node (admin)")
@@ -132,6 +139,5 @@ def _mark(
 
 def _node_action(service: Service, name: str, requeued: list[JobId]) -> NodeAction:
     node = _known_node(service, name)
-    return NodeAction(
-        node=node_model(node, holders(service.store.jobs().values())), requeued=list(requeued)
-    )
+    on_node = jobs_by_node(holding(service)).get(node.name, [])
+    return NodeAction(node=node_model(node, on_node), requeued=list(requeued))

@@ -42,6 +42,10 @@ class ServiceStore(Store, Protocol):
         user: str | None = None,
     ) -> int: ...
 
+    def count_jobs_by_team_and_phase(
+        self, teams: Collection[str]
+    ) -> dict[tuple[str, JobPhase], int]: ...
+
     def diagnostic(self, job_id: JobId) -> Diagnostic | None: ...
 
     def job_events_between(

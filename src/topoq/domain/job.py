@@ -38,6 +38,15 @@ class JobPhase(StrEnum):
 FINISHED_PHASES = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED})
 
 
+class FailureReason(StrEnum):
+    """Why an attempt of a job failed without a pod's exit code to say it; the history entry
+    of the move starts with it (``START_FAILED: <the executor's message>``)."""
+
+    START_FAILED = "START_FAILED"
+    """The executor could not start the gang (a bad environment, a work directory that cannot
+    be written, ...); none of its pods runs and its capacity is freed."""
+
+
 @dataclass(frozen=True)
 class PhaseMove:
     source: JobPhase
@@ -51,8 +60,15 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
     PhaseMove(P.PENDING, P.CANCELLED, "the user cancelled it, or a dependency can never hold"),
     PhaseMove(P.ADMITTED, P.RUNNING, "the executor started every pod of the gang"),
     PhaseMove(P.ADMITTED, P.PREEMPTED, "evicted before it started (reclaim, priority, fair share)"),
-    PhaseMove(P.ADMITTED, P.PENDING, "a node it was placed on failed before it started"),
-    PhaseMove(P.ADMITTED, P.FAILED, "the executor could not start it and no retry is left"),
+    PhaseMove(
+        P.ADMITTED,
+        P.PENDING,
+        "a node it was placed on failed before it started, or the executor could not start it "
+        "(START_FAILED) and a retry is left (max_retry)",
+    ),
+    PhaseMove(
+        P.ADMITTED, P.FAILED, "the executor could not start it (START_FAILED), no retry left"
+    ),
     PhaseMove(P.ADMITTED, P.CANCELLED, "the user cancelled it"),
     PhaseMove(P.RUNNING, P.SUCCEEDED, "every pod exited 0"),
     PhaseMove(P.RUNNING, P.FAILED, "a pod failed and no retry is left (max_retry)"),

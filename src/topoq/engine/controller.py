@@ -8,13 +8,22 @@ moves and decisions in one transaction, then tell the executor to cancel victims
 admitted gangs. Commit comes before dispatch: after a crash the store never claims less than
 what may be running, and ``recover`` reconciles. A cycle that raced a user's change commits
 nothing (``ConcurrentUpdate``) and the next step decides again.
+
+No single fault of the executor wedges the loop: a gang it cannot start fails alone
+(START_FAILED, retried per ``max_retry``, its capacity freed) while the other admissions of
+the cycle start; a failed stop is tried again at the next step; a failed poll costs nothing
+(the executor hands its events out at the next one). Executor events are applied one by one,
+each as a read-modify-write redone on fresh state when it raced a user's change, and leave the
+controller's queue only once stored or found stale: none is lost when a step fails.
 """
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
@@ -23,21 +32,28 @@ from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
-from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
-from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.topology import TopologySpec
-from topoq.engine.intake import SYSTEM, Intake
+from topoq.engine.intake import SYSTEM, Intake, redo_on_conflict
+from topoq.engine.launches import gang_launch, pod_set_commands
+from topoq.engine.outcomes import GANG_ENDED, error_message, moved_by
 from topoq.engine.ports import (
     ConcurrentUpdate,
     Executor,
     ExecutorEvent,
     ExecutorEventKind,
-    GangLaunch,
     Store,
+    UnknownJob,
 )
 from topoq.engine.tree_cache import TreeCache
+
+log = logging.getLogger(__name__)
+
+MAX_EVENT_STEPS = 10
+"""Steps in a row in which an event failed to be stored (with the store otherwise working: a
+step reads the nodes first) before it is dropped as one that never can be."""
 
 
 class ControlPlaneMetricsLike(Protocol):
@@ -55,9 +71,14 @@ class StepReport:
     """What one step did, for logs and metrics."""
 
     events: list[ExecutorEvent] = field(default_factory=list)
+    """The executor events stored (or found stale and dropped) in this step."""
     result: CycleResult = field(default_factory=CycleResult)
     started: list[JobId] = field(default_factory=list)
     cancelled: list[JobId] = field(default_factory=list)
+    start_failed: list[JobId] = field(default_factory=list)
+    """Admitted gangs the executor could not start (each failed alone: START_FAILED)."""
+    executor_errors: list[str] = field(default_factory=list)
+    """What the executor failed to do in this step, one line each (also logged)."""
     conflicted: bool = False
     """Another writer changed a job during the cycle; its decisions were dropped."""
     settled: bool = False
@@ -108,14 +129,19 @@ class Controller:
         """Nodes not ready as of the last step (None before the first step)."""
         self._settled: _CycleInputs | None = None
         """The inputs of the last cycle that changed no job (its decisions are all stored)."""
+        self._unapplied: deque[ExecutorEvent] = deque()
+        """Executor events polled (or made, START_FAILED) and not yet stored, oldest first."""
+        self._event_failures = 0
+        """In how many steps in a row storing the oldest unapplied event failed."""
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
         began = time.perf_counter()
+        report = StepReport()
         nodes = self.store.nodes()
-        self._stop_work_on_failed_nodes(nodes)
-        report = StepReport(events=self.executor.poll())
-        if self._apply_events(report.events):
+        self._stop_work_on_failed_nodes(nodes, report)
+        self._unapplied.extend(self._poll(report))
+        if self._apply_events(report):
             nodes = self.store.nodes()  # the executor lost a node: it is marked failed now
         now = self.clock()
         jobs = self.store.jobs()
@@ -145,40 +171,105 @@ class Controller:
                 return report
         self._settled = None if changed else inputs
         self._dispatch(result, after, tree, report)
+        self._apply_events(report)  # the start failures of this dispatch
         if self.metrics is not None:
-            holders = [view for view in after.values() if view.phase.holds_capacity]
-            book = QuotaBook(
-                policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
-            )
-            self.metrics.observe_step(report, time.perf_counter() - began, after)
-            self.metrics.observe_state(after, book)
+            self._observe(report, time.perf_counter() - began, after, tree, policy)
         return report
+
+    def _observe(
+        self,
+        report: StepReport,
+        duration_s: float,
+        after: Mapping[JobId, JobView],
+        tree: TopologyTree,
+        policy: ClusterPolicy,
+    ) -> None:
+        if self.metrics is None:
+            return
+        holders = [view for view in after.values() if view.phase.holds_capacity]
+        book = QuotaBook(
+            policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
+        )
+        self.metrics.observe_step(report, duration_s, after)
+        self.metrics.observe_state(after, book)
+
+    # --- talking to the executor: a failure of one call fails that call only ------------
+    def _poll(self, report: StepReport) -> list[ExecutorEvent]:
+        try:
+            return self.executor.poll()
+        except Exception as error:  # any executor failure: the step goes on
+            self._executor_failed("poll", error, report)
+            return []  # what it had not handed out yet, it hands out at the next poll
+
+    def _stop(self, job_id: JobId, report: StepReport) -> bool:
+        """Tell the executor to stop the job's pods; whether it did."""
+        try:
+            self.executor.cancel(job_id)
+        except Exception as error:  # any executor failure: retried next step
+            self._executor_failed(f"cancel {job_id}", error, report)
+            return False
+        return True
+
+    def _start(self, admitted: JobView, tree: TopologyTree, report: StepReport) -> bool:
+        """Start the admitted gang; when that fails (building its launch or the executor's
+        start), queue its START_FAILED (applied before the step ends) and stop whatever of it
+        may have started. Whether it started."""
+        job = admitted.id
+        try:
+            self.executor.start(gang_launch(admitted, tree, self.commands, self.environment))
+        except Exception as error:  # any failure fails this gang only
+            message = error_message(error)
+            self._executor_failed(f"start {job}", error, report)
+            if not self._stop(job, report):
+                self._launched[job] = admitted.attempt  # ``_stop_unbooked`` tries again
+            failed = ExecutorEvent(
+                ExecutorEventKind.START_FAILED,
+                self.clock(),
+                job=job,
+                attempt=admitted.attempt,
+                message=message,
+            )
+            self._unapplied.append(failed)
+            report.start_failed.append(job)
+            return False
+        return True
+
+    def _executor_failed(self, call: str, error: Exception, report: StepReport) -> None:
+        message = f"the executor failed to {call}: {error_message(error)}"
+        log.warning(message)
+        report.executor_errors.append(message)
 
     # --- reconciling the executor with the store ----------------------------------------
     def _stop_unbooked(self, jobs: Mapping[JobId, JobView], report: StepReport) -> None:
         """Stop the pods of every gang this controller started that the store no longer books
         at that attempt: cancelled, drained or requeued by a user (the API only writes the
-        store), or ended while its pods linger."""
+        store), or ended while its pods linger. A stop that fails is tried again next step."""
         for job_id, attempt in list(self._launched.items()):
             job = jobs.get(job_id)
-            if job is None or not job.phase.holds_capacity or job.attempt != attempt:
-                self.executor.cancel(job_id)
+            booked = job is not None and job.phase.holds_capacity and job.attempt == attempt
+            if not booked and self._stop(job_id, report):
                 del self._launched[job_id]
                 report.cancelled.append(job_id)
 
-    def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec]) -> None:
+    def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec], report: StepReport) -> None:
         """A node marked failed since the last step has its work stopped by the executor (which
         reports the gangs lost; the cycle requeues them). Nodes already failed when the
-        controller started have no work here."""
+        controller started have no work here. A node the executor failed to stop is tried
+        again at the next step."""
         failed = {str(node.name) for node in nodes if not node.ready}
         if self._failed_nodes is None:
             self._failed_nodes = failed
             return
         newly = sorted(failed - self._failed_nodes)
         self._failed_nodes = failed
-        if self.executor.capabilities.can_fail_nodes:
-            for name in newly:
+        if not self.executor.capabilities.can_fail_nodes:
+            return
+        for name in newly:
+            try:
                 self.executor.fail_node(name)
+            except Exception as error:  # any executor failure: retried next step
+                self._executor_failed(f"stop the work on node {name}", error, report)
+                self._failed_nodes.discard(name)
 
     def _dispatch(
         self,
@@ -187,129 +278,96 @@ class Controller:
         tree: TopologyTree,
         report: StepReport,
     ) -> None:
+        """Stop victims and requeued gangs, then start every admitted gang. A stop that fails
+        leaves the gang known as launched, so that ``_stop_unbooked`` tries again; a start
+        that fails fails that gang alone."""
         for preempt in result.preemptions:
-            self.executor.cancel(preempt.victim)
-            self._launched.pop(preempt.victim, None)
-            report.cancelled.append(preempt.victim)
+            if self._stop(preempt.victim, report):
+                self._launched.pop(preempt.victim, None)
+                report.cancelled.append(preempt.victim)
         for requeue in result.requeues:
-            self.executor.cancel(requeue.job)
-            self._launched.pop(requeue.job, None)
+            if self._stop(requeue.job, report):
+                self._launched.pop(requeue.job, None)
         for admit in result.admissions:
-            job = after[admit.job]
-            launch = self._launch(job, tree)
-            self.executor.start(launch)
-            self._launched[admit.job] = launch.attempt
-            report.started.append(admit.job)
-
-    def _launch(self, job: JobView, tree: TopologyTree) -> GangLaunch:
-        if job.allocation is None:  # admitted jobs always carry one
-            raise InvalidInputError(f"job {job.id} was admitted without an allocation")
-        nodes = {
-            name: node for name in job.allocation.nodes if (node := _node(tree, name)) is not None
-        }
-        labels = {
-            name: {level: node.labels.get(level, "") for level in tree.spec.levels}
-            for name, node in nodes.items()
-        }
-        return GangLaunch(
-            job.spec,
-            job.allocation,
-            job.attempt,
-            labels,
-            commands=self.commands(job.spec),
-            environment=pod_set_environment(job.spec)
-            | (dict(self.environment(job.spec)) if self.environment else {}),
-            node_allocatable={name: node.allocatable for name, node in nodes.items()},
-        )
+            admitted = after[admit.job]
+            if self._start(admitted, tree, report):
+                self._launched[admit.job] = admitted.attempt
+                report.started.append(admit.job)
 
     # --- executor outcomes --------------------------------------------------------------
-    def _apply_events(self, events: Iterable[ExecutorEvent]) -> bool:
-        """Store what the events say; whether a node was marked failed."""
+    def _apply_events(self, report: StepReport) -> bool:
+        """Store what the unapplied events say, oldest first, each on its own; whether a node
+        was marked failed. An event leaves the queue only once it is stored (or found stale):
+        when one job's event raced other writers ``MAX_ATTEMPTS`` times, it and the ones
+        after it wait for the next step (in order, so that a gang's STARTED is never stored
+        after its EXITED); when storing fails otherwise (the database is away), the error
+        ends the step and the events wait too — except an event that failed in
+        ``MAX_EVENT_STEPS`` steps in a row, which can never be stored and is dropped, logged,
+        rather than hold back every later one."""
         marked = False
-        for event in events:
-            if event.kind is ExecutorEventKind.NODE_LOST and event.job is None:
-                if event.node is not None:
-                    self.intake.mark_node(event.node, ready=False, actor=SYSTEM)
-                    marked = True
-                    if self._failed_nodes is not None:
-                        self._failed_nodes.add(event.node)  # its work has already stopped
-                continue
-            if event.job is None:
-                continue
-            launched = self._launched.get(event.job)
-            if event.kind in _GANG_ENDED and event.attempt in (0, launched):  # 0: not said
-                self._launched.pop(event.job, None)  # its pods are gone: nothing to stop
-            job = self.store.job(event.job)
-            moved = _moved_by(job, event)
-            if moved is not None:
-                self.store.save_jobs([moved], now=event.at_s)
+        while self._unapplied:
+            event = self._unapplied[0]
+            try:
+                marked |= self._apply_event(event)
+            except ConcurrentUpdate:
+                break
+            except Exception as error:
+                self._event_failures += 1
+                if self._event_failures < MAX_EVENT_STEPS:
+                    raise
+                message = f"dropped an executor event that cannot be stored: {event}"
+                log.error("%s (%s)", message, error_message(error))
+                report.executor_errors.append(message)
+            self._event_failures = 0
+            self._unapplied.popleft()
+            report.events.append(event)
         return marked
+
+    def _apply_event(self, event: ExecutorEvent) -> bool:
+        """Store one event as a read-modify-write redone on fresh state when it raced another
+        writer (a user's cancel, say); whether it marked a node failed."""
+        if event.job is None:
+            if event.kind is not ExecutorEventKind.NODE_LOST or event.node is None:
+                return False
+            self.intake.mark_node(event.node, ready=False, actor=SYSTEM)
+            if self._failed_nodes is not None:
+                self._failed_nodes.add(event.node)  # its work has already stopped
+            return True
+        launched = self._launched.get(event.job)
+        if event.kind in GANG_ENDED and event.attempt in (0, launched):  # 0: not said
+            self._launched.pop(event.job, None)  # its pods are gone: nothing to stop
+        self._change_job(event.job, lambda job: moved_by(job, event), now=event.at_s)
+        return False
+
+    def _change_job(
+        self, job_id: JobId, change: Callable[[JobView], JobView | None], *, now: float
+    ) -> JobView | None:
+        """Read the job, ``change`` it and save the result (None: nothing to change, e.g. the
+        job is gone or the change no longer applies), redone when another writer came in
+        between."""
+
+        def attempt() -> JobView | None:
+            try:
+                job = self.store.job(job_id)
+            except UnknownJob:
+                return None
+            moved = change(job)
+            if moved is not None:
+                self.store.save_jobs([moved], now=now)
+            return moved
+
+        return redo_on_conflict(attempt)
 
     def recover(self) -> list[JobId]:
         """After a restart: jobs the store says hold capacity but no executor runs go back to
         the queue (their processes did not survive). Returns their ids."""
         now = self.clock()
-        requeued = []
-        for job in self.store.jobs().values():
-            if job.phase.holds_capacity:
-                moved = advance(
-                    job,
-                    JobPhase.PENDING,
-                    now=now,
-                    cause="the control plane restarted; the gang is requeued",
-                )
-                self.store.save_jobs([moved], now=now)
-                requeued.append(job.id)
-        return requeued
+        cause = "the control plane restarted; the gang is requeued"
 
+        def requeued(job: JobView) -> JobView | None:
+            if not job.phase.holds_capacity:
+                return None  # it moved meanwhile (a user's cancel)
+            return advance(job, JobPhase.PENDING, now=now, cause=cause)
 
-def pod_set_commands(spec: JobSpec) -> dict[str, tuple[str, ...]]:
-    """Each pod set's command, as the job was submitted (none: the default workload)."""
-    return {ps.name: ps.command for ps in spec.workload.pod_sets if ps.command}
-
-
-def pod_set_environment(spec: JobSpec) -> dict[str, str]:
-    """The variables the job's pod sets ask for, merged in pod-set order."""
-    merged: dict[str, str] = {}
-    for pod_set in spec.workload.pod_sets:
-        merged.update(pod_set.environment)
-    return merged
-
-
-_GANG_ENDED = frozenset({ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST})
-
-
-def _moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
-    """The job after an executor event, or None when the event is stale (another attempt)."""
-    if event.attempt and event.attempt != job.attempt:
-        return None
-    at = event.at_s
-    match event.kind:
-        case ExecutorEventKind.STARTED if job.phase is JobPhase.ADMITTED:
-            return advance(job, JobPhase.RUNNING, now=at, cause="started")
-        case ExecutorEventKind.EXITED if job.phase.holds_capacity:
-            if event.exit_code == 0:
-                return advance(job, JobPhase.SUCCEEDED, now=at, cause="every pod exited 0")
-            cause = f"a pod exited {event.exit_code}"
-            if job.failures < job.spec.max_retry:
-                retried = advance(
-                    job,
-                    JobPhase.PENDING,
-                    now=at,
-                    cause=f"{cause}; retry {job.failures + 1} of {job.spec.max_retry}",
-                )
-                return replace(retried, failures=job.failures + 1)
-            return advance(job, JobPhase.FAILED, now=at, cause=cause)
-        case ExecutorEventKind.NODE_LOST if job.phase.holds_capacity:
-            return advance(
-                job,
-                JobPhase.PENDING,
-                now=at,
-                cause=f"node {event.node} was lost; the gang is requeued",
-            )
-    return None
-
-
-def _node(tree: TopologyTree, name: str) -> NodeSpec | None:
-    index = tree.node_index.get(NodeName(name))
-    return tree.nodes[index] if index is not None else None
+        ids = list(self.store.holding_jobs())
+        return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]

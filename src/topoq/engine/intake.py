@@ -59,7 +59,7 @@ class Intake:
             self.store.save_jobs([cancelled], now=now)
             return cancelled
 
-        cancelled = _retrying(attempt)
+        cancelled = redo_on_conflict(attempt)
         self.store.audit(AuditEntry(self.clock(), actor, "cancel", job_id))
         return cancelled
 
@@ -77,7 +77,7 @@ class Intake:
             self.store.save_jobs([changed], now=self.clock())
             return changed
 
-        changed = _retrying(attempt)
+        changed = redo_on_conflict(attempt)
         self.store.audit(AuditEntry(self.clock(), actor, "hold" if held else "release", job_id))
         return changed
 
@@ -85,21 +85,14 @@ class Intake:
     def mark_node(
         self, name: str, *, ready: bool | None = None, unschedulable: bool | None = None, actor: str
     ) -> NodeSpec:
-        """Set a node's health (``ready``) and cordon state (``unschedulable``). A node marked
-        not ready is failed: the controller stops its work and requeues the gangs on it."""
-        nodes = self.store.nodes()
-        found = next((node for node in nodes if node.name == name), None)
-        if found is None:
-            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
-        updated = replace(
-            found,
-            ready=found.ready if ready is None else ready,
-            unschedulable=found.unschedulable if unschedulable is None else unschedulable,
-        )
+        """Set a node's health (``ready``) and cordon state (``unschedulable``): one write of
+        the fields given, so that concurrent actions on other nodes (or on the other field)
+        stick too. A node marked not ready is failed: the controller stops its work and
+        requeues the gangs on it. Raises InvalidInputError when there is no such node."""
         now = self.clock()
-        self.store.save_nodes(
-            [updated if node.name == name else node for node in nodes], actor=actor, now=now
-        )
+        updated = self.store.update_node(name, ready=ready, unschedulable=unschedulable, now=now)
+        if updated is None:
+            raise InvalidInputError(f"no node named {name!r}", hint="see `topoq nodes`")
         state = {"ready": updated.ready, "unschedulable": updated.unschedulable}
         self.store.audit(AuditEntry(now, actor, "node", name, state))
         return updated
@@ -114,23 +107,22 @@ class Intake:
             now = self.clock()
             moved = [
                 advance(job, JobPhase.PENDING, now=now, cause=cause)
-                for job in self.store.jobs().values()
-                if job.phase.holds_capacity
-                and job.allocation is not None
-                and name in job.allocation.nodes
+                for job in self.store.holding_jobs().values()
+                if job.allocation is not None and name in job.allocation.nodes
             ]
             if moved:
                 self.store.save_jobs(moved, now=now)
             return moved
 
-        requeued = [job.id for job in _retrying(attempt)]
+        requeued = [job.id for job in redo_on_conflict(attempt)]
         self.store.audit(AuditEntry(self.clock(), actor, "drain", name, {"requeued": requeued}))
         return requeued
 
 
-def _retrying(change: Callable[[], T]) -> T:
+def redo_on_conflict(change: Callable[[], T]) -> T:
     """Run a read-modify-write; when another writer changed the same job in between (a
-    controller step committing), read again and redo it."""
+    controller step committing, a user's change), read again and redo it — up to
+    ``MAX_ATTEMPTS`` times, then the last ``ConcurrentUpdate`` is raised."""
     for _ in range(MAX_ATTEMPTS - 1):
         try:
             return change()

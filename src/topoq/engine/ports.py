@@ -60,6 +60,10 @@ class Store(Protocol):
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         """Every job not yet finished (and, if asked, the finished ones too)."""
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        """Every job that holds capacity (admitted or running), read without reading the
+        queue."""
+
     def job(self, job_id: JobId) -> JobView:
         """One job, finished or not. Raises UnknownJob."""
 
@@ -80,6 +84,18 @@ class Store(Protocol):
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed)."""
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        """Atomically set the fields given (health, cordon state) of one node and nothing
+        else, so that concurrent changes of other nodes or other fields all stick; the node
+        as it is now, or None when there is no node of that name."""
 
     def audit(self, entry: AuditEntry) -> None:
         """Append one entry to the append-only audit log."""
@@ -116,6 +132,9 @@ class ExecutorEventKind(StrEnum):
     """The gang ended: all pods exited 0, or one failed (``exit_code`` is the first non-zero)."""
     NODE_LOST = "node_lost"
     """A node stopped: the gangs on it are gone."""
+    START_FAILED = "start_failed"
+    """The gang could not be started (``message`` says why); none of its pods runs. The
+    controller makes this event itself when ``Executor.start`` raises."""
 
 
 @dataclass(frozen=True)
@@ -212,7 +231,8 @@ class Executor(Protocol):
     capabilities: ExecutorCapabilities
 
     def start(self, launch: GangLaunch) -> None:
-        """Start every pod of the gang (returns at once; STARTED comes through ``poll``)."""
+        """Start every pod of the gang (returns at once; STARTED comes through ``poll``).
+        When it raises, the controller treats the gang as not started (START_FAILED)."""
 
     def cancel(self, job: JobId) -> None:
         """Stop every pod of the job (no EXITED event follows for a cancelled attempt)."""

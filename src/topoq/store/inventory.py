@@ -1,8 +1,15 @@
-"""The node inventory and the policy versions in tables."""
+"""The node inventory and the policy versions in tables.
+
+A node's health and cordon state live in their own columns (``ready``, ``unschedulable``),
+which are what a node action changes: ``update_node_state`` is one single-row UPDATE of the
+fields asked for, so concurrent actions on different nodes, or on different fields of one
+node, never undo each other. The ``spec`` document holds the rest (labels, taints,
+allocatable); reading a node takes its state from the columns."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from sqlalchemy import delete, func, insert, select, update
 from sqlalchemy.engine import Connection
@@ -16,10 +23,36 @@ from topoq.store.errors import ConcurrentUpdate
 from topoq.store.policy_codec import decode_policy, encode_policy
 from topoq.store.schema import NodeRow, PolicyVersionRow
 
+NODE_COLUMNS = (NodeRow.spec, NodeRow.ready, NodeRow.unschedulable)
+
 
 def read_nodes(connection: Connection) -> list[NodeSpec]:
-    rows = connection.execute(select(NodeRow.spec).order_by(NodeRow.position, NodeRow.name))
-    return [decode_node(spec) for spec in rows.scalars()]
+    rows = connection.execute(select(*NODE_COLUMNS).order_by(NodeRow.position, NodeRow.name))
+    return [_node_of(row.spec, row.ready, row.unschedulable) for row in rows]
+
+
+def _node_of(spec: dict[str, object], ready: bool, unschedulable: bool) -> NodeSpec:
+    return replace(decode_node(spec), ready=bool(ready), unschedulable=bool(unschedulable))
+
+
+def update_node_state(
+    connection: Connection,
+    name: str,
+    *,
+    ready: bool | None,
+    unschedulable: bool | None,
+    now: float,
+) -> NodeSpec | None:
+    """Set the fields given of one node (one row, nothing else); the node as it is now, or
+    None when there is no node of that name."""
+    values: dict[str, object] = {"updated_at": now}
+    if ready is not None:
+        values["ready"] = ready
+    if unschedulable is not None:
+        values["unschedulable"] = unschedulable
+    connection.execute(update(NodeRow).where(NodeRow.name == name).values(values))
+    row = connection.execute(select(*NODE_COLUMNS).where(NodeRow.name == name)).one_or_none()
+    return None if row is None else _node_of(row.spec, row.ready, row.unschedulable)
 
 
 def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float) -> None:
@@ -31,8 +64,8 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
             f"node {repeated[0]!r} is listed twice", hint="give every node a distinct name"
         )
     stored = {
-        row.name: (row.position, row.spec)
-        for row in connection.execute(select(NodeRow.name, NodeRow.position, NodeRow.spec))
+        row.name: (row.position, row.spec, row.ready, row.unschedulable)
+        for row in connection.execute(select(NodeRow.name, NodeRow.position, *NODE_COLUMNS))
     }
     gone = set(stored) - set(names)
     if gone:
@@ -49,7 +82,7 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
         }
         if node.name not in stored:
             added.append({"name": node.name, **columns})
-        elif stored[node.name] != (position, spec):
+        elif stored[node.name] != (position, spec, node.ready, node.unschedulable):
             connection.execute(update(NodeRow).where(NodeRow.name == node.name).values(columns))
     if added:
         connection.execute(insert(NodeRow), added)

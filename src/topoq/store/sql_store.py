@@ -17,7 +17,7 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sqlalchemy import ColumnElement, asc, desc, func, select
+from sqlalchemy import ColumnElement, asc, bindparam, desc, func, select
 from sqlalchemy.engine import Connection
 
 from topoq.domain.decisions import CycleResult, Diagnostic
@@ -61,6 +61,17 @@ another process within this time."""
 MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
+HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
+COUNTS_BY_TEAM_AND_PHASE = (
+    select(JobRow.team, JobRow.phase, func.count().label("jobs"))
+    .where(
+        JobRow.team.in_(bindparam("teams", expanding=True)),
+        JobRow.phase.in_(bindparam("phases", expanding=True)),
+    )
+    .group_by(JobRow.team, JobRow.phase)
+)
+"""Built once. Naming the teams lets SQLite seek the covering ``(team, phase)`` index instead
+of walking the ``phase`` index and reading every row."""
 
 
 class _ReadVersions(threading.local):
@@ -142,6 +153,14 @@ class SqlStore:
         self._remember(records)
         return {record.view.id: record.view for record in records}
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        """Every job that holds capacity (admitted or running): one query on the ``phase``
+        index, so its cost follows the jobs that run, not the length of the queue."""
+        where = [JobRow.phase.in_(HOLDING_PHASES)]
+        records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
+        self._remember(records)
+        return {record.view.id: record.view for record in records}
+
     def job(self, job_id: JobId) -> JobView:
         return self.job_record(job_id).view
 
@@ -218,6 +237,15 @@ class SqlStore:
     ) -> int:
         query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
         return int(self._query(lambda c: c.execute(query).scalar_one()))
+
+    def count_jobs_by_team_and_phase(
+        self, teams: Collection[str]
+    ) -> dict[tuple[str, JobPhase], int]:
+        """How many unfinished jobs each of ``teams`` has in each phase: one grouped count
+        that seeks the ``(team, phase)`` index and reads nothing else (no row, no spec)."""
+        parameters = {"teams": sorted(teams), "phases": list(ACTIVE_PHASES)}
+        rows = self._query(lambda c: c.execute(COUNTS_BY_TEAM_AND_PHASE, parameters).all())
+        return {(row.team, JobPhase(row.phase)): int(row.jobs) for row in rows}
 
     def job_history(self, job_id: JobId) -> list[JobEvent]:
         """Every phase change of the job, oldest first; raises UnknownJob."""
@@ -319,6 +347,22 @@ class SqlStore:
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""
         self._write(lambda c: inventory.replace_nodes(c, nodes, now))
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        """Set one node's health and/or cordon state, and nothing else (one row); the node as
+        it is now, or None when there is no such node. The caller audits the change."""
+        return self._write(
+            lambda c: inventory.update_node_state(
+                c, name, ready=ready, unschedulable=unschedulable, now=now
+            )
+        )
 
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:

@@ -4,7 +4,7 @@ store (SQLite, PostgreSQL) and the local executor have their own contract tests.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import ClusterPolicy
@@ -45,6 +45,9 @@ class MemoryStore:
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
         return {k: v for k, v in self.job_rows.items() if include_finished or not v.phase.finished}
 
+    def holding_jobs(self) -> dict[JobId, JobView]:
+        return {k: v for k, v in self.job_rows.items() if v.phase.holds_capacity}
+
     def job(self, job_id: JobId) -> JobView:
         if job_id not in self.job_rows:
             raise UnknownJob(f"no job {job_id}")
@@ -70,6 +73,24 @@ class MemoryStore:
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         self.node_rows = list(nodes)
+
+    def update_node(
+        self,
+        name: str,
+        *,
+        ready: bool | None = None,
+        unschedulable: bool | None = None,
+        now: float,
+    ) -> NodeSpec | None:
+        for index, node in enumerate(self.node_rows):
+            if node.name == name:
+                self.node_rows[index] = replace(
+                    node,
+                    ready=node.ready if ready is None else ready,
+                    unschedulable=node.unschedulable if unschedulable is None else unschedulable,
+                )
+                return self.node_rows[index]
+        return None
 
     def audit(self, entry: AuditEntry) -> None:
         self.audit_rows.append(entry)

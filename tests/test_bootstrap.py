@@ -15,11 +15,12 @@ from typing import cast
 import pytest
 
 from tests.cli.test_demo import processes_using
-from topoq.bootstrap import ControllerLoop, wake_controller
+from topoq.bootstrap import ControllerLoop, ensure_admin_token, wake_controller
 from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
+from topoq.store.sql_store import open_store
 from topoq.testing.server import api_process_ids
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
@@ -115,3 +116,23 @@ def test_a_byte_on_the_wake_pipe_runs_a_step_long_before_the_timer_would() -> No
         assert steps.wait(timeout=30)
     finally:
         loop.stop()
+
+
+def test_a_new_admin_token_gets_a_name_of_its_own_when_the_files_one_is_not_valid(
+    tmp_path: Path,
+) -> None:
+    with open_store(None, tmp_path) as store:
+        path = ensure_admin_token(store, tmp_path)
+        first = store.token_for(path.read_text().strip())
+        assert first is not None and first.name == "admin"
+        assert ensure_admin_token(store, tmp_path) == path  # still valid: kept
+        assert store.token_for(path.read_text().strip()) == first
+        store.revoke_token(first.id)
+        ensure_admin_token(store, tmp_path)
+        second = store.token_for(path.read_text().strip())
+        assert second is not None and second.role == "admin" and second.name == "admin-2"
+        path.write_text("not a token\n")
+        ensure_admin_token(store, tmp_path)
+        third = store.token_for(path.read_text().strip())
+        assert third is not None and third.name == "admin-3"
+        assert path.stat().st_mode & 0o777 == 0o600

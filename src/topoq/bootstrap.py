@@ -45,6 +45,7 @@ from topoq.api.service import Service, ServiceStore
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.identity import next_admin_token_name
 from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
@@ -57,7 +58,6 @@ from topoq.wire.v1 import Role
 log = logging.getLogger("topoq.server")
 
 ADMIN_TOKEN_FILE = "admin-token"
-ADMIN_TOKEN_NAME = "admin"
 METRICS_FILE = "metrics.prom"
 LOOP_INTERVAL_S = 0.5
 MIN_STEP_GAP_S = 0.1
@@ -203,13 +203,15 @@ def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
 
 def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
     """The admin token's file; a new token is made when there is none, or when the one in the
-    file is not valid (e.g. a new database)."""
+    file is not valid (e.g. a new database, or it was revoked): ``admin`` the first time, then
+    ``admin-2``, ``admin-3``, … (token names are never given twice)."""
     path = data_dir / ADMIN_TOKEN_FILE
     if path.exists():
         record = store.token_for(path.read_text(encoding="utf-8").strip())
         if record is not None and record.role == Role.ADMIN:
             return path
-    plaintext, _ = store.create_token(ADMIN_TOKEN_NAME, Role.ADMIN.value, ())
+    taken = {token.name for token in store.tokens(include_revoked=True)}
+    plaintext, _ = store.create_token(next_admin_token_name(taken), Role.ADMIN.value, ())
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.write(plaintext + "\n")

@@ -3,6 +3,7 @@ comes from the app, so a new route without a line in ACCESS fails here (and in d
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +58,7 @@ TEAM_SCOPED = {route for route in ACCESS if "{job_id}" in route[1]} | {("POST", 
 """Routes about one team's job: a token of another team gets 403 whatever its role."""
 
 JOB = "matrix-job"
+_TOKEN_NUMBERS = itertools.count(1)
 NODE = "p5-0001"
 
 
@@ -129,5 +131,43 @@ def _body(method: str, path: str, who: str) -> object:
 
 def _member_token_id(api: Api, who: str) -> str:
     """A fresh member token of the team (so that every caller may revoke one)."""
-    _, record = api.store.create_token(f"revocable-{who}", Role.MEMBER.value, [TEAM])
+    _, record = api.store.create_token(
+        f"revocable-{who}-{next(_TOKEN_NUMBERS)}", Role.MEMBER.value, [TEAM]
+    )
     return record.id
+
+
+# --- token names: the audit actor is the token's identity ------------------------------------
+@pytest.mark.parametrize("issuer", ["admin", "team-admin"])
+@pytest.mark.parametrize("name", ["admin", "topoq", "system", "admin-2", "topoq-controller"])
+def test_nobody_may_make_a_token_named_like_the_control_plane(
+    api: Api, issuer: str, name: str
+) -> None:
+    body = {"name": name, "role": "member", "teams": [TEAM]}
+    response = api.client.post(f"{V1}/tokens", json=body, headers=api.headers(issuer))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["where"] == "body.name" and "reserved" in detail["message"]
+    assert name not in {t.name for t in api.store.tokens(include_revoked=True)} - {"admin"}
+
+
+@pytest.mark.parametrize("name", ["Alice", "bob smith", "x" * 64, "-dash", "a_b"])
+def test_a_token_name_must_be_a_dns_label(api: Api, name: str) -> None:
+    body = {"name": name, "role": "member", "teams": [TEAM]}
+    response = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["where"] == "body.name" and "DNS-1123 label" in detail["hint"]
+
+
+def test_a_token_name_is_never_reused_even_after_a_revocation(api: Api) -> None:
+    body = {"name": "carol", "role": "member", "teams": [TEAM]}
+    made = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert made.status_code == 201, made.text
+    again = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("admin"))
+    assert again.status_code == 409 and again.json()["detail"]["where"] == "body.name"
+    [carol] = [t for t in api.store.tokens() if t.name == "carol"]
+    api.client.post(f"{V1}/tokens/{carol.id}/revoke", headers=api.headers("admin"))
+    after = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert after.status_code == 409, after.text
+    assert "revoked" in after.json()["detail"]["hint"]

@@ -2,25 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
 from tests.cli.test_demo import processes_using
-from topoq.bootstrap import ControllerLoop, ensure_admin_token, wake_controller
+from tests.store.conftest import postgres_server  # noqa: F401 the fixture, for the PostgreSQL cases
+from topoq.bootstrap import DATABASE_URL_ENV, ControllerLoop, ensure_admin_token, wake_controller
 from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
 from topoq.store.sql_store import open_store
+from topoq.testing.postgres import PostgresServer
 from topoq.testing.server import api_process_ids
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
@@ -136,3 +139,104 @@ def test_a_new_admin_token_gets_a_name_of_its_own_when_the_files_one_is_not_vali
         third = store.token_for(path.read_text().strip())
         assert third is not None and third.name == "admin-3"
         assert path.stat().st_mode & 0o777 == 0o600
+
+
+# --- local exposure: private files, no password on a command line ------------------------
+@contextlib.contextmanager
+def running_server(
+    data_dir: Path, *options: str, environment: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``python -m topoq.bootstrap`` on a free port, stopped (SIGTERM) at the end."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(data_dir),
+        "--cluster", str(DEMO_DATA / "cluster.yaml"), "--policy", str(DEMO_DATA / "policy.yaml"),
+        *options,
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    log_path = data_dir.parent / f"{data_dir.name}.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment or dict(os.environ)
+        )
+        try:
+            assert wait_until(lambda: TopoqClient(url, None).health()), log_path.read_text()
+            yield server, url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def loose_modes(data_dir: Path) -> list[str]:
+    """Everything under ``data_dir`` (itself included) that another local user could read:
+    directories not 0700, files with any group or other permission (0600, or 0700 for a
+    program)."""
+    found = []
+    for path in [data_dir, *data_dir.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if (mode != 0o700) if path.is_dir() else (mode & 0o077 != 0):
+            found.append(f"{path.relative_to(data_dir.parent)} {mode:o}")
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads pods' files through /proc")
+def test_the_data_directory_and_every_file_in_it_are_private(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    (data_dir / "runs" / "old").mkdir(parents=True)
+    (data_dir / "runs" / "old" / "pod-0.log").write_text("a previous run's output\n")
+    runs = data_dir / "runs"
+    for path, mode in [(data_dir, 0o755), (runs, 0o755), (runs / "old", 0o775)]:
+        path.chmod(mode)
+    (data_dir / "runs" / "old" / "pod-0.log").chmod(0o644)
+    with running_server(data_dir) as (_, url):
+        token = (data_dir / "admin-token").read_text().strip()
+        with TopoqClient(url, token) as client:
+            client.submit(block_job("private", "nlp", "training", sleep_s=300).request())
+            assert wait_until(lambda: client.job("private").phase.value == "running")
+            assert wait_until(lambda: "world size" in client.logs("private", 0).text)
+        assert {p.name for p in data_dir.iterdir()} >= {"topoq.db", "topoq.db-wal", "admin-token"}
+        assert loose_modes(data_dir) == []
+
+
+def process_arguments(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads command lines in /proc")
+@pytest.mark.parametrize("given_by", ["environment", "command line"])
+def test_no_process_shows_the_database_password_on_its_command_line(
+    tmp_path: Path,
+    postgres_server: PostgresServer,  # noqa: F811 the fixture imported above
+    given_by: str,
+) -> None:
+    password = "pw-9f3k2-never-shown"
+    database = postgres_server.create_database()
+    url = database.replace("postgresql://topoq@", f"postgresql://topoq:{password}@")
+    environment = dict(os.environ)
+    options: tuple[str, ...] = ()
+    if given_by == "environment":
+        environment[DATABASE_URL_ENV] = url
+    else:
+        options = ("--database", url)
+    data_dir = tmp_path / "data"
+    try:
+        with running_server(data_dir, *options, environment=environment) as (server, _):
+            workers = api_process_ids(server.pid)
+            assert workers, "no API process"
+            shown = [process_arguments(pid) for pid in workers]
+            if given_by == "environment":
+                shown.append(process_arguments(server.pid))
+            assert not [line for line in shown if password in line], shown
+        output = (tmp_path / "data.log").read_text()
+        assert password not in output
+        warned = "password is on the command line" in output
+        assert warned == (given_by == "command line"), output
+        assert not list(data_dir.glob("topoq.db*")), "the server used SQLite"
+    finally:
+        postgres_server.drop_database(database)

@@ -27,12 +27,11 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -40,8 +39,10 @@ from typing import Any, NoReturn
 import httpx
 import uvicorn
 
+from topoq import server_environment
 from topoq.api.app import create_app
 from topoq.api.service import Service, ServiceStore
+from topoq.api_workers import LISTEN_BACKLOG, ApiWorkers, listen
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
@@ -51,6 +52,12 @@ from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
 from topoq.executors.registry import log_reader, make_executor
+from topoq.server_environment import (
+    DATABASE_URL_ENV,
+    child_environment,
+    keep_files_private,
+    make_private,
+)
 from topoq.store.database import connect, resolve_url
 from topoq.store.sql_store import SqlStore, open_store
 from topoq.wire.v1 import Role
@@ -65,12 +72,6 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_EXECUTOR = "local"
 DEFAULT_API_WORKERS = 1
-LISTEN_BACKLOG = 2048
-WORKER_STOP_TIMEOUT_S = 10.0
-WORKER_RESTARTS = 5
-"""API processes that may die within ``WORKER_FAST_DEATH_S`` of starting, in a row, before
-the server gives up (something is wrong that restarting will not fix)."""
-WORKER_FAST_DEATH_S = 5.0
 SUPERVISE_INTERVAL_S = 0.5
 PR_SET_PDEATHSIG = 1
 GC_YOUNG_THRESHOLD = 10_000
@@ -167,7 +168,7 @@ def build_server(
     policy_file: Path | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
 ) -> Server:
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     store = open_store(database_url, data_dir)
     cluster = load_cluster(cluster_file)
     if not store.nodes():
@@ -219,76 +220,6 @@ def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
     return path
 
 
-# --- the API processes ---------------------------------------------------------------------
-@dataclass
-class _ApiProcess:
-    process: subprocess.Popen[bytes]
-    started_at: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class ApiWorkers:
-    """Starts ``count`` API processes on one listening socket and restarts one that dies."""
-
-    command: list[str]
-    pass_fds: tuple[int, ...]
-    count: int
-    running: list[_ApiProcess] = field(default_factory=list)
-    fast_deaths: int = 0
-
-    def start(self) -> None:
-        self.running = [self._spawn() for _ in range(self.count)]
-
-    def supervise(self) -> None:
-        """Restart dead API processes; raises SystemExit when they keep dying at once."""
-        for index, api in enumerate(self.running):
-            code = api.process.poll()
-            if code is None:
-                continue
-            lived = time.monotonic() - api.started_at
-            self.fast_deaths = self.fast_deaths + 1 if lived < WORKER_FAST_DEATH_S else 0
-            if self.fast_deaths > WORKER_RESTARTS:
-                log.error("the API process keeps exiting (last code %s); stopping", code)
-                raise SystemExit(1)
-            log.error("an API process exited with code %s; starting another", code)
-            self.running[index] = self._spawn()
-
-    def stop(self) -> None:
-        for api in self.running:
-            if api.process.poll() is None:
-                api.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
-        for api in self.running:
-            try:
-                api.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                api.process.kill()
-                api.process.wait()
-
-    def _spawn(self) -> _ApiProcess:
-        return _ApiProcess(
-            subprocess.Popen(self.command, pass_fds=self.pass_fds, stdin=subprocess.DEVNULL)
-        )
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """The API's listening socket, bound here so that a taken port is reported at once."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise InvalidInputError(
-            f"cannot listen on {host}:{port}: {error.strerror or error}",
-            where="--port",
-            hint="another server may be using it: stop it or choose another --port",
-        ) from None
-    listener.listen(LISTEN_BACKLOG)
-    return listener
-
-
 def serve(
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
@@ -303,6 +234,8 @@ def serve(
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    keep_files_private()
+    database_url = server_environment.database_url(database_url, os.environ)
     if api_workers < 1:
         raise InvalidInputError(
             f"--api-workers {api_workers} serves nothing",
@@ -324,11 +257,14 @@ def serve(
         "--parent-pid", str(os.getpid()), "--data-dir", str(data_dir),
         "--executor", executor_name,
     ]  # fmt: skip
-    if database_url is not None:
-        command += ["--database", database_url]
     if cluster_file is not None:
         command += ["--cluster", str(Path(cluster_file).resolve())]
-    workers = ApiWorkers(command, (listener.fileno(), server.loop.wake_fd), api_workers)
+    workers = ApiWorkers(
+        command,
+        (listener.fileno(), server.loop.wake_fd),
+        api_workers,
+        environment=child_environment(database_url, os.environ),
+    )
     print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
     print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
     if threading.current_thread() is threading.main_thread():
@@ -363,6 +299,7 @@ def serve_api(
 ) -> None:
     """One API process: uvicorn on the controller process's listening socket."""
     _die_with_parent(parent_pid)
+    keep_files_private()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -434,7 +371,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m topoq.bootstrap", description=serve.__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--database", default=None, help="default: SQLite in the data directory")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help=f"default: {DATABASE_URL_ENV}, else SQLite in the data directory",
+    )
     parser.add_argument("--data-dir", default=".topoq")
     parser.add_argument("--cluster", default=None, help="default: the example cluster")
     parser.add_argument("--policy", default=None)
@@ -450,7 +391,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             listen_fd=args.listen_fd,
             wake_fd=args.wake_fd,
             parent_pid=args.parent_pid,
-            database_url=args.database,
+            database_url=os.environ.get(DATABASE_URL_ENV) or None,
             data_dir=Path(args.data_dir),
             cluster_file=Path(args.cluster) if args.cluster else None,
             executor_name=args.executor,

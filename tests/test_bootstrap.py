@@ -24,7 +24,11 @@ from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
 from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer
-from topoq.testing.server import api_process_ids
+from topoq.testing.server import (
+    api_process_ids,
+    serving_api_process_ids,
+    spare_api_process_ids,
+)
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
 
@@ -89,14 +93,17 @@ def test_an_api_process_that_dies_is_replaced_and_dies_with_a_killed_server(
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
         try:
             assert wait_until(lambda: TopoqClient(url, None).health())
-            [first] = api_process_ids(server.pid)
+            assert wait_until(lambda: serving_api_process_ids(server.pid))
+            [first] = serving_api_process_ids(server.pid)
             os.kill(first, signal.SIGKILL)
-            assert wait_until(lambda: api_process_ids(server.pid) not in ([], [first]))
-            [second] = api_process_ids(server.pid)
+            assert wait_until(lambda: serving_api_process_ids(server.pid) not in ([], [first]))
+            [second] = serving_api_process_ids(server.pid)
             assert wait_until(lambda: TopoqClient(url, None).health())
-            server.kill()  # SIGKILL: no handler runs, the kernel ends the API process
+            others = api_process_ids(server.pid)  # the spare too, once it is started
+            server.kill()  # SIGKILL: no handler runs, the kernel ends the API processes
             server.wait(timeout=10)
-            assert wait_until(lambda: not alive(second), timeout_s=10)
+            for pid in {second, *others}:
+                assert wait_until(lambda pid=pid: not alive(pid), timeout_s=10)
         finally:
             if server.poll() is None:
                 server.kill()
@@ -240,3 +247,38 @@ def test_no_process_shows_the_database_password_on_its_command_line(
         assert not list(data_dir.glob("topoq.db*")), "the server used SQLite"
     finally:
         postgres_server.drop_database(database)
+
+
+# --- a warmed spare API process replaces one that dies --------------------------------------
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
+def test_a_killed_api_worker_is_replaced_at_once_by_the_warmed_spare(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with running_server(data_dir) as (server, url):
+        assert wait_until(lambda: spare_api_process_ids(server.pid))
+        [serving], [spare] = serving_api_process_ids(server.pid), spare_api_process_ids(server.pid)
+        os.kill(serving, signal.SIGKILL)
+        killed = time.monotonic()
+        assert wait_until(lambda: serving_api_process_ids(server.pid) == [spare], timeout_s=5)
+        assert wait_until(lambda: TopoqClient(url, None).health(), timeout_s=5)
+        assert time.monotonic() - killed < 2.0, "the spare did not take over at once"
+        assert wait_until(lambda: spare_api_process_ids(server.pid) not in ([], [spare]))
+        [next_spare] = spare_api_process_ids(server.pid)
+        everyone = [serving, spare, next_spare]
+    for pid in everyone:  # SIGTERM stops the serving worker and the waiting spare
+        assert wait_until(lambda pid=pid: not alive(pid), timeout_s=10), pid
+    assert processes_using(data_dir) == []
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
+def test_the_server_gives_up_when_its_api_processes_keep_dying(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with running_server(data_dir) as (server, _):
+        deadline = time.monotonic() + 60
+        while server.poll() is None and time.monotonic() < deadline:
+            for pid in api_process_ids(server.pid):  # serving, spare or still starting
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+        assert server.poll() == 1, (data_dir.parent / "data.log").read_text()
+    assert "keeps exiting" in (data_dir.parent / "data.log").read_text()
+    assert processes_using(data_dir) == []

@@ -42,7 +42,16 @@ import uvicorn
 from topoq import server_environment
 from topoq.api.app import create_app
 from topoq.api.service import Service, ServiceStore
-from topoq.api_workers import LISTEN_BACKLOG, ApiWorkers, listen
+from topoq.api_workers import (
+    LISTEN_BACKLOG,
+    SERVING_NAME,
+    SPARE_FD_OPTION,
+    SPARE_NAME,
+    ApiWorkers,
+    listen,
+    name_process,
+    wait_until_told_to_serve,
+)
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
@@ -72,7 +81,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_EXECUTOR = "local"
 DEFAULT_API_WORKERS = 1
-SUPERVISE_INTERVAL_S = 0.5
+DEFAULT_API_SPARES = 1
+SUPERVISE_INTERVAL_S = 0.05
+"""How often the controller process looks for a dead API process (a ``poll`` each)."""
 PR_SET_PDEATHSIG = 1
 GC_YOUNG_THRESHOLD = 10_000
 """Allocations between young-generation collections (Python's default is 700)."""
@@ -229,6 +240,7 @@ def serve(
     policy_file: Path | str | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
     api_workers: int = DEFAULT_API_WORKERS,
+    api_spares: int = DEFAULT_API_SPARES,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     logging.basicConfig(
@@ -236,12 +248,7 @@ def serve(
     )
     keep_files_private()
     database_url = server_environment.database_url(database_url, os.environ)
-    if api_workers < 1:
-        raise InvalidInputError(
-            f"--api-workers {api_workers} serves nothing",
-            where="--api-workers",
-            hint="give 1 or more",
-        )
+    _check_process_counts(api_workers, api_spares)
     data_dir = Path(data_dir).resolve()
     listener = listen(host, port)
     server = build_server(
@@ -264,6 +271,7 @@ def serve(
         (listener.fileno(), server.loop.wake_fd),
         api_workers,
         environment=child_environment(database_url, os.environ),
+        spares=api_spares,
     )
     print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
     print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
@@ -281,6 +289,21 @@ def serve(
         server.close()
 
 
+def _check_process_counts(api_workers: int, api_spares: int) -> None:
+    if api_workers < 1:
+        raise InvalidInputError(
+            f"--api-workers {api_workers} serves nothing",
+            where="--api-workers",
+            hint="give 1 or more",
+        )
+    if api_spares < 0:
+        raise InvalidInputError(
+            f"--api-spares {api_spares} is not a number of processes",
+            where="--api-spares",
+            hint="give 0 (a dead API process is replaced by a cold start) or more",
+        )
+
+
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
     """Exit through Python (not the default handler's instant death), so that ``serve``'s
     ``finally`` stops the API processes and every pod and closes the store."""
@@ -296,8 +319,10 @@ def serve_api(
     data_dir: Path,
     cluster_file: Path | None,
     executor_name: str,
+    spare_fd: int | None = None,
 ) -> None:
-    """One API process: uvicorn on the controller process's listening socket."""
+    """One API process: uvicorn on the controller process's listening socket. A spare
+    (``spare_fd``) gets everything ready, then waits on that pipe until told to serve."""
     _die_with_parent(parent_pid)
     keep_files_private()
     logging.basicConfig(
@@ -316,10 +341,15 @@ def serve_api(
     listener = socket.socket(fileno=listen_fd)
     app = create_app(service)
     warm_up(app, store)
-    config = uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG))
     settle_garbage_collector()
     try:
-        uvicorn.Server(config).run(sockets=[listener])
+        if spare_fd is not None:
+            name_process(SPARE_NAME)
+            if not wait_until_told_to_serve(spare_fd):
+                return  # the controller process is gone
+        name_process(SERVING_NAME)
+        server.run(sockets=[listener])
     finally:
         store.close()
 
@@ -381,10 +411,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--policy", default=None)
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR)
     parser.add_argument("--api-workers", type=int, default=DEFAULT_API_WORKERS)
+    parser.add_argument("--api-spares", type=int, default=DEFAULT_API_SPARES)
     parser.add_argument("--api-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.api_process:
         serve_api(
@@ -395,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             data_dir=Path(args.data_dir),
             cluster_file=Path(args.cluster) if args.cluster else None,
             executor_name=args.executor,
+            spare_fd=args.spare_fd,
         )
         return
     serve(
@@ -406,6 +439,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.policy,
         args.executor,
         args.api_workers,
+        args.api_spares,
     )
 
 

@@ -67,6 +67,14 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 min=1, help="API processes to start beside the controller's own (ADR 0004)."
             ),
         ] = 1,
+        api_spares: Annotated[
+            int,
+            typer.Option(
+                min=0,
+                help="Warmed API processes kept waiting: one replaces an API process that "
+                "dies within milliseconds instead of a cold start of seconds (0: none).",
+            ),
+        ] = 1,
     ) -> None:
         """Run the control plane: store, scheduler loop, executor and REST API.
 
@@ -77,7 +85,9 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         from topoq.cli.app import guarded
 
         guarded(
-            lambda: serve(host, port, database, data_dir, cluster, policy, executor, api_workers)
+            lambda: serve(
+                host, port, database, data_dir, cluster, policy, executor, api_workers, api_spares
+            )
         )
 
     @app.command()

@@ -1,7 +1,6 @@
 """The API processes of ``topoq server``: the listening socket they share, and their
 supervision by the controller process (docs/adr/0004-controller-process.md): one that dies
-is replaced by a warmed spare (docs/adr/0005-token-names-and-open-routes.md, "A warmed spare
-API process")."""
+is replaced by a warmed spare (docs/adr/0005-access-and-api-lifetime.md)."""
 
 from __future__ import annotations
 

@@ -12,7 +12,8 @@ cluster) and an admin token, written to ``data_dir/admin-token`` (mode 0600). A 
 when given and different from the stored policy, becomes a new policy version. After a
 restart, gangs the store says were running are requeued (their processes did not survive).
 An API process dies with the controller process (Linux parent-death signal); one that dies
-alone is restarted.
+alone is replaced by a warmed spare (``topoq.api_workers``). The data directory is private to
+the server's user and the database URL stays off command lines (``topoq.server_environment``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import OTHER_TEAM, TEAM, Api, make_api
 from tests.api.test_roles import ROUTES, V1
@@ -229,3 +230,17 @@ def test_the_seed_keeps_its_shape(seeded: Api) -> None:
         assert phases[job_id(team, "running")] == "running"
         assert phases[job_id(team, "waiting")] == "pending"
         assert phases[job_id(team, "cancelled")] == "cancelled"
+
+
+def test_the_open_metrics_say_nothing_finer_than_a_team(seeded: Api) -> None:
+    """``/metrics`` needs no token, so its labels are teams, phases and kinds, never a job,
+    a user or a node (docs/api.md, "Routes without a token")."""
+    text = seeded.client.get("/metrics").text
+    labels = {
+        name
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        for name in sample.labels
+    }
+    assert "topoq_jobs" in text and "team" in labels
+    assert labels <= {"team", "phase", "state", "kind", "cause", "level", "le"}, labels

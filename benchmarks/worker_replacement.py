@@ -48,12 +48,13 @@ REQUEST_TIMEOUT_S = 60.0
 
 @dataclass
 class Load:
-    """Clients that send requests back to back and remember when each success arrived."""
+    """Clients that send requests back to back and remember, for each success, when it was
+    sent and when its answer arrived."""
 
     server: RunningServer
     clients: int
     path: str
-    successes: list[float] = field(default_factory=list)
+    successes: list[tuple[float, float]] = field(default_factory=list)
     failures: int = 0
     _stop: threading.Event = field(default_factory=threading.Event)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -72,10 +73,12 @@ class Load:
             thread.join(timeout=REQUEST_TIMEOUT_S)
 
     def first_success_after(self, moment: float, timeout_s: float) -> float | None:
+        """When the first request sent after ``moment`` was answered (an answer already on
+        its way at ``moment`` does not count)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             with self._lock:
-                later = [at for at in self.successes if at > moment]
+                later = [done for sent, done in self.successes if sent > moment]
             if later:
                 return min(later)
             time.sleep(0.005)
@@ -85,6 +88,7 @@ class Load:
         headers = {"Authorization": f"Bearer {self.server.token}"}
         connection: http.client.HTTPConnection | None = None
         while not self._stop.is_set():
+            sent = time.monotonic()
             try:
                 if connection is None:
                     connection = http.client.HTTPConnection(
@@ -101,7 +105,7 @@ class Load:
                 connection = None
             with self._lock:
                 if ok:
-                    self.successes.append(time.monotonic())
+                    self.successes.append((sent, time.monotonic()))
                 else:
                     self.failures += 1
 

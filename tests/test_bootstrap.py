@@ -22,6 +22,7 @@ from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
+from topoq.server_environment import make_private
 from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer
 from topoq.testing.server import (
@@ -282,3 +283,27 @@ def test_the_server_gives_up_when_its_api_processes_keep_dying(tmp_path: Path) -
         assert server.poll() == 1, (data_dir.parent / "data.log").read_text()
     assert "keeps exiting" in (data_dir.parent / "data.log").read_text()
     assert processes_using(data_dir) == []
+
+
+def test_making_the_data_directory_private_leaves_what_is_not_topoqs_alone(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not ours")
+    outside.chmod(0o644)
+    data_dir = tmp_path / "data"
+    (data_dir / "runs" / "job" / "0").mkdir(parents=True)
+    (data_dir / "notes").mkdir()
+    log = data_dir / "runs" / "job" / "0" / "pod.log"
+    log.write_text("output")
+    (data_dir / "topoq.db").write_text("")
+    (data_dir / "link").symlink_to(outside)
+    for path in (data_dir, data_dir / "runs", data_dir / "notes", log, data_dir / "topoq.db"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    make_private(data_dir)
+    assert data_dir.stat().st_mode & 0o777 == 0o700
+    assert (data_dir / "runs" / "job").stat().st_mode & 0o777 == 0o700
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "topoq.db").stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "notes").stat().st_mode & 0o777 == 0o755, "not topoq's"
+    assert outside.stat().st_mode & 0o777 == 0o644, "a link is not followed"

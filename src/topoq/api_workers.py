@@ -30,7 +30,10 @@ SPARE_FD_OPTION = "--spare-fd"
 """How a spare learns the pipe on which it is told to serve."""
 SPARE_START_DELAY_S = 2.0
 """After the server starts, the first spare waits this long, so as not to slow the serving
-workers' own start; after a spare took over, the next one starts at once."""
+workers' own start."""
+SPARE_RESTART_DELAY_S = 1.0
+"""After a spare took over, the next one waits this long: the new worker has the backlog of
+requests to answer first, and a start-up takes a core for a second or more."""
 SERVING_NAME = "topoq-api"
 SPARE_NAME = "topoq-api-spare"
 """What an API process calls itself (``/proc/<pid>/comm``, ``ps -o comm``) once warmed up."""
@@ -66,7 +69,7 @@ class ApiWorkers:
     """Starts ``count`` API processes on one listening socket, keeps ``spares`` more started,
     warmed up and waiting, and replaces one that dies by a waiting spare: a write to a pipe,
     not a cold start (which took 3–17 s under load, benchmarks/README.md). The next spare then
-    starts in the background."""
+    starts in the background, a second later."""
 
     command: list[str]
     pass_fds: tuple[int, ...]
@@ -127,7 +130,7 @@ class ApiWorkers:
             return self._spawn()
         spare = self.waiting.pop(0)
         spare.promote()
-        self.spare_due_at = time.monotonic()  # the next spare starts now
+        self.spare_due_at = time.monotonic() + SPARE_RESTART_DELAY_S
         return spare
 
     def _spawn_spare(self) -> _ApiProcess:

@@ -343,6 +343,8 @@ def serve_api(
     app = create_app(service)
     warm_up(app, store)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG))
+    server.config.load()  # uvicorn's protocol and event-loop modules, imported now
+    server.config.get_loop_factory()
     settle_garbage_collector()
     try:
         if spare_fd is not None:

@@ -3,9 +3,9 @@ the user running it, and a database password stays off every command line.
 
 - The data directory holds every team's job specs and environment values (the SQLite store),
   pods' output, the admin token and the metrics. The server's processes run under umask 077,
-  so everything they create is 0600 (directories 0700), and at start the directory and what
-  is already in it are tightened to those modes (a directory made by an older topoq, or by
-  hand, may be 0755 with 0644 files).
+  so everything they create is 0600 (directories 0700), and at start the directory, its files
+  and the executor's runs are tightened to those modes (a directory made by an older topoq,
+  or by hand, may be 0755 with 0644 files).
 - ``/proc/<pid>/cmdline`` is readable by every local user: the database URL comes from
   ``TOPOQ_DATABASE_URL`` (or ``--database``, with a warning when it holds a password) and
   reaches the API processes through their environment, which only the same user can read.
@@ -29,7 +29,8 @@ log = logging.getLogger("topoq.server")
 DATABASE_URL_ENV = "TOPOQ_DATABASE_URL"
 PRIVATE_UMASK = 0o077
 PRIVATE_DIRECTORY = 0o700
-PRIVATE_FILE = 0o600
+RUNS_DIRECTORY = "runs"
+"""Where the local executor keeps pods' files, under the data directory."""
 
 
 def keep_files_private() -> None:
@@ -38,12 +39,23 @@ def keep_files_private() -> None:
     os.umask(PRIVATE_UMASK)
 
 
-def make_private(data_dir: Path) -> None:
-    """Create ``data_dir`` (0700) if needed, and take group and other permissions off it and
-    everything in it (symbolic links are not followed)."""
+def make_private(data_dir: Path, work_dirs: tuple[str, ...] = (RUNS_DIRECTORY,)) -> None:
+    """Create ``data_dir`` (0700) if needed, and take group and other permissions off it, off
+    the files in it and off everything under its ``work_dirs`` (the executor's runs: pods'
+    output). Other directories in it are not topoq's and are left alone, as are symbolic
+    links (never followed)."""
     data_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIRECTORY)
     _tighten(data_dir)
-    for root, directories, files in os.walk(data_dir):
+    for entry in data_dir.iterdir():
+        if entry.name in work_dirs and entry.is_dir() and not entry.is_symlink():
+            _tighten_tree(entry)
+        elif entry.is_file() and not entry.is_symlink():
+            _tighten(entry)
+
+
+def _tighten_tree(top: Path) -> None:
+    _tighten(top)
+    for root, directories, files in os.walk(top):
         for name in (*directories, *files):
             _tighten(Path(root) / name)
 

@@ -14,7 +14,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -114,7 +114,9 @@ def write_inputs(directory: Path) -> tuple[Path, Path]:
 
 
 @contextlib.contextmanager
-def running_server(data_dir: Path, database_url: str | None) -> Iterator[RunningServer]:
+def running_server(
+    data_dir: Path, database_url: str | None, options: Sequence[str] = ()
+) -> Iterator[RunningServer]:
     """``python -m topoq.bootstrap`` on a free port until the block ends (then SIGTERM)."""
     cluster, policy = write_inputs(data_dir / "inputs")
     port = _free_port()
@@ -122,9 +124,10 @@ def running_server(data_dir: Path, database_url: str | None) -> Iterator[Running
         sys.executable, "-m", "topoq.bootstrap", "--host", HOST, "--port", str(port),
         "--data-dir", str(data_dir), "--cluster", str(cluster), "--policy", str(policy),
     ]  # fmt: skip
-    if database_url is not None:
-        command += ["--database", database_url]
+    command += options
     environment = os.environ | {"TOPOQ_SLEEP_S": POD_SLEEP_S}
+    if database_url is not None:  # through the environment: a password stays off argv
+        environment["TOPOQ_DATABASE_URL"] = database_url
     with (data_dir / "server.log").open("ab") as log:
         process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
     try:

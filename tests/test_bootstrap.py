@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
 
 import pytest
 
 from tests.cli.test_demo import processes_using
-from topoq.bootstrap import ControllerLoop, wake_controller
+from tests.store.conftest import postgres_server  # noqa: F401 the fixture, for the PostgreSQL cases
+from topoq.bootstrap import DATABASE_URL_ENV, ControllerLoop, ensure_admin_token, wake_controller
 from topoq.cli.demo.jobs import block_job
 from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
-from topoq.testing.server import api_process_ids
+from topoq.server_environment import make_private
+from topoq.store.sql_store import open_store
+from topoq.testing.postgres import PostgresServer
+from topoq.testing.server import (
+    api_process_ids,
+    serving_api_process_ids,
+    spare_api_process_ids,
+)
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
 
@@ -85,14 +94,17 @@ def test_an_api_process_that_dies_is_replaced_and_dies_with_a_killed_server(
         server = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=os.environ)
         try:
             assert wait_until(lambda: TopoqClient(url, None).health())
-            [first] = api_process_ids(server.pid)
+            assert wait_until(lambda: serving_api_process_ids(server.pid))
+            [first] = serving_api_process_ids(server.pid)
             os.kill(first, signal.SIGKILL)
-            assert wait_until(lambda: api_process_ids(server.pid) not in ([], [first]))
-            [second] = api_process_ids(server.pid)
+            assert wait_until(lambda: serving_api_process_ids(server.pid) not in ([], [first]))
+            [second] = serving_api_process_ids(server.pid)
             assert wait_until(lambda: TopoqClient(url, None).health())
-            server.kill()  # SIGKILL: no handler runs, the kernel ends the API process
+            others = api_process_ids(server.pid)  # the spare too, once it is started
+            server.kill()  # SIGKILL: no handler runs, the kernel ends the API processes
             server.wait(timeout=10)
-            assert wait_until(lambda: not alive(second), timeout_s=10)
+            for pid in {second, *others}:
+                assert wait_until(lambda pid=pid: not alive(pid), timeout_s=10)
         finally:
             if server.poll() is None:
                 server.kill()
@@ -115,3 +127,183 @@ def test_a_byte_on_the_wake_pipe_runs_a_step_long_before_the_timer_would() -> No
         assert steps.wait(timeout=30)
     finally:
         loop.stop()
+
+
+def test_a_new_admin_token_gets_a_name_of_its_own_when_the_files_one_is_not_valid(
+    tmp_path: Path,
+) -> None:
+    with open_store(None, tmp_path) as store:
+        path = ensure_admin_token(store, tmp_path)
+        first = store.token_for(path.read_text().strip())
+        assert first is not None and first.name == "admin"
+        assert ensure_admin_token(store, tmp_path) == path  # still valid: kept
+        assert store.token_for(path.read_text().strip()) == first
+        store.revoke_token(first.id)
+        ensure_admin_token(store, tmp_path)
+        second = store.token_for(path.read_text().strip())
+        assert second is not None and second.role == "admin" and second.name == "admin-2"
+        path.write_text("not a token\n")
+        ensure_admin_token(store, tmp_path)
+        third = store.token_for(path.read_text().strip())
+        assert third is not None and third.name == "admin-3"
+        assert path.stat().st_mode & 0o777 == 0o600
+
+
+# --- local exposure: private files, no password on a command line ------------------------
+@contextlib.contextmanager
+def running_server(
+    data_dir: Path, *options: str, environment: dict[str, str] | None = None
+) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
+    """``python -m topoq.bootstrap`` on a free port, stopped (SIGTERM) at the end."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(data_dir),
+        "--cluster", str(DEMO_DATA / "cluster.yaml"), "--policy", str(DEMO_DATA / "policy.yaml"),
+        *options,
+    ]  # fmt: skip
+    url = f"http://127.0.0.1:{port}"
+    log_path = data_dir.parent / f"{data_dir.name}.log"
+    with log_path.open("w") as log:
+        server = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=environment or dict(os.environ)
+        )
+        try:
+            assert wait_until(lambda: TopoqClient(url, None).health()), log_path.read_text()
+            yield server, url
+        finally:
+            server.terminate()
+            try:
+                server.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
+
+
+def loose_modes(data_dir: Path) -> list[str]:
+    """Everything under ``data_dir`` (itself included) that another local user could read:
+    directories not 0700, files with any group or other permission (0600, or 0700 for a
+    program)."""
+    found = []
+    for path in [data_dir, *data_dir.rglob("*")]:
+        if path.is_symlink():
+            continue
+        mode = path.stat().st_mode & 0o777
+        if (mode != 0o700) if path.is_dir() else (mode & 0o077 != 0):
+            found.append(f"{path.relative_to(data_dir.parent)} {mode:o}")
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads pods' files through /proc")
+def test_the_data_directory_and_every_file_in_it_are_private(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    (data_dir / "runs" / "old").mkdir(parents=True)
+    (data_dir / "runs" / "old" / "pod-0.log").write_text("a previous run's output\n")
+    runs = data_dir / "runs"
+    for path, mode in [(data_dir, 0o755), (runs, 0o755), (runs / "old", 0o775)]:
+        path.chmod(mode)
+    (data_dir / "runs" / "old" / "pod-0.log").chmod(0o644)
+    with running_server(data_dir) as (_, url):
+        token = (data_dir / "admin-token").read_text().strip()
+        with TopoqClient(url, token) as client:
+            client.submit(block_job("private", "nlp", "training", sleep_s=300).request())
+            assert wait_until(lambda: client.job("private").phase.value == "running")
+            assert wait_until(lambda: "world size" in client.logs("private", 0).text)
+        assert {p.name for p in data_dir.iterdir()} >= {"topoq.db", "topoq.db-wal", "admin-token"}
+        assert loose_modes(data_dir) == []
+
+
+def process_arguments(pid: int) -> str:
+    return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads command lines in /proc")
+@pytest.mark.parametrize("given_by", ["environment", "command line"])
+def test_no_process_shows_the_database_password_on_its_command_line(
+    tmp_path: Path,
+    postgres_server: PostgresServer,  # noqa: F811 the fixture imported above
+    given_by: str,
+) -> None:
+    password = "pw-9f3k2-never-shown"
+    database = postgres_server.create_database()
+    url = database.replace("postgresql://topoq@", f"postgresql://topoq:{password}@")
+    environment = dict(os.environ)
+    options: tuple[str, ...] = ()
+    if given_by == "environment":
+        environment[DATABASE_URL_ENV] = url
+    else:
+        options = ("--database", url)
+    data_dir = tmp_path / "data"
+    try:
+        with running_server(data_dir, *options, environment=environment) as (server, _):
+            workers = api_process_ids(server.pid)
+            assert workers, "no API process"
+            shown = [process_arguments(pid) for pid in workers]
+            if given_by == "environment":
+                shown.append(process_arguments(server.pid))
+            assert not [line for line in shown if password in line], shown
+        output = (tmp_path / "data.log").read_text()
+        assert password not in output
+        warned = "password is on the command line" in output
+        assert warned == (given_by == "command line"), output
+        assert not list(data_dir.glob("topoq.db*")), "the server used SQLite"
+    finally:
+        postgres_server.drop_database(database)
+
+
+# --- a warmed spare API process replaces one that dies --------------------------------------
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
+def test_a_killed_api_worker_is_replaced_at_once_by_the_warmed_spare(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with running_server(data_dir) as (server, url):
+        assert wait_until(lambda: spare_api_process_ids(server.pid))
+        [serving], [spare] = serving_api_process_ids(server.pid), spare_api_process_ids(server.pid)
+        os.kill(serving, signal.SIGKILL)
+        killed = time.monotonic()
+        assert wait_until(lambda: serving_api_process_ids(server.pid) == [spare], timeout_s=5)
+        assert wait_until(lambda: TopoqClient(url, None).health(), timeout_s=5)
+        assert time.monotonic() - killed < 2.0, "the spare did not take over at once"
+        assert wait_until(lambda: spare_api_process_ids(server.pid) not in ([], [spare]))
+        [next_spare] = spare_api_process_ids(server.pid)
+        everyone = [serving, spare, next_spare]
+    for pid in everyone:  # SIGTERM stops the serving worker and the waiting spare
+        assert wait_until(lambda pid=pid: not alive(pid), timeout_s=10), pid
+    assert processes_using(data_dir) == []
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
+def test_the_server_gives_up_when_its_api_processes_keep_dying(tmp_path: Path) -> None:
+    data_dir = tmp_path / "data"
+    with running_server(data_dir) as (server, _):
+        deadline = time.monotonic() + 60
+        while server.poll() is None and time.monotonic() < deadline:
+            for pid in api_process_ids(server.pid):  # serving, spare or still starting
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.05)
+        assert server.poll() == 1, (data_dir.parent / "data.log").read_text()
+    assert "keeps exiting" in (data_dir.parent / "data.log").read_text()
+    assert processes_using(data_dir) == []
+
+
+def test_making_the_data_directory_private_leaves_what_is_not_topoqs_alone(
+    tmp_path: Path,
+) -> None:
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not ours")
+    outside.chmod(0o644)
+    data_dir = tmp_path / "data"
+    (data_dir / "runs" / "job" / "0").mkdir(parents=True)
+    (data_dir / "notes").mkdir()
+    log = data_dir / "runs" / "job" / "0" / "pod.log"
+    log.write_text("output")
+    (data_dir / "topoq.db").write_text("")
+    (data_dir / "link").symlink_to(outside)
+    for path in (data_dir, data_dir / "runs", data_dir / "notes", log, data_dir / "topoq.db"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    make_private(data_dir)
+    assert data_dir.stat().st_mode & 0o777 == 0o700
+    assert (data_dir / "runs" / "job").stat().st_mode & 0o777 == 0o700
+    assert log.stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "topoq.db").stat().st_mode & 0o777 == 0o600
+    assert (data_dir / "notes").stat().st_mode & 0o777 == 0o755, "not topoq's"
+    assert outside.stat().st_mode & 0o777 == 0o644, "a link is not followed"

@@ -12,7 +12,8 @@ cluster) and an admin token, written to ``data_dir/admin-token`` (mode 0600). A 
 when given and different from the stored policy, becomes a new policy version. After a
 restart, gangs the store says were running are requeued (their processes did not survive).
 An API process dies with the controller process (Linux parent-death signal); one that dies
-alone is restarted.
+alone is replaced by a warmed spare (``topoq.api_workers``). The data directory is private to
+the server's user and the database URL stays off command lines (``topoq.server_environment``).
 """
 
 from __future__ import annotations
@@ -27,12 +28,11 @@ import os
 import select
 import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
 from typing import Any, NoReturn
@@ -40,16 +40,34 @@ from typing import Any, NoReturn
 import httpx
 import uvicorn
 
+from topoq import server_environment
 from topoq.api.app import create_app
 from topoq.api.service import Service, ServiceStore
+from topoq.api_workers import (
+    LISTEN_BACKLOG,
+    SERVING_NAME,
+    SPARE_FD_OPTION,
+    SPARE_NAME,
+    ApiWorkers,
+    listen,
+    name_process,
+    wait_until_told_to_serve,
+)
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.identity import next_admin_token_name
 from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
 from topoq.executors.registry import log_reader, make_executor
+from topoq.server_environment import (
+    DATABASE_URL_ENV,
+    child_environment,
+    keep_files_private,
+    make_private,
+)
 from topoq.store.database import connect, resolve_url
 from topoq.store.sql_store import SqlStore, open_store
 from topoq.wire.v1 import Role
@@ -57,7 +75,6 @@ from topoq.wire.v1 import Role
 log = logging.getLogger("topoq.server")
 
 ADMIN_TOKEN_FILE = "admin-token"
-ADMIN_TOKEN_NAME = "admin"
 METRICS_FILE = "metrics.prom"
 LOOP_INTERVAL_S = 0.5
 MIN_STEP_GAP_S = 0.1
@@ -65,13 +82,9 @@ DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_EXECUTOR = "local"
 DEFAULT_API_WORKERS = 1
-LISTEN_BACKLOG = 2048
-WORKER_STOP_TIMEOUT_S = 10.0
-WORKER_RESTARTS = 5
-"""API processes that may die within ``WORKER_FAST_DEATH_S`` of starting, in a row, before
-the server gives up (something is wrong that restarting will not fix)."""
-WORKER_FAST_DEATH_S = 5.0
-SUPERVISE_INTERVAL_S = 0.5
+DEFAULT_API_SPARES = 1
+SUPERVISE_INTERVAL_S = 0.05
+"""How often the controller process looks for a dead API process (a ``poll`` each)."""
 PR_SET_PDEATHSIG = 1
 GC_YOUNG_THRESHOLD = 10_000
 """Allocations between young-generation collections (Python's default is 700)."""
@@ -167,7 +180,7 @@ def build_server(
     policy_file: Path | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
 ) -> Server:
-    data_dir.mkdir(parents=True, exist_ok=True)
+    make_private(data_dir)
     store = open_store(database_url, data_dir)
     cluster = load_cluster(cluster_file)
     if not store.nodes():
@@ -203,88 +216,20 @@ def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
 
 def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
     """The admin token's file; a new token is made when there is none, or when the one in the
-    file is not valid (e.g. a new database)."""
+    file is not valid (e.g. a new database, or it was revoked): ``admin`` the first time, then
+    ``admin-2``, ``admin-3``, … (token names are never given twice)."""
     path = data_dir / ADMIN_TOKEN_FILE
     if path.exists():
         record = store.token_for(path.read_text(encoding="utf-8").strip())
         if record is not None and record.role == Role.ADMIN:
             return path
-    plaintext, _ = store.create_token(ADMIN_TOKEN_NAME, Role.ADMIN.value, ())
+    taken = {token.name for token in store.tokens(include_revoked=True)}
+    plaintext, _ = store.create_token(next_admin_token_name(taken), Role.ADMIN.value, ())
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as file:
         file.write(plaintext + "\n")
     path.chmod(0o600)
     return path
-
-
-# --- the API processes ---------------------------------------------------------------------
-@dataclass
-class _ApiProcess:
-    process: subprocess.Popen[bytes]
-    started_at: float = field(default_factory=time.monotonic)
-
-
-@dataclass
-class ApiWorkers:
-    """Starts ``count`` API processes on one listening socket and restarts one that dies."""
-
-    command: list[str]
-    pass_fds: tuple[int, ...]
-    count: int
-    running: list[_ApiProcess] = field(default_factory=list)
-    fast_deaths: int = 0
-
-    def start(self) -> None:
-        self.running = [self._spawn() for _ in range(self.count)]
-
-    def supervise(self) -> None:
-        """Restart dead API processes; raises SystemExit when they keep dying at once."""
-        for index, api in enumerate(self.running):
-            code = api.process.poll()
-            if code is None:
-                continue
-            lived = time.monotonic() - api.started_at
-            self.fast_deaths = self.fast_deaths + 1 if lived < WORKER_FAST_DEATH_S else 0
-            if self.fast_deaths > WORKER_RESTARTS:
-                log.error("the API process keeps exiting (last code %s); stopping", code)
-                raise SystemExit(1)
-            log.error("an API process exited with code %s; starting another", code)
-            self.running[index] = self._spawn()
-
-    def stop(self) -> None:
-        for api in self.running:
-            if api.process.poll() is None:
-                api.process.send_signal(signal.SIGTERM)
-        deadline = time.monotonic() + WORKER_STOP_TIMEOUT_S
-        for api in self.running:
-            try:
-                api.process.wait(timeout=max(0.0, deadline - time.monotonic()))
-            except subprocess.TimeoutExpired:
-                api.process.kill()
-                api.process.wait()
-
-    def _spawn(self) -> _ApiProcess:
-        return _ApiProcess(
-            subprocess.Popen(self.command, pass_fds=self.pass_fds, stdin=subprocess.DEVNULL)
-        )
-
-
-def listen(host: str, port: int) -> socket.socket:
-    """The API's listening socket, bound here so that a taken port is reported at once."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    listener = socket.socket(family, socket.SOCK_STREAM)
-    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        listener.bind((host, port))
-    except OSError as error:
-        listener.close()
-        raise InvalidInputError(
-            f"cannot listen on {host}:{port}: {error.strerror or error}",
-            where="--port",
-            hint="another server may be using it: stop it or choose another --port",
-        ) from None
-    listener.listen(LISTEN_BACKLOG)
-    return listener
 
 
 def serve(
@@ -296,17 +241,15 @@ def serve(
     policy_file: Path | str | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
     api_workers: int = DEFAULT_API_WORKERS,
+    api_spares: int = DEFAULT_API_SPARES,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    if api_workers < 1:
-        raise InvalidInputError(
-            f"--api-workers {api_workers} serves nothing",
-            where="--api-workers",
-            hint="give 1 or more",
-        )
+    keep_files_private()
+    database_url = server_environment.database_url(database_url, os.environ)
+    _check_process_counts(api_workers, api_spares)
     data_dir = Path(data_dir).resolve()
     listener = listen(host, port)
     server = build_server(
@@ -322,11 +265,15 @@ def serve(
         "--parent-pid", str(os.getpid()), "--data-dir", str(data_dir),
         "--executor", executor_name,
     ]  # fmt: skip
-    if database_url is not None:
-        command += ["--database", database_url]
     if cluster_file is not None:
         command += ["--cluster", str(Path(cluster_file).resolve())]
-    workers = ApiWorkers(command, (listener.fileno(), server.loop.wake_fd), api_workers)
+    workers = ApiWorkers(
+        command,
+        (listener.fileno(), server.loop.wake_fd),
+        api_workers,
+        environment=child_environment(database_url, os.environ),
+        spares=api_spares,
+    )
     print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
     print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
     if threading.current_thread() is threading.main_thread():
@@ -341,6 +288,21 @@ def serve(
         workers.stop()
         listener.close()
         server.close()
+
+
+def _check_process_counts(api_workers: int, api_spares: int) -> None:
+    if api_workers < 1:
+        raise InvalidInputError(
+            f"--api-workers {api_workers} serves nothing",
+            where="--api-workers",
+            hint="give 1 or more",
+        )
+    if api_spares < 0:
+        raise InvalidInputError(
+            f"--api-spares {api_spares} is not a number of processes",
+            where="--api-spares",
+            hint="give 0 (a dead API process is replaced by a cold start) or more",
+        )
 
 
 def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
@@ -358,9 +320,12 @@ def serve_api(
     data_dir: Path,
     cluster_file: Path | None,
     executor_name: str,
+    spare_fd: int | None = None,
 ) -> None:
-    """One API process: uvicorn on the controller process's listening socket."""
+    """One API process: uvicorn on the controller process's listening socket. A spare
+    (``spare_fd``) gets everything ready, then waits on that pipe until told to serve."""
     _die_with_parent(parent_pid)
+    keep_files_private()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -377,10 +342,17 @@ def serve_api(
     listener = socket.socket(fileno=listen_fd)
     app = create_app(service)
     warm_up(app, store)
-    config = uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG))
+    server.config.load()  # uvicorn's protocol and event-loop modules, imported now
+    server.config.get_loop_factory()
     settle_garbage_collector()
     try:
-        uvicorn.Server(config).run(sockets=[listener])
+        if spare_fd is not None:
+            name_process(SPARE_NAME)
+            if not wait_until_told_to_serve(spare_fd):
+                return  # the controller process is gone
+        name_process(SERVING_NAME)
+        server.run(sockets=[listener])
     finally:
         store.close()
 
@@ -432,26 +404,33 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m topoq.bootstrap", description=serve.__doc__)
     parser.add_argument("--host", default=DEFAULT_HOST)
     parser.add_argument("--port", type=int, default=DEFAULT_PORT)
-    parser.add_argument("--database", default=None, help="default: SQLite in the data directory")
+    parser.add_argument(
+        "--database",
+        default=None,
+        help=f"default: {DATABASE_URL_ENV}, else SQLite in the data directory",
+    )
     parser.add_argument("--data-dir", default=".topoq")
     parser.add_argument("--cluster", default=None, help="default: the example cluster")
     parser.add_argument("--policy", default=None)
     parser.add_argument("--executor", default=DEFAULT_EXECUTOR)
     parser.add_argument("--api-workers", type=int, default=DEFAULT_API_WORKERS)
+    parser.add_argument("--api-spares", type=int, default=DEFAULT_API_SPARES)
     parser.add_argument("--api-process", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.api_process:
         serve_api(
             listen_fd=args.listen_fd,
             wake_fd=args.wake_fd,
             parent_pid=args.parent_pid,
-            database_url=args.database,
+            database_url=os.environ.get(DATABASE_URL_ENV) or None,
             data_dir=Path(args.data_dir),
             cluster_file=Path(args.cluster) if args.cluster else None,
             executor_name=args.executor,
+            spare_fd=args.spare_fd,
         )
         return
     serve(
@@ -463,6 +442,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.policy,
         args.executor,
         args.api_workers,
+        args.api_spares,
     )
 
 

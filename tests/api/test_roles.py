@@ -1,13 +1,18 @@
 """Every route × every role: allowed or 403, never anything else about access. The route list
-comes from the app, so a new route without a line in ACCESS fails here (and in docs/api.md)."""
+comes from the app (``app.routes``, hidden routes included), so a new route without a line in
+ACCESS fails here (and in docs/api.md); a new route that answers without a token fails
+``test_only_the_documented_routes_answer_without_a_token``."""
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
+from starlette.routing import Route
 
 from tests.api.conftest import POLICY_FILE, TEAM, Api, small_job
 from topoq.api.app import create_app
@@ -21,8 +26,19 @@ ISSUERS = frozenset({Role.ADMIN, Role.TEAM_ADMIN})
 ADMIN = frozenset({Role.ADMIN})
 V1 = "/api/v1"
 
+OPEN_ROUTES = frozenset(
+    {"/healthz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+)
+"""The routes that answer without a token (docs/api.md, "Routes without a token"): liveness,
+Prometheus metrics (per team at most), and the API's own documentation."""
+
 ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/healthz"): PUBLIC,
+    ("GET", "/metrics"): PUBLIC,
+    ("GET", "/openapi.json"): PUBLIC,
+    ("GET", "/docs"): PUBLIC,
+    ("GET", "/docs/oauth2-redirect"): PUBLIC,
+    ("GET", "/redoc"): PUBLIC,
     ("POST", f"{V1}/jobs"): WRITERS,
     ("GET", f"{V1}/jobs"): EVERYONE,
     ("GET", f"{V1}/jobs/{{job_id}}"): EVERYONE,
@@ -57,14 +73,31 @@ TEAM_SCOPED = {route for route in ACCESS if "{job_id}" in route[1]} | {("POST", 
 """Routes about one team's job: a token of another team gets 403 whatever its role."""
 
 JOB = "matrix-job"
+_TOKEN_NUMBERS = itertools.count(1)
 NODE = "p5-0001"
 
 
 def app_routes() -> list[tuple[str, str]]:
-    """Every (method, path) the app serves, from its OpenAPI schema (FastAPI lists every
-    route there; none is hidden from it)."""
-    paths = create_app(Service.__new__(Service)).openapi()["paths"]
-    return sorted((method.upper(), path) for path, item in paths.items() for method in item)
+    """Every (method, path) the app serves, from ``app.routes``: also the routes the OpenAPI
+    schema leaves out (``/metrics``, the docs). HEAD is GET's twin and left out."""
+    app = create_app(Service.__new__(Service))
+    return sorted(
+        (method, path)
+        for path, methods in _paths_and_methods(app.routes)
+        for method in methods
+        if method != "HEAD"
+    )
+
+
+def _paths_and_methods(routes: list[Any]) -> Iterator[tuple[str, set[str]]]:
+    for route in routes:
+        if isinstance(route, Route):
+            yield route.path, set(route.methods or ())
+        elif hasattr(route, "effective_route_contexts"):  # an included router (FastAPI 0.16x)
+            for context in route.effective_route_contexts():
+                yield context.path, set(getattr(context.original_route, "methods", ()) or ())
+        else:
+            raise AssertionError(f"a route of a kind this test does not know: {route!r}")
 
 
 ROUTES = app_routes()
@@ -78,6 +111,15 @@ def test_docs_list_every_route() -> None:
     docs = (Path(__file__).parents[2] / "docs" / "api.md").read_text(encoding="utf-8")
     missing = [f"{m} {p}" for m, p in ROUTES if f"`{m} {p.removeprefix(V1)}`" not in docs]
     assert not missing, f"docs/api.md does not describe: {missing}"
+
+
+def test_only_the_documented_routes_answer_without_a_token(matrix_api: Api) -> None:
+    answered = {}
+    for method, path in ROUTES:
+        response = _call(matrix_api, method, path, "anonymous")
+        answered[path] = response.status_code
+        assert response.status_code < 500, (method, path, response.text)
+    assert {path for path, status in answered.items() if status != 401} == OPEN_ROUTES
 
 
 @pytest.fixture(scope="module")
@@ -129,5 +171,43 @@ def _body(method: str, path: str, who: str) -> object:
 
 def _member_token_id(api: Api, who: str) -> str:
     """A fresh member token of the team (so that every caller may revoke one)."""
-    _, record = api.store.create_token(f"revocable-{who}", Role.MEMBER.value, [TEAM])
+    _, record = api.store.create_token(
+        f"revocable-{who}-{next(_TOKEN_NUMBERS)}", Role.MEMBER.value, [TEAM]
+    )
     return record.id
+
+
+# --- token names: the audit actor is the token's identity ------------------------------------
+@pytest.mark.parametrize("issuer", ["admin", "team-admin"])
+@pytest.mark.parametrize("name", ["admin", "topoq", "system", "admin-2", "topoq-controller"])
+def test_nobody_may_make_a_token_named_like_the_control_plane(
+    api: Api, issuer: str, name: str
+) -> None:
+    body = {"name": name, "role": "member", "teams": [TEAM]}
+    response = api.client.post(f"{V1}/tokens", json=body, headers=api.headers(issuer))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["where"] == "body.name" and "reserved" in detail["message"]
+    assert name not in {t.name for t in api.store.tokens(include_revoked=True)} - {"admin"}
+
+
+@pytest.mark.parametrize("name", ["Alice", "bob smith", "x" * 64, "-dash", "a_b"])
+def test_a_token_name_must_be_a_dns_label(api: Api, name: str) -> None:
+    body = {"name": name, "role": "member", "teams": [TEAM]}
+    response = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["where"] == "body.name" and "DNS-1123 label" in detail["hint"]
+
+
+def test_a_token_name_is_never_reused_even_after_a_revocation(api: Api) -> None:
+    body = {"name": "carol", "role": "member", "teams": [TEAM]}
+    made = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert made.status_code == 201, made.text
+    again = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("admin"))
+    assert again.status_code == 409 and again.json()["detail"]["where"] == "body.name"
+    [carol] = [t for t in api.store.tokens() if t.name == "carol"]
+    api.client.post(f"{V1}/tokens/{carol.id}/revoke", headers=api.headers("admin"))
+    after = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
+    assert after.status_code == 409, after.text
+    assert "revoked" in after.json()["detail"]["hint"]

@@ -227,3 +227,27 @@ def test_prometheus_metrics_are_served_without_a_token(
     )
     body = httpx.get(f"{url}/metrics", timeout=5).text
     assert "topoq_quota_gpus" in body and 'kind="guarantee"' in body
+
+
+def test_the_audit_log_names_each_token_and_cannot_be_spoofed(
+    server: tuple[str, Path], admin: httpx.Client
+) -> None:
+    made = admin.post("/tokens", json={"name": "lead", "role": "team-admin", "teams": [TEAM]})
+    lead = client(server[0], made.json()["token"])
+    for spoof in ("admin", "topoq", "system", "admin-7"):
+        refused = lead.post("/tokens", json={"name": spoof, "role": "member", "teams": [TEAM]})
+        assert refused.status_code == 422 and refused.json()["detail"]["where"] == "body.name"
+    again = lead.post("/tokens", json={"name": "lead", "role": "member", "teams": [TEAM]})
+    assert again.status_code == 409, again.text
+    worker = lead.post("/tokens", json={"name": "dana", "role": "member", "teams": [TEAM]})
+    dana = client(server[0], worker.json()["token"])
+    assert dana.post("/jobs", json=small_job("audited", pods=4)).status_code == 201
+    assert dana.post("/jobs/audited/hold").status_code == 200
+    assert dana.post("/jobs/audited/cancel").status_code == 200
+    entries = [e for e in admin.get("/audit").json() if e["target"] in ("audited", "dana")]
+    assert [(e["actor"], e["action"]) for e in entries] == [
+        ("dana", "cancel"), ("dana", "hold"), ("dana", "submit"), ("lead", "token"),
+    ]  # fmt: skip
+    names = {t["name"] for t in admin.get("/tokens", params={"include_revoked": True}).json()}
+    assert "topoq" not in names and "system" not in names
+    assert admin.get("/jobs/audited").json()["user"] == "dana"

@@ -10,13 +10,14 @@ from alembic import command
 from alembic.autogenerate import compare_metadata
 from alembic.config import Config
 from alembic.migration import MigrationContext
-from sqlalchemy import inspect, text
+from alembic.script import ScriptDirectory
+from sqlalchemy import insert, inspect, text
 
 from tests.store.conftest import StoreLocation
 from topoq.domain.errors import InvalidInputError
-from topoq.store import SqlStore, StoreUnavailable, open_store
+from topoq.store import DuplicateToken, SqlStore, StoreUnavailable, open_store
 from topoq.store.database import MIGRATIONS_DIR, connect, resolve_url
-from topoq.store.schema import Base
+from topoq.store.schema import ApiTokenRow, Base
 from topoq.testing.governance import job
 
 TABLES = {
@@ -44,8 +45,15 @@ def test_opening_an_empty_database_creates_every_table_at_the_head_revision(
     assert set(inspect(store.database.engine).get_table_names()) == TABLES
     with store.database.engine.connect() as connection:
         assert (
-            connection.execute(text("SELECT version_num FROM alembic_version")).scalar() == "0002"
+            connection.execute(text("SELECT version_num FROM alembic_version")).scalar()
+            == _head_revision()
         )
+
+
+def _head_revision() -> str | None:
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    return ScriptDirectory.from_config(config).get_current_head()
 
 
 def test_reopening_keeps_the_data_and_migrates_nothing(store_location: StoreLocation) -> None:
@@ -73,6 +81,38 @@ def test_a_database_of_the_first_revision_is_upgraded_and_keeps_its_jobs(
         indexes = {ix["name"] for ix in inspect(upgraded.database.engine).get_indexes("jobs")}
         assert {"ix_jobs_team_phase", "ix_jobs_user_name_team_phase"} <= indexes
         assert not {"ix_jobs_team", "ix_jobs_user_name"} & indexes
+
+
+def test_tokens_that_share_a_name_are_told_apart_by_the_upgrade(
+    store_location: StoreLocation,
+) -> None:
+    """Before 0003 two tokens could share a name (and one could be named like the control
+    plane): the oldest keeps the name, the others get ``name~id``, which no new name can take."""
+    database = connect(resolve_url(store_location.url, store_location.data_dir))
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with database.writer.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0002")
+    with database.writer.begin() as connection:  # as topoq before 0003 could write them
+        for token_id, name, at in [
+            ("t1", "alice", 1.0), ("t2", "alice", 2.0), ("t3", "alice", 3.0),
+            ("t4", "bob", 4.0), ("t5", "topoq", 5.0),
+        ]:  # fmt: skip
+            connection.execute(
+                insert(ApiTokenRow).values(
+                    id=token_id, name=name, token_hash=f"hash-{token_id}", role="member",
+                    teams=["llm"], created_at=at, revoked_at=None,
+                )
+            )  # fmt: skip
+    database.dispose()
+    with store_location.open() as upgraded:
+        names = {t.id: t.name for t in upgraded.tokens(include_revoked=True)}
+        assert names == {
+            "t1": "alice", "t2": "alice~t2", "t3": "alice~t3", "t4": "bob", "t5": "topoq~t5",
+        }  # fmt: skip
+        with pytest.raises(DuplicateToken):
+            upgraded.create_token("bob", "member", ["llm"])
 
 
 def test_sqlite_runs_in_wal_mode_in_the_data_directory(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from sqlalchemy import MetaData, select
 
 from tests.store.conftest import StoreLocation
 from topoq.domain.errors import InvalidInputError
-from topoq.store import SqlStore, UnknownToken
+from topoq.store import DuplicateToken, SqlStore, UnknownToken
 from topoq.store.tokens import hash_token
 
 
@@ -65,3 +65,21 @@ def _every_value(store: SqlStore) -> str:
     metadata.reflect(store.database.engine)
     with store.database.engine.connect() as connection:
         return repr([connection.execute(select(table)).all() for table in metadata.sorted_tables])
+
+
+def test_a_token_name_is_unique_for_all_time_revoked_tokens_included(store: SqlStore) -> None:
+    _, first = store.create_token("alice", "member", ["llm"], now=1.0)
+    with pytest.raises(DuplicateToken, match="alice"):
+        store.create_token("alice", "viewer", ["llm"], now=2.0)
+    store.revoke_token(first.id, now=3.0)
+    with pytest.raises(DuplicateToken, match="alice"):
+        store.create_token("alice", "member", ["llm"], now=4.0)
+    assert [t.name for t in store.tokens(include_revoked=True)] == ["alice"]
+
+
+@pytest.mark.parametrize("name", ["Alice", "made by bob", "a/b", "bot-", "x" * 64, "ünï"])
+def test_a_token_name_follows_the_dns_label_rule(store: SqlStore, name: str) -> None:
+    with pytest.raises(InvalidInputError, match="not a valid token name") as raised:
+        store.create_token(name, "member", ["llm"])
+    assert "DNS-1123 label" in (raised.value.hint or "")
+    assert store.tokens(include_revoked=True) == []

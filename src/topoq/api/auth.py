@@ -1,9 +1,13 @@
 """Bearer API tokens and what each role may do.
 
-Every route but ``/healthz`` needs a token (401 without one or with an unknown one). A route
+Every route needs a token (401 without one or with an unknown one) except ``/healthz``,
+``/metrics`` (figures per team at most) and the API's documentation (``/openapi.json``,
+``/docs``, ``/redoc``); tests/api/test_roles.py fails on any other open route. A route
 names the roles it admits (``allow``); routes about one job also check the job's team
 (``require_team``): an admin acts for every team, everyone else only for the teams of their
-token. Jobs of other teams appear in lists with id, team, phase and GPUs only.
+token. Jobs of other teams appear in lists with id, team, phase and GPUs only. A principal's
+name is its token's, unique for all time (``topoq.domain.identity``): what the audit log
+records as the actor.
 
 The dependencies here are ``async``: they do no I/O (a token the store has verified lately is
 answered from its memory; only other tokens go to the database, in the thread pool), so a

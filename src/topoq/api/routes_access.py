@@ -1,5 +1,9 @@
 """Access: who a token is, and tokens for others (admins: any; team admins: member and
-viewer tokens of their own teams)."""
+viewer tokens of their own teams).
+
+A token's name is who its actions are recorded as (audit log, a job's ``user``): a DNS-1123
+label that no token has had before and that the control plane does not use for itself
+(``topoq.domain.identity``)."""
 
 from __future__ import annotations
 
@@ -7,7 +11,9 @@ from fastapi import APIRouter
 
 from topoq.api.auth import Anyone, Principal, ServiceDep, TokenIssuer
 from topoq.api.errors import ApiError
+from topoq.domain.identity import check_issuable_token_name
 from topoq.engine.ports import AuditEntry
+from topoq.store.errors import DuplicateToken
 from topoq.store.records import TokenRecord
 from topoq.wire.v1 import Role, TokenCreated, TokenModel, TokenRequest, WhoAmI
 
@@ -24,9 +30,20 @@ def whoami(principal: Anyone) -> WhoAmI:
 @router.post("/tokens", status_code=201, summary="Create an API token")
 def create_token(body: TokenRequest, principal: TokenIssuer, service: ServiceDep) -> TokenCreated:
     """Admins create any token; team admins create member and viewer tokens for their own
-    teams. The token is shown once."""
+    teams. The token is shown once. The name is a DNS-1123 label that no token, revoked ones
+    included, has had (409), and not one the control plane uses (422)."""
+    check_issuable_token_name(body.name, where="body.name")
     _check_token_request(body, principal)
-    plaintext, record = service.store.create_token(body.name, body.role.value, body.teams)
+    try:
+        plaintext, record = service.store.create_token(body.name, body.role.value, body.teams)
+    except DuplicateToken as error:
+        raise ApiError(
+            409,
+            str(error),
+            where="body.name",
+            hint="token names are never given twice, revoked tokens' included, so that the "
+            "audit log names one token: choose another name",
+        ) from None
     detail = {"role": body.role.value, "teams": list(body.teams)}
     service.store.audit(AuditEntry(service.clock(), principal.name, "token", record.name, detail))
     return TokenCreated(

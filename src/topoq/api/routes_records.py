@@ -29,7 +29,9 @@ def healthz() -> Health:
 
 @health_router.get("/metrics", include_in_schema=False)
 def metrics(service: ServiceDep) -> Response:
-    """Prometheus metrics (no token needed, like /healthz; scrape it from inside the cluster)."""
+    """Prometheus metrics (no token needed, like /healthz; scrape it from inside the cluster).
+    The controller labels them by team, phase, kind, cause and level at most — never a job, a
+    user or a node — so an open route shows only what every team's tokens may see."""
     if service.metrics is None:
         return Response("metrics are not enabled\n", status_code=404, media_type="text/plain")
     return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)

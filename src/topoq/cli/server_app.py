@@ -39,10 +39,19 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         host: str = "127.0.0.1",
         port: int = 8750,
         database: Annotated[
-            str | None, typer.Option(help="postgresql://… (default: SQLite in the data directory)")
+            str | None,
+            typer.Option(
+                help="postgresql://… (default: TOPOQ_DATABASE_URL, else SQLite in the data "
+                "directory). A password given here shows in `ps`: put the URL in "
+                "TOPOQ_DATABASE_URL, or the password in PGPASSFILE or PGPASSWORD.",
+                show_default=False,
+            ),
         ] = None,
         data_dir: Annotated[
-            Path, typer.Option(help="Where the store, logs and token live.")
+            Path,
+            typer.Option(
+                help="Where the store, logs and token live (made private to you: 0700, files 0600)."
+            ),
         ] = Path(".topoq"),
         cluster: Annotated[
             Path | None,
@@ -58,13 +67,27 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 min=1, help="API processes to start beside the controller's own (ADR 0004)."
             ),
         ] = 1,
+        api_spares: Annotated[
+            int,
+            typer.Option(
+                min=0,
+                help="Warmed API processes kept waiting: one replaces an API process that "
+                "dies within milliseconds instead of a cold start of seconds (0: none).",
+            ),
+        ] = 1,
     ) -> None:
-        """Run the control plane: store, scheduler loop, executor and REST API."""
+        """Run the control plane: store, scheduler loop, executor and REST API.
+
+        The first start writes an admin token to DATA_DIR/admin-token. Without a token only
+        /healthz, /metrics (per-team figures) and the API docs (/docs, /redoc,
+        /openapi.json) answer (docs/api.md)."""
         from topoq.bootstrap import serve
         from topoq.cli.app import guarded
 
         guarded(
-            lambda: serve(host, port, database, data_dir, cluster, policy, executor, api_workers)
+            lambda: serve(
+                host, port, database, data_dir, cluster, policy, executor, api_workers, api_spares
+            )
         )
 
     @app.command()

@@ -4,7 +4,7 @@
 queries the API needs) with its schema migrated; see docs/store.md.
 """
 
-from topoq.store.errors import ConcurrentUpdate, StoreUnavailable, UnknownToken
+from topoq.store.errors import ConcurrentUpdate, DuplicateToken, StoreUnavailable, UnknownToken
 from topoq.store.records import (
     DecisionKind,
     DecisionRecord,
@@ -19,6 +19,7 @@ __all__ = [
     "ConcurrentUpdate",
     "DecisionKind",
     "DecisionRecord",
+    "DuplicateToken",
     "JobEvent",
     "JobRecord",
     "PolicyVersion",

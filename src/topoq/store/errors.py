@@ -5,11 +5,19 @@ from __future__ import annotations
 from topoq.domain.errors import TopoqError
 from topoq.engine.ports import ConcurrentUpdate
 
-__all__ = ["ConcurrentUpdate", "StoreUnavailable", "UnknownToken", "first_line"]
+__all__ = ["ConcurrentUpdate", "DuplicateToken", "StoreUnavailable", "UnknownToken", "first_line"]
 
 
 class UnknownToken(TopoqError):
     """No API token has this id."""
+
+
+class DuplicateToken(TopoqError):
+    """A token has (or had: revoked tokens keep their names) this name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"a token named {name!r} exists or existed")
+        self.name = name
 
 
 class StoreUnavailable(TopoqError):

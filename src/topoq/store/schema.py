@@ -152,9 +152,11 @@ class ApiTokenRow(Base):
     """An API token: only the SHA-256 of the secret is kept."""
 
     __tablename__ = "api_tokens"
+    __table_args__ = (Index("ix_api_tokens_name", "name", unique=True),)
 
     id: Mapped[str] = mapped_column(String(SHORT_LENGTH), primary_key=True)
     name: Mapped[str] = mapped_column(String(NAME_LENGTH))
+    """Who the token's actions are recorded as: never given twice (revoked tokens keep it)."""
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     role: Mapped[str] = mapped_column(String(SHORT_LENGTH))
     teams: Mapped[list[Any]] = mapped_column(Json)

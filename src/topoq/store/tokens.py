@@ -2,6 +2,9 @@
 
 Tokens are 256 random bits (``secrets.token_urlsafe(32)``), so a plain hash without salt or
 stretching is enough: nobody can guess a preimage, and lookups stay one indexed query.
+
+A token's name is who its actions are recorded as (``topoq.domain.identity``): a DNS-1123
+label, never given twice — the unique index on ``name`` covers revoked tokens too.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from typing import Any
 
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.engine import Connection
+from sqlalchemy.exc import IntegrityError
 
 from topoq.domain.errors import InvalidInputError
-from topoq.store.errors import UnknownToken
+from topoq.domain.identity import check_token_name
+from topoq.store.errors import DuplicateToken, UnknownToken
 from topoq.store.records import TokenRecord
 from topoq.store.schema import NAME_LENGTH, SHORT_LENGTH, ApiTokenRow
 
@@ -37,24 +42,34 @@ def hash_token(plaintext: str) -> str:
 def insert_token(
     connection: Connection, name: str, role: str, teams: Collection[str], now: float
 ) -> tuple[str, TokenRecord]:
-    _check_text("name", name, NAME_LENGTH)
+    check_token_name(name, where="token name")
     _check_text("role", role, SHORT_LENGTH)
+    if name_taken(connection, name):
+        raise DuplicateToken(name)
     for team in teams:
         _check_text("team", team, NAME_LENGTH)
     plaintext = secrets.token_urlsafe(TOKEN_BYTES)
     record = TokenRecord(secrets.token_hex(8), name, role, tuple(sorted(set(teams))), now)
-    connection.execute(
-        insert(ApiTokenRow).values(
-            id=record.id,
-            name=name,
-            token_hash=hash_token(plaintext),
-            role=role,
-            teams=list(record.teams),
-            created_at=now,
-            revoked_at=None,
-        )
-    )
+    row = {
+        "id": record.id,
+        "name": name,
+        "token_hash": hash_token(plaintext),
+        "role": role,
+        "teams": list(record.teams),
+        "created_at": now,
+        "revoked_at": None,
+    }
+    try:
+        connection.execute(insert(ApiTokenRow).values(row))
+    except IntegrityError:  # another writer took the name since name_taken looked
+        raise DuplicateToken(name) from None
     return plaintext, record
+
+
+def name_taken(connection: Connection, name: str) -> bool:
+    """Whether any token, revoked ones included, has this name."""
+    query = select(ApiTokenRow.id).where(ApiTokenRow.name == name).limit(1)
+    return connection.execute(query).first() is not None
 
 
 def _check_text(field: str, value: str, limit: int) -> None:

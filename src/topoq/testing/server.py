@@ -1,10 +1,14 @@
 """Helpers for tests and benchmarks that drive a real ``topoq server``: a submission body that
-takes one whole node, and the server's API processes as the kernel lists them."""
+takes one whole node, and the server's API processes as the kernel lists them (all of them,
+those serving, and the warmed spares, told apart by the name each gives itself,
+``/proc/<pid>/comm``)."""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
+
+from topoq.api_workers import SERVING_NAME, SPARE_NAME
 
 
 def whole_node_submission(job_id: str, team: str) -> dict[str, object]:
@@ -21,8 +25,26 @@ def whole_node_submission(job_id: str, team: str) -> dict[str, object]:
     }
 
 
+def serving_api_process_ids(server_pid: int) -> list[int]:
+    """The server's API processes that serve requests now."""
+    return [pid for pid in api_process_ids(server_pid) if _name(pid) == SERVING_NAME]
+
+
+def spare_api_process_ids(server_pid: int) -> list[int]:
+    """The server's warmed spare API processes, waiting to replace one that dies."""
+    return [pid for pid in api_process_ids(server_pid) if _name(pid) == SPARE_NAME]
+
+
+def _name(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return ""
+
+
 def api_process_ids(server_pid: int) -> list[int]:
-    """The server's API processes: its children started with ``--api-process`` (Linux)."""
+    """The server's API processes, serving, spare or starting: its children started with
+    ``--api-process`` (Linux)."""
     found = []
     for task in Path(f"/proc/{server_pid}/task").iterdir():
         for child in (task / "children").read_text().split():

@@ -27,7 +27,13 @@ class WhoAmI(WireModel):
 
 
 class TokenRequest(WireModel):
-    name: str = Field(min_length=1, max_length=200, description="Who or what holds the token.")
+    name: str = Field(
+        min_length=1,
+        max_length=200,
+        description="Who or what holds the token; its actions are recorded under this name. "
+        "A DNS-1123 label no token has had (revoked ones included), not a reserved one "
+        "(topoq, system, admin, root, topoq-…, system-…, admin-…).",
+    )
     role: Role
     teams: list[str] = Field(default_factory=list, description="Teams it acts for.")
 

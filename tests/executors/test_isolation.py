@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from tests.executors.contract import EXITED, STARTED, of
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.job import JobId
+from topoq.engine.ports import ExecutorStartFailed
 from topoq.executors.layout import FILE_NAME_LIMIT_BYTES, attempt_dir, path_component
 from topoq.executors.local import LocalExecutor
 
@@ -116,3 +117,13 @@ def test_a_job_whose_id_and_team_exceed_the_file_name_limit_runs_and_keeps_its_l
     executor.start(place(gang(job, team_name=team)).launch(job, command=python("print('long')")))
     poll_until(executor, lambda events: any(e.kind is EXITED for e in of(job, events)))
     assert executor.logs(JobId(job), 0) == "long\n"
+
+
+def test_a_job_id_with_a_nul_cannot_reach_a_pods_environment_and_leaves_nothing(
+    executor: LocalExecutor,
+) -> None:
+    job = "nul\0id"
+    with pytest.raises(ExecutorStartFailed, match="could not start"):
+        executor.start(place(gang(job)).launch(job, command=python("pass")))
+    assert executor.pids(JobId(job)) == {} and executor.poll() == []
+    assert not attempt_dir(executor.work_dir, "t", job, 1).exists()

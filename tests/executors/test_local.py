@@ -252,18 +252,18 @@ def test_logs_have_a_file_per_pod_and_outlive_the_executor(
     run_to_end(executor, "kept")
     assert (tmp_path / "work" / "t" / "kept" / "1" / "pod-0.log").read_text() == "kept output\n"
     assert (tmp_path / "work" / "t" / "kept" / "1" / "pod-1.log").exists()
-    later = LocalExecutor(tmp_path / "work")
-    everything = later.logs(JobId("kept"), team="t")
-    assert "==> job kept attempt 1 pod 0 (workers on n00) <==\nkept output" in everything
-    assert "==> job kept attempt 1 pod 1 (workers on n01) <==\nkept output" in everything
-    with pytest.raises(UnknownJob):
-        later.logs(JobId("kept"))  # the team is not known to this executor
-    with pytest.raises(UnknownJob):
-        later.logs(JobId("kept"), team="other")
-    with pytest.raises(UnknownJob):
-        later.logs(JobId("nobody"), team="t")
-    with pytest.raises(InvalidInputError, match="no pod 5"):
-        later.logs(JobId("kept"), 5, team="t")
+    with LocalExecutor(tmp_path / "work") as later:
+        everything = later.logs(JobId("kept"), team="t")
+        assert "==> job kept attempt 1 pod 0 (workers on n00) <==\nkept output" in everything
+        assert "==> job kept attempt 1 pod 1 (workers on n01) <==\nkept output" in everything
+        with pytest.raises(UnknownJob):
+            later.logs(JobId("kept"))  # the team is not known to this executor
+        with pytest.raises(UnknownJob):
+            later.logs(JobId("kept"), team="other")
+        with pytest.raises(UnknownJob):
+            later.logs(JobId("nobody"), team="t")
+        with pytest.raises(InvalidInputError, match="no pod 5"):
+            later.logs(JobId("kept"), 5, team="t")
 
 
 def test_launcher_variables_win_over_the_users_environment(executor: LocalExecutor) -> None:

@@ -127,3 +127,10 @@ def test_a_tail_read_reaches_back_into_the_rotated_part(tmp_path: Path) -> None:
     pod_log(directory, 0).write_bytes(b"newer\n")
     read = read_logs(tmp_path, LogRequest("t", JobId("j"), pod=0, limit_bytes=18))
     assert read.text == "older\nolder\nnewer\n" and read.truncated
+
+
+def test_an_attempt_without_a_readable_manifest_reads_as_no_pods(tmp_path: Path) -> None:
+    directory = attempt_dir(tmp_path, "t", "j", 1)
+    make_private_directories(directory, tmp_path)
+    (directory / "pods.json").write_text("{not json")
+    assert read_logs(tmp_path, LogRequest("t", JobId("j"))).pods == ()

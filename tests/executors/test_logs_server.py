@@ -16,6 +16,7 @@ import pytest
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE, small_job
 from tests.api.test_server import client, free_port, wait_for
+from topoq.testing.server import api_process_ids
 
 MIB = 1 << 20
 TALKER = """
@@ -35,7 +36,8 @@ def _talking_job(job_id: str, team: str) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
+def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, int]]:
+    """The server's URL, data directory and process id."""
     data_dir = tmp_path_factory.mktemp("server")
     port = free_port()
     command = [
@@ -48,7 +50,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     try:
         healthy = wait_for(lambda: _health(url, process), lambda ok: ok, timeout_s=30)
         assert healthy, (data_dir / "server.log").read_text()
-        yield url, data_dir
+        yield url, data_dir, process.pid
     finally:
         process.terminate()
         try:
@@ -56,6 +58,11 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         except subprocess.TimeoutExpired:
             process.kill()
         log.close()
+
+
+@pytest.fixture(scope="module")
+def server(server_process: tuple[str, Path, int]) -> tuple[str, Path]:
+    return server_process[:2]
 
 
 def _health(url: str, process: subprocess.Popen[bytes]) -> bool:
@@ -177,3 +184,49 @@ def test_topoq_logs_follow_prints_every_line_once_until_the_job_ends(
     assert sorted(steps) == sorted(f"step {n}" for n in range(8) for _ in range(2))  # once each
     for pod in (0, 1):
         assert f"pod {pod}" in followed.stdout
+
+
+HUGE = """
+import os, time
+os.ftruncate(1, 300 << 20)  # a 300 MB log at once (sparse), as a pod that wrote it would leave
+os.write(1, b"after the flood\\n")
+time.sleep(60)
+"""
+
+
+def _rss_bytes(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    raise AssertionError(f"no VmRSS for {pid}")
+
+
+def test_a_huge_log_neither_stays_on_disk_nor_grows_the_api_process(
+    server_process: tuple[str, Path, int], members: dict[str, tuple[str, httpx.Client]]
+) -> None:
+    _, data_dir, server_pid = server_process
+    _, vision = members["vision"]
+    body = small_job("vision-flood", pods=1, team="vision")
+    pod_set = body["document"]["spec"]["podSets"][0]  # type: ignore[index]  # small_job's shape
+    pod_set["command"] = [sys.executable, "-c", HUGE]
+    assert vision.post("/jobs", json=body).status_code == 201
+    logs = data_dir / "runs" / "vision" / "vision-flood" / "1"
+    flooded = wait_for(
+        lambda: vision.get("/jobs/vision-flood/logs", params={"pod": 0}).json(),
+        lambda read: read.get("text", "").endswith("after the flood\n"),
+        timeout_s=30,
+    )
+    assert flooded["truncated"] and len(flooded["text"].encode()) == MIB
+    on_disk = wait_for(
+        lambda: sum(p.stat().st_size for p in logs.glob("pod-0.log*")),
+        lambda size: size <= 64 * MIB,  # rotated down to the default limit at the next poll
+        timeout_s=30,
+    )
+    assert 0 < on_disk <= 64 * MIB
+    (api,) = api_process_ids(server_pid)
+    before = _rss_bytes(api)
+    for _ in range(5):  # NULs are 6 bytes each in JSON: 24 MB an answer
+        read = vision.get("/jobs/vision-flood/logs", params={"pod": 0, "tail_bytes": 4 * MIB})
+        assert read.status_code == 200 and read.json()["truncated"]
+        assert len(read.json()["text"].encode()) == 4 * MIB
+    assert _rss_bytes(api) - before < 150 * MIB

@@ -75,6 +75,16 @@ COMMAND_NOT_FOUND_EXIT_CODE = 127
 COMMAND_NOT_RUNNABLE_EXIT_CODE = 126
 
 
+def _checked_log_limit(limit_bytes: int) -> int:
+    if limit_bytes < SMALLEST_POD_LOG_LIMIT_BYTES:
+        raise InvalidInputError(
+            f"a pod log limit of {limit_bytes} bytes is too small",
+            where="pod_log_limit_bytes",
+            hint=f"give at least {SMALLEST_POD_LOG_LIMIT_BYTES} bytes (64 KiB)",
+        )
+    return limit_bytes
+
+
 class LocalExecutor:
     """Runs gangs as process trees on this machine. Thread-safe; ``poll`` never blocks, while
     ``cancel``, ``fail_node`` and ``close`` return once the pods' processes are gone (at most
@@ -90,13 +100,7 @@ class LocalExecutor:
         base_environment: Mapping[str, str] | None = None,
         pod_log_limit_bytes: int = DEFAULT_POD_LOG_LIMIT_BYTES,
     ) -> None:
-        if pod_log_limit_bytes < SMALLEST_POD_LOG_LIMIT_BYTES:
-            raise InvalidInputError(
-                f"a pod log limit of {pod_log_limit_bytes} bytes is too small",
-                where="pod_log_limit_bytes",
-                hint=f"give at least {SMALLEST_POD_LOG_LIMIT_BYTES} bytes (64 KiB)",
-            )
-        self.pod_log_limit_bytes = pod_log_limit_bytes
+        self.pod_log_limit_bytes = _checked_log_limit(pod_log_limit_bytes)
         self.capabilities = LOCAL_CAPABILITIES
         self.work_dir = Path(work_dir)
         self._clock = clock

@@ -120,11 +120,13 @@ def _decode(data: bytes) -> str:
 
 
 def _manifest(directory: Path) -> dict[int, tuple[str, str]]:
-    path = directory / MANIFEST
-    if not path.exists():
+    """Rank → (pod set, node); empty when the attempt has no readable manifest (it failed
+    before writing one)."""
+    try:
+        entries = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        return {int(e["rank"]): (str(e["pod_set"]), str(e["node"])) for e in entries}
+    except (OSError, ValueError, TypeError, KeyError):
         return {}
-    entries = json.loads(path.read_text())
-    return {int(e["rank"]): (str(e["pod_set"]), str(e["node"])) for e in entries}
 
 
 def rotate_if_over(directory: Path, rank: int, limit_bytes: int) -> bool:

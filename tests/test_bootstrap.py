@@ -241,6 +241,7 @@ def test_no_process_shows_the_database_password_on_its_command_line(
             if given_by == "environment":
                 shown.append(process_arguments(server.pid))
             assert not [line for line in shown if password in line], shown
+            assert (data_dir / "admin-token").exists() and loose_modes(data_dir) == []
         output = (tmp_path / "data.log").read_text()
         assert password not in output
         warned = "password is on the command line" in output

@@ -79,12 +79,24 @@ def bad_for(names: set[str], bad: Mapping[str, str]) -> Callable[[JobSpec], Mapp
     return lambda spec: SLEEP | (dict(bad) if spec.id in names else {})
 
 
-def step_until(c: Controller, done: Callable[[], bool], timeout_s: float = 20.0) -> None:
+def step_until(
+    c: Controller, done: Callable[[], bool], timeout_s: float = 20.0, *, advance: bool = True
+) -> None:
+    """Step (or, without ``advance``, only wait) until ``done``."""
     deadline = time.monotonic() + timeout_s
     while not done():
         assert time.monotonic() < deadline, "timed out"
-        c.step()
+        if advance:
+            c.step()
         time.sleep(0.05)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process has ended (a zombie not yet reaped counts)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True
 
 
 @pytest.mark.parametrize("bad", list(BAD_ENVIRONMENTS.values()), ids=list(BAD_ENVIRONMENTS))
@@ -170,7 +182,8 @@ def test_a_failing_poll_loses_neither_the_step_nor_the_events(
     c = controller_for(store, executor, lambda _: {"TOPOQ_SLEEP_S": "0.2"})
     c.intake.submit(job("short", "a", 1).spec, actor="alice")
     c.step()
-    time.sleep(1.0)  # it started and ended meanwhile
+    pids = list(executor.pids(JobId("short")).values())
+    step_until(c, lambda: all(_exited(pid) for pid in pids), advance=False)  # it ended
     executor.poll_failures = 1
     c.intake.submit(job("other", "a", 1).spec, actor="alice")
     report = c.step()
@@ -189,7 +202,8 @@ def test_events_of_a_step_that_failed_are_stored_by_the_next(
     for name in names:
         c.intake.submit(job(name, "a", 1).spec, actor="alice")
     c.step()
-    time.sleep(1.0)  # every gang started and ended: STARTED and EXITED wait in the executor
+    pids = [pid for name in names for pid in executor.pids(JobId(name)).values()]
+    step_until(c, lambda: all(_exited(pid) for pid in pids), advance=False)
     real_save = store.save_jobs
 
     def database_away(*args: Any, **kwargs: Any) -> None:

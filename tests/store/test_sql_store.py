@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import inspect
+import time
 from dataclasses import replace
 
 import pytest
 
+from tests.store.conftest import StoreLocation
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.tree import build_tree
@@ -14,6 +16,7 @@ from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.engine.ports import AuditEntry, DuplicateJob, Store, UnknownJob
 from topoq.store import DecisionKind, SqlStore
+from topoq.store.job_counts import TEAM_COUNTS_S
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 
@@ -237,3 +240,21 @@ def test_holding_jobs_and_counts_by_team_and_phase_read_what_they_say(store: Sql
     assert store.count_jobs_by_team_and_phase(["llm", "cv", "none"]) == expected
     assert store.count_jobs_by_team_and_phase(["cv"]) == {("cv", JobPhase.RUNNING): 1}
     assert sum(expected.values()) == 6  # the cancelled job is not counted
+
+
+def test_team_counts_see_this_stores_writes_at_once_and_others_within_the_memory(
+    store_location: StoreLocation,
+) -> None:
+    api, controller = store_location.open(), store_location.open()  # two processes' stores
+    try:
+        submit(api, "mine", "llm")
+        assert api.count_jobs_by_team_and_phase(["llm"]) == {("llm", JobPhase.PENDING): 1}
+        submit(controller, "theirs", "llm")
+        time.sleep(TEAM_COUNTS_S)
+        assert api.count_jobs_by_team_and_phase(["llm"]) == {("llm", JobPhase.PENDING): 2}
+        view = api.job(JobId("mine"))
+        api.save_jobs([advance(view, JobPhase.CANCELLED, now=2.0, cause="user")], now=2.0)
+        assert api.count_jobs_by_team_and_phase(["llm"]) == {("llm", JobPhase.PENDING): 1}
+    finally:
+        api.close()
+        controller.close()

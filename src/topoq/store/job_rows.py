@@ -4,7 +4,7 @@ as ``JobView``s and written with optimistic concurrency (the row's ``version``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, cast
 
@@ -12,7 +12,7 @@ from sqlalchemy import ColumnElement, Row, Select, Table, bindparam, insert, sel
 from sqlalchemy.engine import Connection
 
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
+from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.engine.ports import UnknownJob
 from topoq.store.codec import (
     decode_allocation,
@@ -25,6 +25,8 @@ from topoq.store.job_cache import JobCache, KnownJob
 from topoq.store.records import JobEvent, JobRecord
 from topoq.store.schema import JobEventRow, JobRow
 
+ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
+HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
 IN_LIST_CHUNK = 500
 """Ids per ``IN (...)`` list, well under every backend's limit on bound parameters."""
 SUBMITTED = "submitted"
@@ -68,6 +70,23 @@ def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
 
 
 # --- reading ------------------------------------------------------------------------------
+def job_filters(
+    team: str | Collection[str] | None,
+    phase: JobPhase | Collection[JobPhase] | None,
+    user: str | None,
+) -> list[ColumnElement[bool]]:
+    """The ``where`` of a job list: every filter given (a collection matches any member)."""
+    filters: list[ColumnElement[bool]] = []
+    if team is not None:
+        filters.append(JobRow.team.in_([team] if isinstance(team, str) else sorted(team)))
+    if phase is not None:
+        phases = [phase] if isinstance(phase, JobPhase) else sorted(phase)
+        filters.append(JobRow.phase.in_([p.value for p in phases]))
+    if user is not None:
+        filters.append(JobRow.user_name == user)
+    return filters
+
+
 def read_records(
     connection: Connection, where: Iterable[ColumnElement[bool]], cache: JobCache | None = None
 ) -> list[JobRecord]:

@@ -17,12 +17,12 @@ from collections.abc import Collection, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from sqlalchemy import ColumnElement, asc, bindparam, desc, func, select
+from sqlalchemy import asc, desc, func, select
 from sqlalchemy.engine import Connection
 
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
-from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_events, job_rows, tokens
@@ -30,6 +30,7 @@ from topoq.store.cycle_log import RecordedCycle, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.group_commit import GroupCommit
 from topoq.store.job_cache import JobCache
+from topoq.store.job_counts import TeamPhaseCounts
 from topoq.store.policy_codec import decode_diagnostic
 from topoq.store.records import (
     DecisionKind,
@@ -60,18 +61,6 @@ there is a newer version. A version saved through this store is seen at once; on
 another process within this time."""
 MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
-ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
-HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
-COUNTS_BY_TEAM_AND_PHASE = (
-    select(JobRow.team, JobRow.phase, func.count().label("jobs"))
-    .where(
-        JobRow.team.in_(bindparam("teams", expanding=True)),
-        JobRow.phase.in_(bindparam("phases", expanding=True)),
-    )
-    .group_by(JobRow.team, JobRow.phase)
-)
-"""Built once. Naming the teams lets SQLite seek the covering ``(team, phase)`` index instead
-of walking the ``phase`` index and reading every row."""
 
 
 class _ReadVersions(threading.local):
@@ -100,6 +89,7 @@ class SqlStore:
         self._policy: tuple[int, ClusterPolicy, float] | None = None
         """The latest policy read: its version, itself, and when the version was checked."""
         self._policy_saves = 0
+        self._team_counts = TeamPhaseCounts()
         self._known_diagnostics: dict[str, Diagnostic] = {}
         """What each pending job's stored diagnostic is, as this store last wrote or read it
         (another process's controller writing the same jobs' diagnostics is not seen)."""
@@ -143,12 +133,13 @@ class SqlStore:
 
         Concurrent calls share transactions (group commit, ``GroupCommit``): each returns once
         the transaction that carried its job has committed."""
-        view = self._submissions.run(Submission(spec, now, audit))
+        with self._team_counts.writing():
+            view = self._submissions.run(Submission(spec, now, audit))
         self._read_versions.of_job[spec.id] = 1
         return view
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
-        where = [] if include_finished else [JobRow.phase.in_(ACTIVE_PHASES)]
+        where = [] if include_finished else [JobRow.phase.in_(job_rows.ACTIVE_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
         return {record.view.id: record.view for record in records}
@@ -156,7 +147,7 @@ class SqlStore:
     def holding_jobs(self) -> dict[JobId, JobView]:
         """Every job that holds capacity (admitted or running): one query on the ``phase``
         index, so its cost follows the jobs that run, not the length of the queue."""
-        where = [JobRow.phase.in_(HOLDING_PHASES)]
+        where = [JobRow.phase.in_(job_rows.HOLDING_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
         return {record.view.id: record.view for record in records}
@@ -195,7 +186,8 @@ class SqlStore:
             recorded = record_cycle(connection, decisions, now, known) if decisions else None
             return versions, recorded
 
-        versions, recorded = self._write(save)
+        with self._team_counts.writing():
+            versions, recorded = self._write(save)
         self._read_versions.of_job.update(versions)
         if recorded is not None:
             if len(known) + len(recorded.diagnostics) > MAX_KNOWN_DIAGNOSTICS:
@@ -220,7 +212,7 @@ class SqlStore:
         direction = desc if newest_first else asc
         query = (
             select(*job_rows.VIEW_COLUMNS)
-            .where(*_job_filters(team, phase, user))
+            .where(*job_rows.job_filters(team, phase, user))
             .order_by(direction(JobRow.submitted_at), direction(JobRow.id))
             .limit(max(limit, 0))
             .offset(max(offset, 0))
@@ -235,17 +227,16 @@ class SqlStore:
         phase: JobPhase | Collection[JobPhase] | None = None,
         user: str | None = None,
     ) -> int:
-        query = select(func.count()).select_from(JobRow).where(*_job_filters(team, phase, user))
+        query = (
+            select(func.count()).select_from(JobRow).where(*job_rows.job_filters(team, phase, user))
+        )
         return int(self._query(lambda c: c.execute(query).scalar_one()))
 
     def count_jobs_by_team_and_phase(
         self, teams: Collection[str]
     ) -> dict[tuple[str, JobPhase], int]:
-        """How many unfinished jobs each of ``teams`` has in each phase: one grouped count
-        that seeks the ``(team, phase)`` index and reads nothing else (no row, no spec)."""
-        parameters = {"teams": sorted(teams), "phases": list(ACTIVE_PHASES)}
-        rows = self._query(lambda c: c.execute(COUNTS_BY_TEAM_AND_PHASE, parameters).all())
-        return {(row.team, JobPhase(row.phase)): int(row.jobs) for row in rows}
+        """How many unfinished jobs each of ``teams`` has in each phase (``job_counts``)."""
+        return self._team_counts.read(teams, self._query)
 
     def job_history(self, job_id: JobId) -> list[JobEvent]:
         """Every phase change of the job, oldest first; raises UnknownJob."""
@@ -415,22 +406,6 @@ class SqlStore:
         if not include_revoked:
             query = query.where(ApiTokenRow.revoked_at.is_(None))
         return self._query(lambda c: [tokens.token_from_row(row) for row in c.execute(query)])
-
-
-def _job_filters(
-    team: str | Collection[str] | None,
-    phase: JobPhase | Collection[JobPhase] | None,
-    user: str | None,
-) -> list[ColumnElement[bool]]:
-    filters: list[ColumnElement[bool]] = []
-    if team is not None:
-        filters.append(JobRow.team.in_([team] if isinstance(team, str) else sorted(team)))
-    if phase is not None:
-        phases = [phase] if isinstance(phase, JobPhase) else sorted(phase)
-        filters.append(JobRow.phase.in_([p.value for p in phases]))
-    if user is not None:
-        filters.append(JobRow.user_name == user)
-    return filters
 
 
 def _now(now: float | None) -> float:

@@ -57,6 +57,7 @@ from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.identity import next_admin_token_name
+from topoq.domain.quantity import parse_quantity
 from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
@@ -179,6 +180,7 @@ def build_server(
     cluster_file: Path | None = None,
     policy_file: Path | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
+    pod_log_limit: str | None = None,
 ) -> Server:
     make_private(data_dir)
     store = open_store(database_url, data_dir)
@@ -188,7 +190,8 @@ def build_server(
         store.audit(AuditEntry(time.time(), SYSTEM, "nodes", cluster.name, {"source": "cluster"}))
     if policy_file is not None:
         _apply_policy_file(store, policy_file)
-    executor = make_executor(executor_name, **_executor_options(executor_name, data_dir))
+    options = _executor_options(executor_name, data_dir) | _log_limit_option(pod_log_limit)
+    executor = make_executor(executor_name, **options)
     metrics = ControlPlaneMetrics()
     controller = Controller(store, executor, cluster.topology, clock=time.time, metrics=metrics)
     requeued = controller.recover()
@@ -212,6 +215,18 @@ def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
 
 def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
     return {"work_dir": data_dir / "runs"} if name == "local" else {}
+
+
+def _log_limit_option(pod_log_limit: str | None) -> dict[str, Any]:
+    """``--pod-log-limit`` (a quantity such as ``64Mi``) as the executor's option."""
+    if pod_log_limit is None:
+        return {}
+    try:
+        return {"pod_log_limit_bytes": parse_quantity("memory", pod_log_limit)}
+    except InvalidInputError as error:
+        raise InvalidInputError(
+            error.message, where="--pod-log-limit", hint="a size such as 64Mi or 1Gi"
+        ) from None
 
 
 def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
@@ -242,6 +257,7 @@ def serve(
     executor_name: str = DEFAULT_EXECUTOR,
     api_workers: int = DEFAULT_API_WORKERS,
     api_spares: int = DEFAULT_API_SPARES,
+    pod_log_limit: str | None = None,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     logging.basicConfig(
@@ -258,6 +274,7 @@ def serve(
         cluster_file=Path(cluster_file).resolve() if cluster_file is not None else None,
         policy_file=Path(policy_file) if policy_file is not None else None,
         executor_name=executor_name,
+        pod_log_limit=pod_log_limit,
     )
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--api-process",
@@ -419,6 +436,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--pod-log-limit", default=None, help="default: 64Mi")
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.api_process:
@@ -443,6 +461,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.executor,
         args.api_workers,
         args.api_spares,
+        args.pod_log_limit,
     )
 
 

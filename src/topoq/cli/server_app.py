@@ -75,6 +75,13 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 "dies within milliseconds instead of a cold start of seconds (0: none).",
             ),
         ] = 1,
+        pod_log_limit: Annotated[
+            str,
+            typer.Option(
+                help="What the local executor keeps of each pod's output on disk (rotated "
+                "into pod-N.log.1 past half of it).",
+            ),
+        ] = "64Mi",
     ) -> None:
         """Run the control plane: store, scheduler loop, executor and REST API.
 
@@ -86,7 +93,16 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
 
         guarded(
             lambda: serve(
-                host, port, database, data_dir, cluster, policy, executor, api_workers, api_spares
+                host,
+                port,
+                database,
+                data_dir,
+                cluster,
+                policy,
+                executor,
+                api_workers,
+                api_spares,
+                pod_log_limit,
             )
         )
 

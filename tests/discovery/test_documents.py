@@ -128,7 +128,7 @@ def test_reading_a_large_document_stays_fast() -> None:
     parse_document('{"items": [' + items + "]}", source="nodes.json")
     yaml_text = "".join(f"- name: n{i}\n  labels: {{a: b, c: d}}\n" for i in range(20_000))
     parse_document(yaml_text, source="nodes.yaml")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # about a second on an idle machine
 
 
 @pytest.mark.parametrize("value", [1, 2.5, True, ["a"], {"a": "b"}])

@@ -38,7 +38,15 @@ from pathlib import Path
 from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
-from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, resource_amounts, tolerations
+from topoq.discovery.kubernetes_objects import (
+    DEFAULT_NAMESPACE,
+    namespace_name,
+    optional_name,
+    pod_set_name,
+    resource_amounts,
+    tolerations,
+    workload_name,
+)
 from topoq.discovery.kubernetes_workload import (
     KUEUE_WORKLOAD_API_VERSIONS,
     WORKLOAD_KIND,
@@ -135,9 +143,10 @@ def _job(fields: Fields) -> WorkloadSpec:
             )
     metadata, spec = fields.mapping("metadata"), fields.mapping("spec")
     reject_unknown_keys(spec, _SPEC_KEYS)
-    name, namespace = metadata.text("name"), metadata.text("namespace", DEFAULT_NAMESPACE)
-    queue = spec.optional_text(spelling(spec, "queueName"))
-    priority_class = spec.optional_text(spelling(spec, "priorityClassName"))
+    name = workload_name(metadata, "name")
+    namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
+    queue = optional_name(spec, spelling(spec, "queueName"), "queue name")
+    priority_class = optional_name(spec, spelling(spec, "priorityClassName"), "priority class name")
     pod_sets = tuple(_pod_set(record) for record in spec.records(spelling(spec, "podSets")))
     try:
         return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
@@ -147,7 +156,7 @@ def _job(fields: Fields) -> WorkloadSpec:
 
 def _pod_set(record: Fields) -> PodSetSpec:
     reject_unknown_keys(record, _POD_SET_KEYS)
-    name, count = record.text("name"), record.integer("count")
+    name, count = pod_set_name(record, "name"), record.integer("count")
     requests = _requests(record)
     selector = record.string_map(spelling(record, "nodeSelector"))
     tolerated = tolerations(record)

@@ -107,7 +107,7 @@ def load_workload(path: Path | str) -> WorkloadSpec:
 def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
     """A Kueue Workload, a topoq job file or a HyperPod PyTorch job, told apart by their fields."""
     if isinstance(doc, Mapping):
-        kind, api_version = doc.get("kind"), doc.get("apiVersion")
+        kind, api_version = _header_value(doc, "kind"), _header_value(doc, "apiVersion")
         if kind == WORKLOAD_KIND and api_version in KUEUE_WORKLOAD_API_VERSIONS:
             return workload_from_kueue(doc, source=source)
         if kind == JOB_KIND and api_version == JOB_API_VERSION:
@@ -122,6 +122,12 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         where=source,
         hint=f"give {_ACCEPTED_FORMS}",
     )
+
+
+def _header_value(doc: Mapping[str, object], key: str) -> str | None:
+    """``kind`` or ``apiVersion`` as written, or None when it is not a string."""
+    value = doc.get(key)
+    return value if isinstance(value, str) else None
 
 
 def workload_from_job_file(doc: object, *, source: str) -> WorkloadSpec:

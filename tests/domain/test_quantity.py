@@ -69,15 +69,15 @@ def test_resources_arithmetic_drops_zero_entries() -> None:
     ("resource", "text", "message"),
     [
         ("cpu", "9" * 5000, "longer than 64 characters"),
-        ("cpu", 10**40, "more than a cluster"),
+        ("cpu", 10**40, "more than any cluster"),
         ("memory", "1e999999999", "exponent beyond"),
         ("memory", "1e-999999999", "exponent beyond"),
-        ("memory", "1e19", "more than a cluster"),
-        ("memory", "9999999999Ei", "more than a cluster"),
+        ("memory", "1e19", "more than any cluster"),
+        ("memory", "9999999999Ei", "more than any cluster"),
         ("nvidia.com/gpu", float("inf"), "not a finite number"),
         ("nvidia.com/gpu", float("nan"), "not a finite number"),
         ("nvidia.com/gpu", "Infinity", "not a Kubernetes quantity"),
-        ("cpu", 1e30, "more than a cluster"),
+        ("cpu", 1e30, "more than any cluster"),
     ],
 )
 def test_quantities_too_long_too_large_or_not_finite_are_refused_at_once(

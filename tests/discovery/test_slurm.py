@@ -685,6 +685,6 @@ def test_more_switches_than_the_limit_are_refused() -> None:
 
 
 def test_more_nodes_than_the_limit_in_all_lines_are_refused() -> None:
-    text = "\n".join(f"SwitchName=s{index} Nodes=r{index}-[0-599999]" for index in range(3))
-    with pytest.raises(TopologyError, match=r"topology.conf:2: more than 1,000,000 nodes"):
+    text = "\n".join(f"SwitchName=s{index} Nodes=r{index}-[0-59999]" for index in range(3))
+    with pytest.raises(TopologyError, match=r"topology.conf:2: more than 100,000 nodes"):
         parse_topology_conf(text)

@@ -68,6 +68,11 @@ def test_a_gang_must_be_team_equals_file(entry: str) -> None:
         typical_gang_files([entry])
 
 
+def test_a_gang_names_a_team_by_the_team_name_rule() -> None:
+    with pytest.raises(InvalidInputError, match="--gang: 'NLP' is not a valid team name"):
+        typical_gang_files([f"NLP={ROOT / 'examples' / 'workloads' / 'required-block.yaml'}"])
+
+
 def test_a_policy_comes_from_exactly_one_source() -> None:
     with pytest.raises(InvalidInputError, match="both --policy and HyperPod"):
         run_policy_show(POLICY, SCHEDULER_CONFIG, [], "table")

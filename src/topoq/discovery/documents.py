@@ -111,7 +111,7 @@ class Fields:
         self.where = where
 
     def path(self, key: str) -> str:
-        shown = key if key.isprintable() else repr(key)
+        shown = key if isinstance(key, str) and key.isprintable() else repr(key)
         return f"{self.where}.{shown}" if self.where else shown
 
     def reject_unknown_keys(self, accepted: Iterable[str], *, listed: Sequence[str]) -> None:

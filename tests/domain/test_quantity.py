@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoq.domain.errors import InvalidInputError
@@ -130,3 +130,21 @@ def test_resources_parse_names_the_field_and_what_to_write_for_half_a_gpu() -> N
         Resources.parse({"nvidia.com/gpu": 0.5}, where="job.yaml: podSets[0].requests")
     assert raised.value.where == "job.yaml: podSets[0].requests.nvidia.com/gpu"
     assert "whole number" in raised.value.render()
+
+
+@settings(deadline=1000)
+@given(
+    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "example.com/foo"]),
+    st.one_of(
+        st.text(max_size=80),
+        st.from_regex(r"[+-]?[0-9]{0,40}(\.[0-9]{0,40})?([eE][+-]?[0-9]{1,12}|[KMGTPE]i?|[mun])?"),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(),
+    ),
+)
+def test_any_quantity_parses_within_bounds_or_is_refused(resource: str, text: str | float) -> None:
+    try:
+        amount = parse_quantity(resource, text)
+    except InvalidInputError:
+        return
+    assert 0 <= amount <= 2**63 - 1

@@ -148,3 +148,23 @@ def test_any_quantity_parses_within_bounds_or_is_refused(resource: str, text: st
     except InvalidInputError:
         return
     assert 0 <= amount <= 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "name", ["", "nvidia.com/", "/gpu", "a b", "Nvidia.com/gpu", "x" * 64, "a/b/c", "gpu\n"]
+)
+def test_a_resource_name_that_kubernetes_would_refuse_is_refused(name: str) -> None:
+    with pytest.raises(InvalidInputError, match="not a valid resource name"):
+        Resources.parse({name: 1}, where="requests")
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu", "nvidia.com/gpu", "hugepages-2Mi", "vpc.amazonaws.com/efa", "example.com/Foo_1"]
+)
+def test_resource_names_as_kubernetes_writes_them_are_accepted(name: str) -> None:
+    assert Resources.parse({name: 1}).amount(name) >= 1
+
+
+def test_more_resource_names_than_the_limit_are_refused_before_any_is_parsed() -> None:
+    with pytest.raises(InvalidInputError, match="more than 64 resources"):
+        Resources.parse({f"example.com/r{index}": 1 for index in range(65)}, where="requests")

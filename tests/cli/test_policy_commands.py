@@ -68,6 +68,11 @@ def test_a_gang_must_be_team_equals_file(entry: str) -> None:
         typical_gang_files([entry])
 
 
+def test_a_gang_names_a_team_by_the_team_name_rule() -> None:
+    with pytest.raises(InvalidInputError, match="--gang: 'NLP' is not a valid team name"):
+        typical_gang_files([f"NLP={ROOT / 'examples' / 'workloads' / 'required-block.yaml'}"])
+
+
 def test_a_policy_comes_from_exactly_one_source() -> None:
     with pytest.raises(InvalidInputError, match="both --policy and HyperPod"):
         run_policy_show(POLICY, SCHEDULER_CONFIG, [], "table")
@@ -120,7 +125,7 @@ def test_show_at_the_team_limit_answers_well_under_a_second(
     policy = policy_of(1000, tmp_path / "big.json")
     started = time.monotonic()
     run_policy_show(policy, None, [], output)
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
     assert "team-999" in capsys.readouterr().out
 
 
@@ -129,7 +134,7 @@ def test_lint_at_the_team_limit_answers_well_under_a_second(tmp_path: Path) -> N
     started = time.monotonic()
     with pytest.raises(typer.Exit):  # 1,000 guarantees of a p5 each: more than the example has
         run_policy_lint(policy, None, [], None, None, None, "json", [], None)
-    assert time.monotonic() - started < 0.8
+    assert time.monotonic() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
 
 
 def test_a_policy_over_the_team_limit_is_refused_at_once(tmp_path: Path) -> None:

@@ -461,3 +461,27 @@ def test_an_unreadable_cluster_file_names_the_file_and_line(
         load_cluster_file(path)
 
     assert place in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    "generate",
+    [
+        {"shape": [1000, 1000, 1000], "instance_type": "p5.48xlarge"},
+        {"shape": [2, 10**30], "instance_type": "p5.48xlarge"},
+        "1000x1000x1000 p5.48xlarge",
+    ],
+    ids=["billion", "huge-number", "text"],
+)
+def test_a_generated_cluster_larger_than_the_node_limit_is_refused_before_it_is_built(
+    generate: object,
+) -> None:
+    document = {"apiVersion": "topoq.io/v1", "kind": "Cluster", "generate": generate}
+    with pytest.raises(InvalidInputError, match="more than 100,000 nodes"):
+        cluster_from_document(document, source="c.yaml")
+
+
+def test_pools_that_add_up_to_more_than_the_node_limit_are_refused() -> None:
+    pools = [{"shape": [10, 6000], "instance_type": "p5.48xlarge"}] * 2
+    document = {"apiVersion": "topoq.io/v1", "kind": "Cluster", "pools": pools}
+    with pytest.raises(InvalidInputError, match=r"c.yaml: pools\[1\].shape: .*120,000 nodes"):
+        cluster_from_document(document, source="c.yaml")

@@ -128,7 +128,7 @@ def test_reading_a_large_document_stays_fast() -> None:
     parse_document('{"items": [' + items + "]}", source="nodes.json")
     yaml_text = "".join(f"- name: n{i}\n  labels: {{a: b, c: d}}\n" for i in range(20_000))
     parse_document(yaml_text, source="nodes.yaml")
-    assert time.monotonic() - started < 5
+    assert time.monotonic() - started < 10  # about a second on an idle machine
 
 
 @pytest.mark.parametrize("value", [1, 2.5, True, ["a"], {"a": "b"}])
@@ -136,3 +136,11 @@ def test_a_name_field_refuses_what_is_not_a_string(value: object) -> None:
     with pytest.raises(InvalidInputError, match="expected a string") as raised:
         Fields({"name": value}, "job.yaml").text("name")
     assert raised.value.where == "job.yaml.name"
+
+
+def test_an_endless_file_is_read_only_up_to_the_limit() -> None:
+    zero = Path("/dev/zero")
+    if not zero.exists():  # pragma: no cover - every Linux and macOS has it
+        pytest.skip("no /dev/zero")
+    with pytest.raises(InvalidInputError, match="larger than 16 MiB"):
+        read_document(zero)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoq.domain.errors import InvalidInputError
@@ -69,15 +69,15 @@ def test_resources_arithmetic_drops_zero_entries() -> None:
     ("resource", "text", "message"),
     [
         ("cpu", "9" * 5000, "longer than 64 characters"),
-        ("cpu", 10**40, "more than a cluster"),
+        ("cpu", 10**40, "more than any cluster"),
         ("memory", "1e999999999", "exponent beyond"),
         ("memory", "1e-999999999", "exponent beyond"),
-        ("memory", "1e19", "more than a cluster"),
-        ("memory", "9999999999Ei", "more than a cluster"),
+        ("memory", "1e19", "more than any cluster"),
+        ("memory", "9999999999Ei", "more than any cluster"),
         ("nvidia.com/gpu", float("inf"), "not a finite number"),
         ("nvidia.com/gpu", float("nan"), "not a finite number"),
         ("nvidia.com/gpu", "Infinity", "not a Kubernetes quantity"),
-        ("cpu", 1e30, "more than a cluster"),
+        ("cpu", 1e30, "more than any cluster"),
     ],
 )
 def test_quantities_too_long_too_large_or_not_finite_are_refused_at_once(
@@ -130,3 +130,41 @@ def test_resources_parse_names_the_field_and_what_to_write_for_half_a_gpu() -> N
         Resources.parse({"nvidia.com/gpu": 0.5}, where="job.yaml: podSets[0].requests")
     assert raised.value.where == "job.yaml: podSets[0].requests.nvidia.com/gpu"
     assert "whole number" in raised.value.render()
+
+
+@settings(deadline=1000)
+@given(
+    st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "example.com/foo"]),
+    st.one_of(
+        st.text(max_size=80),
+        st.from_regex(r"[+-]?[0-9]{0,40}(\.[0-9]{0,40})?([eE][+-]?[0-9]{1,12}|[KMGTPE]i?|[mun])?"),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.integers(),
+    ),
+)
+def test_any_quantity_parses_within_bounds_or_is_refused(resource: str, text: str | float) -> None:
+    try:
+        amount = parse_quantity(resource, text)
+    except InvalidInputError:
+        return
+    assert 0 <= amount <= 2**63 - 1
+
+
+@pytest.mark.parametrize(
+    "name", ["", "nvidia.com/", "/gpu", "a b", "Nvidia.com/gpu", "x" * 64, "a/b/c", "gpu\n"]
+)
+def test_a_resource_name_that_kubernetes_would_refuse_is_refused(name: str) -> None:
+    with pytest.raises(InvalidInputError, match="not a valid resource name"):
+        Resources.parse({name: 1}, where="requests")
+
+
+@pytest.mark.parametrize(
+    "name", ["cpu", "nvidia.com/gpu", "hugepages-2Mi", "vpc.amazonaws.com/efa", "example.com/Foo_1"]
+)
+def test_resource_names_as_kubernetes_writes_them_are_accepted(name: str) -> None:
+    assert Resources.parse({name: 1}).amount(name) >= 1
+
+
+def test_more_resource_names_than_the_limit_are_refused_before_any_is_parsed() -> None:
+    with pytest.raises(InvalidInputError, match="more than 64 resources"):
+        Resources.parse({f"example.com/r{index}": 1 for index in range(65)}, where="requests")

@@ -260,18 +260,18 @@ BAD_EVENTS: list[tuple[str, list[dict[str, Any]], str]] = [
     (
         "a stream of a billion jobs",
         [{"at": 0, "stream": {"team": "nlp", "every_s": 1, "count": 10**9, **STREAMED}}],
-        "events[0].stream.count: 1,000,000,000 jobs (a scenario has at most 100,000 jobs",
+        "events[0].stream.count: 1,000,000,000 jobs (a scenario has at most 20,000 jobs",
     ),
     (
         "streams that add up to more jobs than the limit",
         [
             {
                 "at": 0,
-                "stream": {"every_s": 1, "count": 60_000, "id_prefix": f"s{index}", **STREAMED},
+                "stream": {"every_s": 1, "count": 12_000, "id_prefix": f"s{index}", **STREAMED},
             }
             for index in range(2)
         ],
-        "events[1].stream.count: 120,000 jobs (a scenario has at most 100,000 jobs",
+        "events[1].stream.count: 24,000 jobs (a scenario has at most 20,000 jobs",
     ),
     (
         "a huge max_retry",
@@ -332,6 +332,17 @@ def test_a_malformed_event_names_the_file_event_and_field(
     message = error_of(path)
     assert message.startswith(f"{path}: "), message
     assert expected in message, message
+
+
+def test_periodic_cycles_beyond_the_limit_are_refused_before_the_run(
+    write_scenario: WriteScenario,
+) -> None:
+    events = [{"at": 0, "submit": submit("a", runtime_s=10**8)}]
+    message = error_of(write_scenario(events, cycle_interval_s=1))
+    assert "cycle_interval_s: a cycle every 1 s until 1e+08 s is 100,000,000 cycles" in message
+    assert "at most 100,000 periodic cycles" in message
+    assert "until_s: 1" not in message
+    load_scenario(write_scenario(events, cycle_interval_s=1, until_s=3600))
 
 
 def test_malformed_top_level_fields(tmp_path: Path, write_scenario: WriteScenario) -> None:

@@ -389,8 +389,16 @@ def guarded(action: Callable[[], None]) -> None:
 
 
 def fail(message: str) -> NoReturn:
-    typer.echo(f"error: {message}", err=True)
+    typer.echo(f"error: {one_line(message)}", err=True)
     raise typer.Exit(EXIT_BAD_INPUT)
+
+
+def one_line(message: str) -> str:
+    """``message`` with line breaks and other control characters escaped (a key or value
+    quoted from a bad file may hold them), so that an error is always one line."""
+    if message.isprintable():
+        return message
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
 
 
 def _register_server_verbs() -> None:

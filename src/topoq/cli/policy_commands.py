@@ -26,6 +26,7 @@ from topoq.discovery.sources import LoadedCluster, load_cluster
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, FlavorQuota, TeamName, TeamSpec
 from topoq.domain.lint import LintFinding, accelerators_first, readable_amount
+from topoq.domain.names import check_label_name
 from topoq.domain.node import INSTANCE_TYPE_LABEL
 from topoq.domain.quantity import EFA, NEURON_DEVICE, NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -97,6 +98,7 @@ def typical_gang_files(entries: Sequence[str]) -> dict[TeamName, WorkloadSpec]:
                 where="--gang",
                 hint="write TEAM=FILE, e.g. --gang nlp=examples/workloads/required-block.yaml",
             )
+        check_label_name(team, what="team name", where="--gang")
         if TeamName(team) in gangs:
             raise InvalidInputError(
                 f"team {team!r} has two typical gangs", where="--gang", hint="give one per team"

@@ -17,6 +17,7 @@ from pathlib import Path
 from topoq.discovery.documents import Fields, documents_in_text, read_text_file
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.domain.errors import InvalidInputError, TopologyError
+from topoq.domain.limits import MAX_CLUSTER_NODES
 from topoq.domain.node import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.resources import Resources
 from topoq.domain.topology import AWS_ULTRASERVER_LABEL, TopologySpec
@@ -123,6 +124,12 @@ def _read_instances(pages: Sequence[tuple[str, object]]) -> list[_Instance]:
                 )
             seen[instance.instance_id] = where
             instances.append(replace(instance, where=where))
+            if len(instances) > MAX_CLUSTER_NODES:
+                raise InvalidInputError(
+                    f"more than {MAX_CLUSTER_NODES:,} nodes",
+                    where=where,
+                    hint=f"a cluster has at most {MAX_CLUSTER_NODES:,} nodes",
+                )
     if not instances:
         raise InvalidInputError(
             "the output lists no instances",

@@ -24,6 +24,7 @@ from topoq.discovery.synthetic import (
     DEFAULT_NAME_PREFIX,
     NodePool,
     PoolNumbering,
+    checked_node_count,
     checked_shape,
     default_levels,
     generate_cluster,
@@ -105,7 +106,10 @@ def _cluster(fields: Fields, default_name: str) -> ClusterFile:
     check_header(fields, API_VERSION, KIND, what="a topoq cluster file")
     name = fields.mapping("metadata").text("name", default_name)
     pools = _read_pools(fields)
-    explicit = [_explicit_node(record) for record in fields.records("nodes")]
+    records = fields.records("nodes")
+    shapes = [(pool.where, pool.shape) for pool in pools]
+    checked_node_count([*shapes, (fields.path("nodes"), (len(records),))])
+    explicit = [_explicit_node(record) for record in records]
     if not pools and not explicit:
         raise InvalidInputError(
             "the cluster has no nodes", hint="add `generate`, `pools` or `nodes`"

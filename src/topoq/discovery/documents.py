@@ -111,7 +111,8 @@ class Fields:
         self.where = where
 
     def path(self, key: str) -> str:
-        return f"{self.where}.{key}" if self.where else key
+        shown = key if isinstance(key, str) and key.isprintable() else repr(key)
+        return f"{self.where}.{shown}" if self.where else shown
 
     def reject_unknown_keys(self, accepted: Iterable[str], *, listed: Sequence[str]) -> None:
         """Fail on a key not in ``accepted``, suggesting the closest and listing ``listed``."""

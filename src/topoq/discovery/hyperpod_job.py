@@ -24,7 +24,12 @@ from collections.abc import Mapping
 from topoq.discovery.documents import Fields, argv
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
 from topoq.discovery.instance_types import GIB, InstanceType
-from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, extended_resource_tolerations
+from topoq.discovery.kubernetes_objects import (
+    DEFAULT_NAMESPACE,
+    extended_resource_tolerations,
+    namespace_name,
+    optional_name,
+)
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import INSTANCE_TYPE_LABEL
 from topoq.domain.quantity import CPU, MEMORY, parse_quantity
@@ -70,9 +75,9 @@ def _workload(fields: Fields) -> WorkloadSpec:
     return WorkloadSpec(
         name=name,
         pod_sets=(pod_set,),
-        namespace=fields.text("namespace", DEFAULT_NAMESPACE),
-        queue=fields.optional_text("queue_name"),
-        priority_class=fields.optional_text("priority"),
+        namespace=namespace_name(fields, "namespace", DEFAULT_NAMESPACE),
+        queue=optional_name(fields, "queue_name", "queue name"),
+        priority_class=optional_name(fields, "priority", "priority class name"),
     )
 
 

@@ -38,7 +38,15 @@ from pathlib import Path
 from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
-from topoq.discovery.kubernetes_objects import DEFAULT_NAMESPACE, resource_amounts, tolerations
+from topoq.discovery.kubernetes_objects import (
+    DEFAULT_NAMESPACE,
+    namespace_name,
+    optional_name,
+    pod_set_name,
+    resource_amounts,
+    tolerations,
+    workload_name,
+)
 from topoq.discovery.kubernetes_workload import (
     KUEUE_WORKLOAD_API_VERSIONS,
     WORKLOAD_KIND,
@@ -99,7 +107,7 @@ def load_workload(path: Path | str) -> WorkloadSpec:
 def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
     """A Kueue Workload, a topoq job file or a HyperPod PyTorch job, told apart by their fields."""
     if isinstance(doc, Mapping):
-        kind, api_version = doc.get("kind"), doc.get("apiVersion")
+        kind, api_version = _header_value(doc, "kind"), _header_value(doc, "apiVersion")
         if kind == WORKLOAD_KIND and api_version in KUEUE_WORKLOAD_API_VERSIONS:
             return workload_from_kueue(doc, source=source)
         if kind == JOB_KIND and api_version == JOB_API_VERSION:
@@ -114,6 +122,12 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         where=source,
         hint=f"give {_ACCEPTED_FORMS}",
     )
+
+
+def _header_value(doc: Mapping[str, object], key: str) -> str | None:
+    """``kind`` or ``apiVersion`` as written, or None when it is not a string."""
+    value = doc.get(key)
+    return value if isinstance(value, str) else None
 
 
 def workload_from_job_file(doc: object, *, source: str) -> WorkloadSpec:
@@ -135,9 +149,10 @@ def _job(fields: Fields) -> WorkloadSpec:
             )
     metadata, spec = fields.mapping("metadata"), fields.mapping("spec")
     reject_unknown_keys(spec, _SPEC_KEYS)
-    name, namespace = metadata.text("name"), metadata.text("namespace", DEFAULT_NAMESPACE)
-    queue = spec.optional_text(spelling(spec, "queueName"))
-    priority_class = spec.optional_text(spelling(spec, "priorityClassName"))
+    name = workload_name(metadata, "name")
+    namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
+    queue = optional_name(spec, spelling(spec, "queueName"), "queue name")
+    priority_class = optional_name(spec, spelling(spec, "priorityClassName"), "priority class name")
     pod_sets = tuple(_pod_set(record) for record in spec.records(spelling(spec, "podSets")))
     try:
         return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
@@ -147,7 +162,7 @@ def _job(fields: Fields) -> WorkloadSpec:
 
 def _pod_set(record: Fields) -> PodSetSpec:
     reject_unknown_keys(record, _POD_SET_KEYS)
-    name, count = record.text("name"), record.integer("count")
+    name, count = pod_set_name(record, "name"), record.integer("count")
     requests = _requests(record)
     selector = record.string_map(spelling(record, "nodeSelector"))
     tolerated = tolerations(record)

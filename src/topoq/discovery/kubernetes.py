@@ -24,6 +24,7 @@ from topoq.discovery.kubernetes_objects import (
 )
 from topoq.discovery.kubernetes_workload import workload_from_kueue
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.limits import MAX_CLUSTER_NODES
 from topoq.domain.node import HOSTNAME_LABEL, NodeName, NodeSpec, Taint
 from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
@@ -71,7 +72,14 @@ def nodes_from_nodelist(doc: object, *, source: str) -> list[NodeSpec]:
 def _nodes(fields: Fields) -> list[NodeSpec]:
     nodes: list[NodeSpec] = []
     first_seen: dict[str, str] = {}
-    for record in object_items(fields, NODE_KIND, NODE_LIST_KIND):
+    records = object_items(fields, NODE_KIND, NODE_LIST_KIND)
+    if len(records) > MAX_CLUSTER_NODES:
+        raise InvalidInputError(
+            f"{len(records):,} nodes: more than {MAX_CLUSTER_NODES:,} nodes",
+            where=fields.path("items"),
+            hint=f"a cluster has at most {MAX_CLUSTER_NODES:,} nodes",
+        )
+    for record in records:
         node = _node(record)
         if node.name in first_seen:
             raise InvalidInputError(

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from topoq.discovery.documents import Fields, argv
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.names import check_job_id, check_label_name, check_subdomain_name
 from topoq.domain.node import TaintEffect
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
@@ -54,6 +55,27 @@ def require_kind(fields: Fields, kinds: Collection[str], api_versions: Collectio
 
 def _versions_hint(api_versions: Collection[str]) -> str:
     return f" (apiVersion {' or '.join(sorted(api_versions))})" if api_versions else ""
+
+
+def workload_name(fields: Fields, key: str) -> str:
+    """A workload's name (it becomes the job's id): a DNS-1123 subdomain, as in Kubernetes."""
+    return check_job_id(fields.text(key), where=fields.path(key))
+
+
+def optional_name(fields: Fields, key: str, what: str) -> str | None:
+    """A queue or priority class name, when given: a DNS-1123 subdomain, as in Kubernetes."""
+    value = fields.optional_text(key)
+    return None if value is None else check_subdomain_name(value, what=what, where=fields.path(key))
+
+
+def namespace_name(fields: Fields, key: str, default: str) -> str:
+    """A namespace (it names the team): a DNS-1123 label, as in Kubernetes."""
+    return check_label_name(fields.text(key, default), what="namespace", where=fields.path(key))
+
+
+def pod_set_name(fields: Fields, key: str, default: str | None = None) -> str:
+    """A pod set's name: a DNS-1123 label, as Kueue's pod set names are."""
+    return check_label_name(fields.text(key, default), what="pod set name", where=fields.path(key))
 
 
 def object_items(fields: Fields, item_kind: str, list_kind: str) -> list[Fields]:

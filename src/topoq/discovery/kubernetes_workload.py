@@ -14,10 +14,14 @@ from topoq.discovery.documents import Fields, parse_json_text
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     main_container_command,
+    namespace_name,
+    optional_name,
     pod_requests,
+    pod_set_name,
     require_kind,
     required_affinity_terms,
     tolerations,
+    workload_name,
 )
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.workload import (
@@ -99,8 +103,9 @@ def workload_from_kueue(doc: object, *, source: str) -> WorkloadSpec:
 def _workload(fields: Fields) -> WorkloadSpec:
     require_kind(fields, {WORKLOAD_KIND}, KUEUE_WORKLOAD_API_VERSIONS)
     metadata, spec = fields.mapping("metadata"), fields.mapping("spec")
-    name, namespace = metadata.text("name"), metadata.text("namespace", DEFAULT_NAMESPACE)
-    queue, priority_class = spec.optional_text("queueName"), _priority_class(spec)
+    name = workload_name(metadata, "name")
+    namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
+    queue, priority_class = optional_name(spec, "queueName", "queue name"), _priority_class(spec)
     pod_sets = tuple(_pod_set(record) for record in spec.records("podSets"))
     try:
         return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
@@ -110,16 +115,17 @@ def _workload(fields: Fields) -> WorkloadSpec:
 
 def _priority_class(spec: Fields) -> str | None:
     """v1beta1 names it in ``priorityClassName``; v1beta2 in ``priorityClassRef.name``."""
-    return spec.optional_text("priorityClassName") or spec.mapping(
-        "priorityClassRef"
-    ).optional_text("name")
+    what = "priority class name"
+    return optional_name(spec, "priorityClassName", what) or optional_name(
+        spec.mapping("priorityClassRef"), "name", what
+    )
 
 
 def _pod_set(record: Fields) -> PodSetSpec:
     template = Fields(record.required("template"), record.path("template"))
     pod_spec = template.mapping("spec")
     annotations = template.mapping("metadata").mapping("annotations")
-    name, count = record.text("name", DEFAULT_POD_SET_NAME), record.integer("count")
+    name, count = pod_set_name(record, "name", DEFAULT_POD_SET_NAME), record.integer("count")
     requests, selector = pod_requests(pod_spec), pod_spec.string_map("nodeSelector")
     affinity, tolerated = required_affinity_terms(pod_spec), tolerations(pod_spec)
     topology = pod_set_topology(annotations, record.mapping("topologyRequest"))

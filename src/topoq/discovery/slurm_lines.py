@@ -15,6 +15,7 @@ from typing import Protocol
 
 from topoq.discovery.hostlist import HOSTLIST_SYNTAX_CHARACTERS, expand_hostlist, hostlist_size
 from topoq.domain.errors import InvalidInputError, TopologyError
+from topoq.domain.limits import MAX_CLUSTER_NODES
 
 RECORD_KEYS: Mapping[str, tuple[str, ...]] = MappingProxyType(
     {
@@ -29,7 +30,7 @@ MAX_LINE_CHARS = 64 * 1024
 """One line of a topology.conf (a hostlist keeps even a large leaf's Nodes= short)."""
 MAX_NAMED_LINES = 20_000
 """SwitchName= or BlockName= lines in one file."""
-MAX_NODES = 1_000_000
+MAX_NODES = MAX_CLUSTER_NODES
 """Nodes listed by all the lines of one file together."""
 
 _UNSUPPORTED_RECORDS = {"ringname": "the ring plugin", "include": "Include files"}

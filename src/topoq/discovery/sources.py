@@ -100,6 +100,7 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
             name, ClusterFormat.AWS, imported.nodes, imported.topology, warnings=imported.warnings
         )
     kind = first.get("kind") if isinstance(first, Mapping) else None
+    kind = kind if isinstance(kind, str) else None
     if kind in _NODE_KINDS:
         nodes = nodes_from_nodelist(first, source=source)
         spec = _levels_from_labels(nodes)

@@ -16,6 +16,7 @@ Naming of generated things:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from itertools import product
@@ -23,6 +24,7 @@ from math import prod
 
 from topoq.discovery.instance_types import find_instance_type, known_instance_types
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.limits import MAX_CLUSTER_NODES
 from topoq.domain.node import HOSTNAME_LABEL, INSTANCE_TYPE_LABEL, NodeName, NodeSpec, Taint
 from topoq.domain.resources import Resources
 from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, MAX_LEVELS, TopologySpec
@@ -68,11 +70,27 @@ def generate_cluster(
     then only labels the nodes.
     """
     checked = checked_shape(shape, where="shape")
+    checked_node_count([("shape", checked)])
     allocatable = pool_allocatable(instance_type, resources, where="")
     chosen = tuple(levels) if levels is not None else default_levels(len(checked), where="shape")
     topology = TopologySpec(name, chosen)
     pool = NodePool(checked, allocatable, instance_type, name_prefix, labels or {}, tuple(taints))
     return pool_nodes(pool, topology, PoolNumbering()), topology
+
+
+def checked_node_count(shapes: Sequence[tuple[str, Sequence[int]]]) -> None:
+    """The pools of these ``(where, shape)`` pairs have at most ``MAX_CLUSTER_NODES`` nodes
+    together; counted before a node is generated."""
+    total = 0
+    for where, shape in shapes:
+        total += math.prod(shape)
+        if total > MAX_CLUSTER_NODES:
+            raise InvalidInputError(
+                f"the shape makes the cluster {total:,} nodes: more than "
+                f"{MAX_CLUSTER_NODES:,} nodes",
+                where=where,
+                hint=f"a cluster has at most {MAX_CLUSTER_NODES:,} nodes",
+            )
 
 
 def checked_shape(shape: Sequence[object], *, where: str) -> tuple[int, ...]:

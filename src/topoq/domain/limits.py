@@ -29,6 +29,8 @@ MAX_KEY_CHARS = 1024
 """One mapping key."""
 MAX_INTEGER_DIGITS = 30
 """A whole number: far beyond any count or amount (2**63 has 19 digits)."""
+MAX_CLUSTER_NODES = 100_000
+"""Nodes in one cluster description (generated, listed or read from a topology.conf)."""
 
 
 @dataclass(frozen=True)

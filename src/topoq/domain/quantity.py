@@ -116,7 +116,7 @@ def is_fractional(resource: str) -> bool:
 
 def _too_large(text: object) -> InvalidInputError:
     return InvalidInputError(
-        f"{text!r:.60} is more than a cluster can hold",
+        f"{text!r:.60} is more than any cluster has",
         hint=f"quantities are at most {MAX_AMOUNT:,} units (bytes, millicores, devices); "
         "check the unit (e.g. 1Ti, not 1e30)",
     )

@@ -2,10 +2,35 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.quantity import format_quantity, parse_quantity
+
+MAX_RESOURCE_NAMES = 64
+"""Resources one mapping names (a node reports a dozen or so)."""
+_NAME = r"[A-Za-z0-9](?:[-_.A-Za-z0-9]*[A-Za-z0-9])?"
+_PREFIX = r"[a-z0-9](?:[-a-z0-9]*[a-z0-9])?(?:\.[a-z0-9](?:[-a-z0-9]*[a-z0-9])?)*"
+_RESOURCE_NAME = re.compile(rf"(?:{_PREFIX}/)?{_NAME}")
+_RESOURCE_NAME_RULE = (
+    "a Kubernetes resource name: an optional DNS prefix and '/', then 1 to 63 letters, digits, "
+    "'-', '_' and '.', e.g. cpu, memory, nvidia.com/gpu"
+)
+
+
+def _check_resource_name(name: object, field: str) -> None:
+    prefix, _, short = name.rpartition("/") if isinstance(name, str) else ("", "", "")
+    if (
+        isinstance(name, str)
+        and len(short) <= 63
+        and len(prefix) <= 253
+        and _RESOURCE_NAME.fullmatch(name) is not None
+    ):
+        return
+    raise InvalidInputError(
+        f"{name!r:.80} is not a valid resource name", where=field, hint=_RESOURCE_NAME_RULE
+    )
 
 
 class Resources(Mapping[str, int]):
@@ -22,8 +47,15 @@ class Resources(Mapping[str, int]):
     def parse(cls, quantities: Mapping[str, object] | None, *, where: str = "") -> Resources:
         """Parse ``{"cpu": "500m", "memory": "16Gi", ...}``; an error names ``where.<resource>``."""
         parsed: dict[str, int] = {}
+        if len(quantities or {}) > MAX_RESOURCE_NAMES:
+            raise InvalidInputError(
+                f"more than {MAX_RESOURCE_NAMES} resources",
+                where=where or None,
+                hint=f"name at most {MAX_RESOURCE_NAMES} resources (cpu, memory, …)",
+            )
         for name, text in (quantities or {}).items():
             field = f"{where}.{name}" if where else str(name)
+            _check_resource_name(name, field)
             if not isinstance(text, str | int | float):
                 raise InvalidInputError(
                     f"expected a quantity, got {text!r}",

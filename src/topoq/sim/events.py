@@ -21,7 +21,7 @@ from topoq.domain.topology import TopologySpec
 from topoq.sim.submission import JOB_KEYS, SUBMIT_KEYS, JobContext, Submit, read_submit
 from topoq.sim.values import MAX_TIME_S, count, seconds, unknown_name
 
-MAX_SCENARIO_JOBS = 100_000
+MAX_SCENARIO_JOBS = 20_000
 """Jobs one scenario submits, streams included (each is simulated through every cycle)."""
 
 __all__ = [

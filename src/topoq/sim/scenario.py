@@ -54,9 +54,11 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
-from topoq.sim.events import ScenarioEvent, read_events
+from topoq.sim.events import ScenarioEvent, Submit, read_events
 from topoq.sim.values import optional_seconds, relative_path
 
+MAX_PERIODIC_CYCLES = 100_000
+"""Cycles ``cycle_interval_s`` adds to a run, counted up to its latest possible end."""
 API_VERSION = "topoq.io/v1"
 KIND = "Scenario"
 _TOP_KEYS = (
@@ -102,6 +104,10 @@ def _scenario(fields: Fields, source: str, base: Path) -> Scenario:
     nodes, topology, warnings = _cluster(fields, base)
     policy = _policy(fields, base)
     events, event_warnings = read_events(fields, base, policy, nodes, topology)
+    until_s = optional_seconds(fields, "until_s")
+    interval = optional_seconds(fields, "cycle_interval_s", positive=True)
+    if interval is not None:
+        _check_periodic_cycles(interval, _horizon_s(events, until_s), fields)
     return Scenario(
         name=name,
         source=source,
@@ -109,10 +115,36 @@ def _scenario(fields: Fields, source: str, base: Path) -> Scenario:
         topology=topology,
         policy=policy,
         events=events,
-        cycle_interval_s=optional_seconds(fields, "cycle_interval_s", positive=True),
-        until_s=optional_seconds(fields, "until_s"),
+        cycle_interval_s=interval,
+        until_s=until_s,
         warnings=(*warnings, *event_warnings),
     )
+
+
+def _horizon_s(events: tuple[ScenarioEvent, ...], until_s: float | None) -> float:
+    """When the run ends at the latest: ``until_s``, else after the last event every job's
+    every attempt run one after another."""
+    if until_s is not None:
+        return until_s
+    last = max((event.at_s for event in events), default=0.0)
+    work = 0.0
+    for event in events:
+        if isinstance(event.action, Submit):
+            spec = event.action.spec
+            work += (spec.runtime_s or 0.0) * (1 + spec.max_retry)
+    return last + work
+
+
+def _check_periodic_cycles(interval_s: float, horizon_s: float, fields: Fields) -> None:
+    """The run's periodic cycles are bounded before it starts (each is a full cycle)."""
+    cycles = horizon_s / interval_s
+    if cycles > MAX_PERIODIC_CYCLES:
+        raise InvalidInputError(
+            f"a cycle every {interval_s:g} s until {horizon_s:g} s is {cycles:,.0f} cycles",
+            where=fields.path("cycle_interval_s"),
+            hint=f"a scenario runs at most {MAX_PERIODIC_CYCLES:,} periodic cycles; give a "
+            "longer cycle_interval_s, or an until_s",
+        )
 
 
 def _cluster(

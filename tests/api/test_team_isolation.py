@@ -15,9 +15,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from tests.api.conftest import OTHER_TEAM, TEAM, Api, make_api
 from tests.api.test_roles import ROUTES, V1
-from topoq.domain.job import JobId
 from topoq.engine.metrics import ControlPlaneMetrics
-from topoq.engine.ports import ExecutorEventKind
+from topoq.engine.ports import ExecutorEventKind, JobLog, LogRequest, PodLog
 from topoq.store.sql_store import SqlStore
 from topoq.wire.v1 import Role
 
@@ -116,8 +115,11 @@ class _MarkedLogs:
 
     store: SqlStore
 
-    def __call__(self, job: JobId, pod: int | None = None) -> str:
-        return f"{MARKERS[self.store.job(job).team]}-log-line: step 10 loss 1.5\n"
+    def __call__(self, request: LogRequest) -> JobLog:
+        text = f"{MARKERS[self.store.job(request.job).team]}-log-line: step 10 loss 1.5\n"
+        size = len(text.encode())
+        pod = PodLog(request.pod or 0, "w", "node", text, 0, size, size, truncated=False)
+        return JobLog(request.job, 1, request.pod, pods=(pod,))
 
 
 def test_the_seed_is_there_for_those_who_may_see_it(seeded: Api) -> None:

@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from topoq.api.request_body import BodyRefused
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.ports import DuplicateJob, UnknownJob
 from topoq.store.errors import ConcurrentUpdate
@@ -55,6 +56,7 @@ def install_error_handlers(app: FastAPI) -> None:
     _on(app, ApiError, _api_error)
     _on(app, RequestValidationError, _validation_error)
     _on(app, StarletteHTTPException, _http_error)
+    _on(app, BodyRefused, _body_refused)
     _on(app, InvalidInputError, _invalid_input)
     _on(app, UnknownJob, _unknown_job)
     _on(app, DuplicateJob, _duplicate_job)
@@ -129,6 +131,10 @@ def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse
     if error.status_code == 405:
         message = f"{request.method} is not allowed on {request.url.path}"
     return error_response(error.status_code, ErrorDetail(message=message), error.headers)
+
+
+def _body_refused(request: Request, error: BodyRefused) -> JSONResponse:
+    return error_response(error.status_code, error.error_detail)
 
 
 def _invalid_input(request: Request, error: InvalidInputError) -> JSONResponse:

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body
 from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
 from topoq.api.errors import ApiError
 from topoq.api.occupancy import holders, node_model, node_models, team_models, topology_model
+from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
@@ -18,7 +19,7 @@ from topoq.engine.ports import AuditEntry
 from topoq.wire.v1 import NodeAction, NodeModel, PolicyModel, TeamModel, TopologyModel
 from topoq.wire.v1.cluster import PolicyVersionModel
 
-router = APIRouter(tags=["cluster"])
+router = APIRouter(tags=["cluster"], route_class=StrictJsonRoute)
 
 POLICY_BODY = "body"
 

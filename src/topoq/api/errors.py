@@ -61,6 +61,8 @@ def install_error_handlers(app: FastAPI) -> None:
     _on(app, UnknownJob, _unknown_job)
     _on(app, DuplicateJob, _duplicate_job)
     _on(app, ConcurrentUpdate, _concurrent_update)
+    for unreadable in UNREADABLE_INPUT:
+        _on(app, unreadable, _unreadable_input)
     _on(app, Exception, _unexpected)
 
 
@@ -160,6 +162,26 @@ def _duplicate_job(request: Request, error: DuplicateJob) -> JSONResponse:
 
 def _concurrent_update(request: Request, error: ConcurrentUpdate) -> JSONResponse:
     return error_response(409, ErrorDetail(message=str(error), hint="read it again and retry"))
+
+
+UNREADABLE_INPUT: tuple[type[Exception], ...] = (ValueError, ArithmeticError, RecursionError)
+"""What a reader of a document raises on input it did not foresee (a number Python will not
+convert, a quantity ``Decimal`` cannot hold, nesting deeper than the stack): the input is at
+fault, so the answer is a 422 — logged, since a reader should have named the field."""
+
+
+def _unreadable_input(request: Request, error: Exception) -> JSONResponse:
+    log.warning(
+        "input refused by %s on %s %s", type(error).__name__, request.method, request.url.path,
+        exc_info=error,
+    )  # fmt: skip
+    return error_response(
+        422,
+        ErrorDetail(
+            message=f"the request cannot be read: {type(error).__name__}",
+            hint="check the sizes and numbers of the request; the limits are in docs/api.md",
+        ),
+    )
 
 
 def _unexpected(request: Request, error: Exception) -> JSONResponse:

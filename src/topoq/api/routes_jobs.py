@@ -40,6 +40,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
         body,
         policy=service.store.policy(),
         topology=service.topology,
+        largest_node=service.node_sizes.largest(),
         user=principal.name,
         now=service.clock(),
     )

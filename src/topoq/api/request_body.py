@@ -16,6 +16,7 @@ store with one.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -38,7 +39,7 @@ from topoq.wire.v1 import ErrorBody, ErrorDetail
 
 BODY = "body"
 _JSON_HINT = "send one JSON value encoded in UTF-8 (RFC 8259)"
-_NOT_NUMBERS = ("Infinity", "-Infinity", "NaN")
+_LONG_DIGITS = re.compile(rf"[0-9]{{{MAX_INTEGER_DIGITS + 1}}}")
 
 
 class BodyRefused(HTTPException):
@@ -141,12 +142,15 @@ def parse_json_body(body: bytes) -> object:
         raise InvalidInputError(
             "the body starts with a byte order mark", where=BODY, hint=_JSON_HINT
         )
+    # Integers are bounded by a hook only when the text has a run of digits that long: the
+    # hook is a Python call per number, and such a run is rare (it may sit in a string).
+    long_digits = _LONG_DIGITS.search(text) is not None
     try:
         value = json.loads(
             text,
             object_pairs_hook=_mapping_of_distinct_keys,
             parse_constant=_refuse_constant,
-            parse_int=_bounded_integer,
+            parse_int=_bounded_integer if long_digits else None,
         )
     except json.JSONDecodeError as error:
         raise InvalidInputError(

@@ -9,6 +9,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Mapping
 
+from topoq.api.errors import UNREADABLE_INPUT
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.jobfile import workload_from_job_file
 from topoq.discovery.kubernetes_workload import workload_from_kueue
@@ -58,8 +59,6 @@ _POD_SET_FIELDS = {
     },
 }
 """Where each checked field of a pod set is written, in each format."""
-_READER_FAILURES = (ValueError, ArithmeticError, RecursionError)
-"""What a reader may raise on input it did not foresee: a 422 about the document, never a 500."""
 
 
 def job_from_request(
@@ -112,7 +111,7 @@ def read_workload(request: SubmitJobRequest) -> WorkloadSpec:
     """The document read by its format's reader; errors point into ``document``."""
     try:
         return _READERS[request.format](request.document, source=DOCUMENT)
-    except _READER_FAILURES as error:
+    except UNREADABLE_INPUT as error:  # named as the document's fault, not only the request's
         raise InvalidInputError(
             f"the document cannot be read ({type(error).__name__}: {str(error)[:200]})",
             where=DOCUMENT,

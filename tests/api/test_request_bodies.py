@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fastapi.routing import APIRoute
 
 from tests.api.conftest import Api, small_job
 from topoq.api.app import create_app
+from topoq.api.request_body import StrictJsonRoute
 from topoq.domain.limits import MAX_DEPTH, MAX_REQUEST_BYTES
 
 V1 = "/api/v1"
@@ -107,6 +109,15 @@ def test_every_route_with_a_body_reads_it_strictly(api: Api) -> None:
         response = post_raw(api, b'{"a": 1, "a": 2}', concrete, method)
         detail = assert_refused(response)
         assert "'a'" in detail["message"], (method, path, detail)
+
+
+def test_every_route_of_the_app_is_a_strict_route(api: Api) -> None:
+    """Also the routes without a body: their path and query parameters are checked for NUL."""
+    app = create_app(api.service)
+    routers = [route.original_router for route in app.routes if hasattr(route, "original_router")]
+    routes = [route for router in routers for route in router.routes if isinstance(route, APIRoute)]
+    assert len(routes) >= 25
+    assert [r.path for r in routes if not isinstance(r, StrictJsonRoute)] == []
 
 
 @pytest.mark.parametrize("depth", [MAX_DEPTH + 1, 5_000, 1_000_000])

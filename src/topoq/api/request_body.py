@@ -40,6 +40,7 @@ from topoq.wire.v1 import ErrorBody, ErrorDetail
 BODY = "body"
 _JSON_HINT = "send one JSON value encoded in UTF-8 (RFC 8259)"
 _LONG_DIGITS = re.compile(rf"[0-9]{{{MAX_INTEGER_DIGITS + 1}}}")
+_NUL_HINT = "no text topoq stores may hold a NUL (\\u0000)"
 
 
 class BodyRefused(HTTPException):
@@ -73,8 +74,8 @@ class BodySizeLimit:
             return
         declared = Headers(scope=scope).get("content-length", "")
         if declared.isdigit() and int(declared) > self.limit_bytes:
-            refused = BodyRefused(413, body_too_large(self.limit_bytes))
-            body = ErrorBody(detail=refused.error_detail).model_dump(mode="json", exclude_none=True)
+            detail = BodyRefused(413, body_too_large(self.limit_bytes)).error_detail
+            body = ErrorBody(detail=detail).model_dump(mode="json", exclude_none=True)
             await JSONResponse(body, status_code=413)(scope, receive, send)
             return
         received = 0
@@ -116,6 +117,7 @@ class StrictJsonRoute(APIRoute):
 
 
 def refuse_nul_parameters(request: Request) -> None:
+    """Path and query parameters (names and values) reach store queries: none holds a NUL."""
     named = [(f"path.{k}", v) for k, v in request.path_params.items()]
     named += [(f"query.{k}", f"{k}{v}") for k, v in request.query_params.multi_items()]
     for where, value in named:
@@ -123,9 +125,6 @@ def refuse_nul_parameters(request: Request) -> None:
             raise InvalidInputError(
                 "holds a NUL character", where=where.replace("\x00", "\\x00"), hint=_NUL_HINT
             )
-
-
-_NUL_HINT = "no text topoq stores may hold a NUL (\\u0000)"
 
 
 def parse_json_body(body: bytes) -> object:

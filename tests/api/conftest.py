@@ -64,9 +64,8 @@ def shared_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     yield from make_api(tmp_path_factory.mktemp("api"))
 
 
-def make_api(data_dir: Path, database_url: str | None = None) -> Iterator[Api]:
-    """The API over a store in ``data_dir`` (SQLite), or on ``database_url`` (PostgreSQL)."""
-    store = open_store(database_url, data_dir)
+def make_api(data_dir: Path) -> Iterator[Api]:
+    store = open_store(None, data_dir)
     cluster = load_cluster(CLUSTER_FILE)
     store.save_nodes(cluster.nodes, actor="test", now=0)
     store.save_policy(load_policy(POLICY_FILE), actor="test", now=0)

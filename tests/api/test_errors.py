@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import decimal
 import json
 from pathlib import Path
 
 import pytest
+from fastapi.testclient import TestClient
 
 from tests.api.conftest import Api
+from topoq.api.app import create_app
 from topoq.api.openapi import openapi_text
 
 GOLDEN = Path(__file__).parent / "openapi.json"
@@ -64,3 +67,28 @@ def test_the_openapi_schema_matches_the_golden_file() -> None:
             f"is deliberate, regenerate the golden file: {REGENERATE}"
             + (f"; paths added or removed: {changed}" if changed else "")
         )
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [
+        ValueError("Exceeds the limit (4300 digits) for integer string conversion"),
+        decimal.InvalidOperation("quantity"),
+        OverflowError("int too large to convert to float"),
+        RecursionError("maximum recursion depth exceeded"),
+    ],
+)
+def test_an_error_a_reader_did_not_foresee_is_a_422_not_a_500(
+    api: Api, raised: Exception, caplog: pytest.LogCaptureFixture
+) -> None:
+    app = create_app(api.service)
+
+    def read_unforeseen() -> None:
+        raise raised
+
+    app.add_api_route("/api/v1/unforeseen", read_unforeseen)
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/api/v1/unforeseen")
+    assert response.status_code == 422, response.text
+    assert type(raised).__name__ in response.json()["detail"]["message"]
+    assert str(raised) in caplog.text  # logged for whoever fixes the reader

@@ -1,7 +1,8 @@
 """A short property-based run of every operation of the OpenAPI schema against the app,
 in-process (schemathesis over ASGI): generated requests must never get a 5xx, and every answer
 must be one the schema describes. As admin the requests are valid ones and invalid ones (wrong
-types, missing fields, values out of range); without a token, valid ones.
+types, missing fields, values out of range); without a token, valid ones. Every 4xx must
+carry a message, and every answer come within a second.
 
 The run starts from a fresh app over a fresh store (the cluster and policy of the other API
 tests), so the node and token actions the fuzzer takes touch no other test. A few examples per
@@ -29,11 +30,28 @@ from tests.api.conftest import TEAM, Api, make_api, small_job
 from topoq.api.app import create_app
 from topoq.api.service import Service
 
+
+def refusal_says_what_to_fix(ctx: Any, response: Any, case: Any) -> bool | None:
+    """Every 4xx carries the error shape with a message (docs/api.md, Errors)."""
+    if 400 <= response.status_code < 500:
+        detail = response.json().get("detail")
+        assert isinstance(detail, dict) and detail.get("message"), response.text
+    return None
+
+
+def answered_within_a_second(ctx: Any, response: Any, case: Any) -> bool | None:
+    assert response.elapsed < MAX_ANSWER_S, f"{case.method} {case.path}: {response.elapsed:.2f} s"
+    return None
+
+
+MAX_ANSWER_S = 1.0
 CHECKS = [
     not_a_server_error,
     status_code_conformance,
     content_type_conformance,
     response_schema_conformance,
+    refusal_says_what_to_fix,
+    answered_within_a_second,
 ]
 EXAMPLES_PER_OPERATION = int(os.environ.get("TOPOQ_FUZZ_EXAMPLES", "12"))
 """Raise it for a longer search: ``TOPOQ_FUZZ_EXAMPLES=500 pytest tests/api/test_schemathesis.py``

@@ -7,7 +7,9 @@ from fastapi import FastAPI
 from topoq import __version__
 from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records, routes_reports
 from topoq.api.errors import install_error_handlers
+from topoq.api.request_body import BodySizeLimit
 from topoq.api.service import Service
+from topoq.domain.limits import MAX_REQUEST_BYTES
 from topoq.wire.v1 import ErrorBody
 
 API_PREFIX = "/api/v1"
@@ -18,6 +20,7 @@ _ERRORS = {
         (403, "The token's role or teams do not allow it"),
         (404, "No such job, node or route"),
         (409, "The job's state, or an id already taken, does not allow it"),
+        (413, "The request body is larger than the API reads (4 MiB)"),
         (422, "A field is not valid; `where` names it, `hint` says what is allowed"),
     )
 }
@@ -28,8 +31,9 @@ def create_app(service: Service) -> FastAPI:
         title="topoq",
         version=__version__,
         summary="Topology-aware gang scheduler and governance control plane",
-        description="See docs/api.md: routes, roles, the error shape and tokens.",
+        description="See docs/api.md: routes, roles, the error shape, limits and tokens.",
     )
+    app.add_middleware(BodySizeLimit, limit_bytes=MAX_REQUEST_BYTES)
     app.state.service = service
     install_error_handlers(app)
     app.include_router(routes_records.health_router)

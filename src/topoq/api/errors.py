@@ -13,6 +13,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from topoq.api.request_body import BodyRefused
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.ports import DuplicateJob, UnknownJob
 from topoq.store.errors import ConcurrentUpdate
@@ -55,10 +56,13 @@ def install_error_handlers(app: FastAPI) -> None:
     _on(app, ApiError, _api_error)
     _on(app, RequestValidationError, _validation_error)
     _on(app, StarletteHTTPException, _http_error)
+    _on(app, BodyRefused, _body_refused)
     _on(app, InvalidInputError, _invalid_input)
     _on(app, UnknownJob, _unknown_job)
     _on(app, DuplicateJob, _duplicate_job)
     _on(app, ConcurrentUpdate, _concurrent_update)
+    for unreadable in UNREADABLE_INPUT:
+        _on(app, unreadable, _unreadable_input)
     _on(app, Exception, _unexpected)
 
 
@@ -131,6 +135,10 @@ def _http_error(request: Request, error: StarletteHTTPException) -> JSONResponse
     return error_response(error.status_code, ErrorDetail(message=message), error.headers)
 
 
+def _body_refused(request: Request, error: BodyRefused) -> JSONResponse:
+    return error_response(error.status_code, error.error_detail)
+
+
 def _invalid_input(request: Request, error: InvalidInputError) -> JSONResponse:
     return error_response(
         422, ErrorDetail(message=error.message, where=error.where, hint=error.hint)
@@ -154,6 +162,26 @@ def _duplicate_job(request: Request, error: DuplicateJob) -> JSONResponse:
 
 def _concurrent_update(request: Request, error: ConcurrentUpdate) -> JSONResponse:
     return error_response(409, ErrorDetail(message=str(error), hint="read it again and retry"))
+
+
+UNREADABLE_INPUT: tuple[type[Exception], ...] = (ValueError, ArithmeticError, RecursionError)
+"""What a reader of a document raises on input it did not foresee (a number Python will not
+convert, a quantity ``Decimal`` cannot hold, nesting deeper than the stack): the input is at
+fault, so the answer is a 422 — logged, since a reader should have named the field."""
+
+
+def _unreadable_input(request: Request, error: Exception) -> JSONResponse:
+    log.warning(
+        "input refused by %s on %s %s", type(error).__name__, request.method, request.url.path,
+        exc_info=error,
+    )  # fmt: skip
+    return error_response(
+        422,
+        ErrorDetail(
+            message=f"the request cannot be read: {type(error).__name__}",
+            hint="check the sizes and numbers of the request; the limits are in docs/api.md",
+        ),
+    )
 
 
 def _unexpected(request: Request, error: Exception) -> JSONResponse:

@@ -11,13 +11,14 @@ from fastapi import APIRouter
 
 from topoq.api.auth import Anyone, Principal, ServiceDep, TokenIssuer
 from topoq.api.errors import ApiError
+from topoq.api.request_body import StrictJsonRoute
 from topoq.domain.identity import check_issuable_token_name
 from topoq.engine.ports import AuditEntry
 from topoq.store.errors import DuplicateToken
 from topoq.store.records import TokenRecord
 from topoq.wire.v1 import Role, TokenCreated, TokenModel, TokenRequest, WhoAmI
 
-router = APIRouter(tags=["access"])
+router = APIRouter(tags=["access"], route_class=StrictJsonRoute)
 
 MANAGED_BY_TEAM_ADMINS = (Role.MEMBER, Role.VIEWER)
 

@@ -16,6 +16,7 @@ from topoq.api.occupancy import (
     team_models,
     topology_model,
 )
+from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
@@ -25,7 +26,7 @@ from topoq.engine.ports import AuditEntry
 from topoq.wire.v1 import NodeAction, NodeModel, PolicyModel, TeamModel, TopologyModel
 from topoq.wire.v1.cluster import PolicyVersionModel
 
-router = APIRouter(tags=["cluster"])
+router = APIRouter(tags=["cluster"], route_class=StrictJsonRoute)
 
 POLICY_BODY = "body"
 

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Query
 from topoq.api.auth import Anyone, JobWriter, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError, conflict
 from topoq.api.explain import explain_job
+from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.api.submission import job_from_request
 from topoq.domain.errors import InvalidInputError
@@ -31,7 +32,7 @@ from topoq.wire.v1 import (
 )
 from topoq.wire.v1.convert import history_models, job_detail, job_summary
 
-router = APIRouter(prefix="/jobs", tags=["jobs"])
+router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictJsonRoute)
 
 MAX_PAGE = 1000
 MAX_OFFSET = 1_000_000_000
@@ -46,6 +47,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
         body,
         policy=service.store.policy(),
         topology=service.topology,
+        largest_node=service.node_sizes.largest(),
         user=principal.name,
         now=service.clock(),
     )

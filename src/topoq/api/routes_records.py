@@ -9,14 +9,15 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from topoq import __version__
 from topoq.api.auth import Admin, Anyone, ServiceDep, require_team
+from topoq.api.request_body import StrictJsonRoute
 from topoq.wire.v1 import (
     AuditEntryModel,
     EventModel,
     Health,
 )
 
-router = APIRouter(tags=["records"])
-health_router = APIRouter(tags=["health"])
+router = APIRouter(tags=["records"], route_class=StrictJsonRoute)
+health_router = APIRouter(tags=["health"], route_class=StrictJsonRoute)
 
 MAX_RECORDS = 1000
 MAX_EVENT_AGE_S = 30 * 86400.0

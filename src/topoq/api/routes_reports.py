@@ -15,12 +15,13 @@ from fastapi import APIRouter, Query
 
 from topoq.api.auth import Anyone, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError
+from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
 from topoq.store.records import JobEvent
 from topoq.wire.v1 import JobUsageModel, TeamDayUsageModel, UsageReportModel
 
-router = APIRouter(prefix="/reports", tags=["reports"])
+router = APIRouter(prefix="/reports", tags=["reports"], route_class=StrictJsonRoute)
 
 DEFAULT_WINDOW_S = 7 * 86400.0
 MAX_WINDOW_S = 366 * 86400.0

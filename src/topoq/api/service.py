@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.intake import Intake
 from topoq.engine.metrics import MetricsSource
@@ -75,6 +76,40 @@ class ServiceStore(Store, Protocol):
     def tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]: ...
 
 
+NODE_SIZES_REFRESH_S = 2.0
+"""How stale the largest node's resources may be at intake (the inventory changes only
+when the server starts on a new cluster file)."""
+
+
+def largest_amounts(nodes: Collection[NodeSpec]) -> dict[str, int]:
+    """The most of each resource one node has."""
+    largest: dict[str, int] = {}
+    for node in nodes:
+        for name, amount in node.allocatable.items():
+            largest[name] = max(largest.get(name, 0), amount)
+    return largest
+
+
+class NodeSizes:
+    """``largest_amounts`` of the stored nodes, read again at most every ``refresh_s``, so
+    that a submission does not read the whole inventory."""
+
+    def __init__(self, read_nodes: Callable[[], Collection[NodeSpec]], refresh_s: float) -> None:
+        self._read_nodes = read_nodes
+        self._refresh_s = refresh_s
+        self._largest: dict[str, int] = {}
+        self._read_at: float | None = None
+        self._lock = threading.Lock()
+
+    def largest(self) -> Mapping[str, int]:
+        with self._lock:
+            now = time.monotonic()
+            if self._read_at is None or now - self._read_at >= self._refresh_s:
+                self._largest = largest_amounts(self._read_nodes())
+                self._read_at = now
+            return self._largest
+
+
 @dataclass
 class Service:
     """What the API process holds. It never runs a cycle that commits nor talks to an
@@ -91,12 +126,15 @@ class Service:
     """What ``GET /metrics`` serves (the controller's latest published metrics)."""
     intake: Intake = field(init=False)
     trees: TreeCache = field(init=False)
+    node_sizes: NodeSizes = field(init=False)
+    """The most of each resource one stored node has: a pod asking for more is refused."""
     cycle_lock: threading.Lock = field(default_factory=threading.Lock)
     """Held around the read-only cycles ``explain`` runs: they place on the shared tree."""
 
     def __post_init__(self) -> None:
         self.intake = Intake(self.store, self.clock)
         self.trees = TreeCache(self.topology)
+        self.node_sizes = NodeSizes(self.store.nodes, NODE_SIZES_REFRESH_S)
 
     def tree(self) -> TopologyTree:
         """The topology tree of the stored nodes (rebuilt when they changed)."""

@@ -1,21 +1,33 @@
 """A submission as a job: read the document in its format, then check it against the cluster
-and the policy (team, priority class, topology levels) so that a job that could never be
-scheduled is refused with the field to fix, not left pending forever."""
+and the policy (team, priority class, topology levels, the largest node) so that a job that
+could never be scheduled is refused with the field to fix, not left pending forever; and check
+every field that becomes a name, a path, a process or an environment (ids, the team, pod-set
+names, commands, environment variables) so that no admitted gang fails to start on them."""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
-from topoq.discovery.hyperpod_job import workload_from_hyperpod_job
+from topoq.api.errors import UNREADABLE_INPUT
+from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.jobfile import workload_from_job_file
 from topoq.discovery.kubernetes_workload import workload_from_kueue
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import Dependency, JobId, JobSpec
+from topoq.domain.launch import (
+    check_command,
+    check_environment,
+    check_launch_size,
+    check_pod_set_name,
+)
+from topoq.domain.names import check_job_id, check_label_name
+from topoq.domain.quantity import PODS, format_quantity
 from topoq.domain.topology import TopologySpec
-from topoq.domain.workload import WorkloadSpec
+from topoq.domain.workload import PodSetSpec, WorkloadSpec
 from topoq.wire.v1 import JobFormat, SubmitJobRequest
+from topoq.wire.v1.jobs import MAX_RETRY_LIMIT
 
 DOCUMENT = "document"
 _READERS = {
@@ -27,6 +39,26 @@ _HYPERPOD_NAMESPACE = re.compile(r"^hyperpod-ns-(?P<team>.+?)(?:-localqueue)?$")
 _HYPERPOD_MAX_RETRY = "max_retry"
 MAX_PODS_PER_JOB = 100_000
 MAX_AMOUNT = 2**62
+_NAME_FIELD = {
+    JobFormat.TOPOQ: f"{DOCUMENT}.metadata.name",
+    JobFormat.HYPERPOD: f"{DOCUMENT}.{HYPERPOD_JOB_NAME_FIELD}",
+    JobFormat.KUEUE: f"{DOCUMENT}.metadata.name",
+}
+_KUEUE_CONTAINER = "template.spec.containers (the main container)"
+_POD_SET_FIELDS = {
+    JobFormat.TOPOQ: {"environment": "environment", "command": "command", "requests": "requests"},
+    JobFormat.HYPERPOD: {
+        "environment": "environment",
+        "command": "command",
+        "requests": "(its instance type, accelerators and requests)",
+    },
+    JobFormat.KUEUE: {
+        "environment": f"{_KUEUE_CONTAINER}.env",
+        "command": f"{_KUEUE_CONTAINER}.command",
+        "requests": f"{_KUEUE_CONTAINER}.resources",
+    },
+}
+"""Where each checked field of a pod set is written, in each format."""
 
 
 def job_from_request(
@@ -34,33 +66,57 @@ def job_from_request(
     *,
     policy: ClusterPolicy | None,
     topology: TopologySpec,
+    largest_node: Mapping[str, int],
     user: str,
     now: float,
 ) -> JobSpec:
-    """The job a submission asks for; ``InvalidInputError`` names the field to fix."""
+    """The job a submission asks for; ``InvalidInputError`` names the field to fix.
+    ``largest_node`` is the most of each resource one node of the cluster has."""
     workload = read_workload(request)
-    team = team_of(request, workload)
+    job_id = job_id_of(request, workload)
+    dependencies = tuple(
+        Dependency(d.kind, JobId(check_job_id(d.job, where=f"dependencies[{i}].job")))
+        for i, d in enumerate(request.dependencies)
+    )
+    team = check_label_name(team_of(request, workload), what="team name", where="team")
     check_team(team, policy)
     priority_class = request.priority_class or workload.priority_class
     check_priority_class(priority_class, policy, overridden=request.priority_class is not None)
     check_levels(workload, topology)
     check_sizes(workload)
+    for index, pod_set in enumerate(workload.pod_sets):
+        fields = PodSetFields(request.format, index)
+        check_launch_fields(pod_set, fields)
+        check_requests(pod_set, largest_node, where=fields.path("requests"))
     return JobSpec(
-        id=JobId(request.id or workload.name),
+        id=job_id,
         team=TeamName(team),
         workload=workload,
         submitted_at=now,
         priority_class=priority_class,
-        dependencies=tuple(Dependency(d.kind, JobId(d.job)) for d in request.dependencies),
+        dependencies=dependencies,
         max_retry=_max_retry(request),
         user=user,
     )
+
+
+def job_id_of(request: SubmitJobRequest, workload: WorkloadSpec) -> JobId:
+    """The request's id, else the document's name: either in the job id grammar."""
+    if request.id is not None:
+        return JobId(check_job_id(request.id, where="id"))
+    return JobId(check_job_id(workload.name, where=_NAME_FIELD[request.format]))
 
 
 def read_workload(request: SubmitJobRequest) -> WorkloadSpec:
     """The document read by its format's reader; errors point into ``document``."""
     try:
         return _READERS[request.format](request.document, source=DOCUMENT)
+    except UNREADABLE_INPUT as error:  # named as the document's fault, not only the request's
+        raise InvalidInputError(
+            f"the document cannot be read ({type(error).__name__}: {str(error)[:200]})",
+            where=DOCUMENT,
+            hint=f"the document is read as format {request.format.value!r}",
+        ) from None
     except InvalidInputError as error:
         where = error.where or DOCUMENT
         if where.startswith(f"{DOCUMENT}: "):
@@ -142,11 +198,69 @@ def check_sizes(workload: WorkloadSpec) -> None:
         for name, amount in pod_set.requests.items():
             if amount * pod_set.count > MAX_AMOUNT:
                 raise InvalidInputError(
-                    f"{pod_set.count} pods of {name} {pod_set.requests.formatted()[name]} is "
+                    f"{pod_set.count} pods of {name} {_readable(name, amount)} is "
                     "more than any cluster has",
                     where=f"{DOCUMENT} (pod set {index}, {pod_set.name!r}, requests)",
                     hint="check the quantity's unit (e.g. 1Ti, not 1e30)",
                 )
+
+
+class PodSetFields:
+    """The paths of one pod set's checked fields in the submitted document."""
+
+    def __init__(self, job_format: JobFormat, index: int) -> None:
+        self.format = job_format
+        hyperpod = job_format is JobFormat.HYPERPOD
+        self.prefix = DOCUMENT if hyperpod else f"{DOCUMENT}.spec.podSets[{index}]"
+
+    def path(self, field: str) -> str:
+        written = _POD_SET_FIELDS[self.format].get(field, field)
+        return f"{self.prefix} {written}" if written.startswith("(") else f"{self.prefix}.{written}"
+
+
+def check_launch_fields(pod_set: PodSetSpec, fields: PodSetFields) -> None:
+    """What the executor turns into pod names, argv and environment."""
+    if fields.format is not JobFormat.HYPERPOD:  # HyperPod's one pod set is named by topoq
+        check_pod_set_name(pod_set.name, where=fields.path("name"))
+    check_environment(pod_set.environment, where=fields.path("environment"))
+    check_command(pod_set.command, where=fields.path("command"))
+    check_launch_size(pod_set.command, pod_set.environment, where=fields.path("command"))
+
+
+def check_requests(pod_set: PodSetSpec, largest_node: Mapping[str, int], *, where: str) -> None:
+    """A pod asks for something, and for no more of any resource than one node has."""
+    asked = {name: amount for name, amount in pod_set.requests.items() if name != PODS}
+    if not any(asked.values()):
+        raise InvalidInputError(
+            f"pod set {pod_set.name!r} requests nothing",
+            where=where,
+            hint="give each pod its requests (nvidia.com/gpu, cpu, memory) or an instance type",
+        )
+    for name, amount in asked.items():
+        most = largest_node.get(name, 0)
+        if amount > most:
+            have = (
+                f"the largest node has {format_quantity(name, most)}"
+                if most
+                else "no node of the cluster has any"
+            )
+            raise InvalidInputError(
+                f"each pod of {pod_set.name!r} asks for {name} {_readable(name, amount)}: {have}",
+                where=where,
+                hint=f"ask for at most {format_quantity(name, most)} of {name} per pod"
+                if most
+                else f"leave {name} out: the cluster has no {name}",
+            )
+
+
+def _readable(name: str, amount: int) -> str:
+    """The amount as a quantity, unless it is too long to be shown (or converted) at all."""
+    if amount.bit_length() > _READABLE_BITS:
+        return f"of more than {_READABLE_BITS * 3 // 10} digits"
+    return format_quantity(name, amount)
+
+
+_READABLE_BITS = 100
 
 
 def _max_retry(request: SubmitJobRequest) -> int:
@@ -155,11 +269,11 @@ def _max_retry(request: SubmitJobRequest) -> int:
     if request.format is not JobFormat.HYPERPOD:
         return 0
     value = request.document.get(_HYPERPOD_MAX_RETRY, 0)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_RETRY_LIMIT:
         raise InvalidInputError(
-            f"expected a whole number >= 0, got {value!r}",
+            f"expected a whole number from 0 to {MAX_RETRY_LIMIT}, got {value!r:.40}",
             where=f"{DOCUMENT}.{_HYPERPOD_MAX_RETRY}",
-            hint="how often a failed job is restarted",
+            hint=f"how often a failed job is restarted: 0 to {MAX_RETRY_LIMIT}",
         )
     return value
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, StrictInt, StrictStr
 
 from topoq.domain.job import DependencyKind, JobPhase
 from topoq.wire.v1.base import ResourceAmounts, WireModel
@@ -24,27 +24,26 @@ class JobFormat(StrEnum):
 
 class DependencyModel(WireModel):
     kind: DependencyKind
-    job: str
+    job: StrictStr = Field(description="The id of the job depended on.")
 
 
 class SubmitJobRequest(WireModel):
     format: JobFormat = Field(description="How `document` is written.")
     document: dict[str, Any] = Field(description="The job document, as JSON.")
-    team: str | None = Field(
+    team: StrictStr | None = Field(
         default=None,
         description="The team to charge. Default: from the namespace `hyperpod-ns-<team>` "
         "(or the queue `hyperpod-ns-<team>-localqueue`), else the namespace.",
     )
-    priority_class: str | None = Field(
+    priority_class: StrictStr | None = Field(
         default=None, description="Overrides the document's priority class."
     )
-    id: str | None = Field(
+    id: StrictStr | None = Field(
         default=None,
-        min_length=1,
-        max_length=253,
-        description="The job id. Default: the document's name.",
+        description="The job id, a DNS-1123 subdomain (`llama-pretrain-7`; 1 to 253 "
+        "lowercase letters, digits, '-' and '.'). Default: the document's name.",
     )
-    max_retry: int | None = Field(
+    max_retry: StrictInt | None = Field(
         default=None,
         ge=0,
         le=MAX_RETRY_LIMIT,

@@ -30,6 +30,7 @@ from topoq.testing.server import (
     serving_api_process_ids,
     spare_api_process_ids,
 )
+from topoq.wire.v1 import SubmitJobRequest
 
 DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
 
@@ -307,3 +308,53 @@ def test_making_the_data_directory_private_leaves_what_is_not_topoqs_alone(
     assert (data_dir / "topoq.db").stat().st_mode & 0o777 == 0o600
     assert (data_dir / "notes").stat().st_mode & 0o777 == 0o755, "not topoq's"
     assert outside.stat().st_mode & 0o777 == 0o644, "a link is not followed"
+
+
+def test_the_pod_log_limit_is_an_operators_setting(tmp_path: Path) -> None:
+    """``--pod-log-limit 256Ki``: a pod that writes 4 MiB leaves a rotated log, not 4 MiB."""
+    data_dir = tmp_path / "data"
+    writer = (
+        "import sys, time\n"
+        "for i in range(64):\n"
+        "    sys.stdout.write(f'line {i} ' + 'x' * 65536 + '\\n'); sys.stdout.flush()\n"
+        "    time.sleep(0.1)\n"
+        "time.sleep(300)\n"
+    )
+    document = {
+        "apiVersion": "topoq.io/v1",
+        "kind": "Job",
+        "metadata": {"name": "chatty"},
+        "spec": {
+            "podSets": [
+                {
+                    "name": "w",
+                    "count": 1,
+                    "requests": {"nvidia.com/gpu": 8},
+                    "command": [sys.executable, "-c", writer],
+                }
+            ]
+        },
+    }
+    with running_server(data_dir, "--pod-log-limit", "256Ki") as (_, url):
+        token = (data_dir / "admin-token").read_text().strip()
+        with TopoqClient(url, token) as client:
+            client.submit(
+                SubmitJobRequest.model_validate(
+                    {"format": "topoq", "team": "nlp", "document": document}
+                )
+            )
+            assert wait_until(lambda: "line 63 " in client.logs("chatty", 0).text)
+            logs = sorted(data_dir.glob("runs/*/*/*/pod-0.log*"))
+            assert [path.name for path in logs] == ["pod-0.log", "pod-0.log.1"]
+            assert sum(path.stat().st_size for path in logs) < 2 << 20  # 4 MiB were written
+
+
+def test_a_pod_log_limit_that_is_not_a_size_is_refused_in_one_line(tmp_path: Path) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "topoq", "server", "--data-dir", str(tmp_path),
+         "--pod-log-limit", "lots"],
+        capture_output=True, text=True, timeout=60, check=False,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "--pod-log-limit" in done.stderr and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1

@@ -62,6 +62,7 @@ from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
+from topoq.executors.local import SMALLEST_POD_LOG_LIMIT_BYTES
 from topoq.executors.registry import log_reader, make_executor
 from topoq.server_environment import (
     DATABASE_URL_ENV,
@@ -180,7 +181,7 @@ def build_server(
     cluster_file: Path | None = None,
     policy_file: Path | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
-    pod_log_limit: str | None = None,
+    pod_log_limit_bytes: int | None = None,
 ) -> Server:
     make_private(data_dir)
     store = open_store(database_url, data_dir)
@@ -190,7 +191,9 @@ def build_server(
         store.audit(AuditEntry(time.time(), SYSTEM, "nodes", cluster.name, {"source": "cluster"}))
     if policy_file is not None:
         _apply_policy_file(store, policy_file)
-    options = _executor_options(executor_name, data_dir) | _log_limit_option(pod_log_limit)
+    options = _executor_options(executor_name, data_dir)
+    if pod_log_limit_bytes is not None:
+        options["pod_log_limit_bytes"] = pod_log_limit_bytes
     executor = make_executor(executor_name, **options)
     metrics = ControlPlaneMetrics()
     controller = Controller(store, executor, cluster.topology, clock=time.time, metrics=metrics)
@@ -217,16 +220,22 @@ def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
     return {"work_dir": data_dir / "runs"} if name == "local" else {}
 
 
-def _log_limit_option(pod_log_limit: str | None) -> dict[str, Any]:
-    """``--pod-log-limit`` (a quantity such as ``64Mi``) as the executor's option."""
+def _log_limit_bytes(pod_log_limit: str | None) -> int | None:
+    """``--pod-log-limit`` (a quantity such as ``64Mi``) in bytes, checked before any work."""
     if pod_log_limit is None:
-        return {}
+        return None
+    hint = f"a size such as 64Mi or 1Gi, at least {SMALLEST_POD_LOG_LIMIT_BYTES >> 10}Ki"
     try:
-        return {"pod_log_limit_bytes": parse_quantity("memory", pod_log_limit)}
+        limit = parse_quantity("memory", pod_log_limit)
     except InvalidInputError as error:
+        raise InvalidInputError(error.message, where="--pod-log-limit", hint=hint) from None
+    if limit < SMALLEST_POD_LOG_LIMIT_BYTES:
         raise InvalidInputError(
-            error.message, where="--pod-log-limit", hint="a size such as 64Mi or 1Gi"
-        ) from None
+            f"{pod_log_limit} is too small to keep a pod's output",
+            where="--pod-log-limit",
+            hint=hint,
+        )
+    return limit
 
 
 def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
@@ -266,6 +275,7 @@ def serve(
     keep_files_private()
     database_url = server_environment.database_url(database_url, os.environ)
     _check_process_counts(api_workers, api_spares)
+    log_limit_bytes = _log_limit_bytes(pod_log_limit)
     data_dir = Path(data_dir).resolve()
     listener = listen(host, port)
     server = build_server(
@@ -274,7 +284,7 @@ def serve(
         cluster_file=Path(cluster_file).resolve() if cluster_file is not None else None,
         policy_file=Path(policy_file) if policy_file is not None else None,
         executor_name=executor_name,
-        pod_log_limit=pod_log_limit,
+        pod_log_limit_bytes=log_limit_bytes,
     )
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--api-process",

@@ -141,10 +141,12 @@ def test_a_start_failure_is_retried_per_max_retry_then_fails(
 def test_a_start_failure_not_caused_by_the_job_fails_only_that_gang(
     store: SqlStore, tmp_path: Path
 ) -> None:
-    """The work directory is a file: every start fails, and the controller goes on."""
-    blocked = tmp_path / "blocked"
-    blocked.write_text("not a directory")
-    with LocalExecutor(blocked) as local:
+    """The team's folder in the work directory is a file: every start fails, and the
+    controller goes on."""
+    work_dir = tmp_path / "runs"
+    with LocalExecutor(work_dir) as local:
+        blocked = work_dir / "a"  # team a's folder
+        blocked.write_text("not a directory")
         c = controller_for(store, local)
         c.intake.submit(job("first", "a", 1, max_retry=2).spec, actor="alice")
         c.intake.submit(job("second", "a", 1).spec, actor="alice")

@@ -16,7 +16,7 @@ import pytest
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE, small_job
 from tests.api.test_server import client, free_port, wait_for
-from topoq.testing.server import api_process_ids
+from topoq.testing.server import serving_api_process_ids
 
 MIB = 1 << 20
 TALKER = """
@@ -223,7 +223,7 @@ def test_a_huge_log_neither_stays_on_disk_nor_grows_the_api_process(
         timeout_s=30,
     )
     assert 0 < on_disk <= 64 * MIB
-    (api,) = api_process_ids(server_pid)
+    (api,) = serving_api_process_ids(server_pid)
     before = _rss_bytes(api)
     for _ in range(5):  # NULs are 6 bytes each in JSON: 24 MB an answer
         read = vision.get("/jobs/vision-flood/logs", params={"pod": 0, "tail_bytes": 4 * MIB})

@@ -20,10 +20,13 @@ test: install
 	$(BIN)/pytest
 
 ## Placement on 512 to 8,192 nodes (~30 s), then the REST API under load on SQLite and
-## PostgreSQL (~3 min; PostgreSQL from the distribution's packages, as .ci/run installs it).
+## PostgreSQL (~3 min; PostgreSQL from the distribution's packages, as .ci/run installs it),
+## cluster reads under a long queue (~4 min) and replacing a dead API process (~3 min).
 bench: install
 	$(BIN)/python -m benchmarks.placement
 	$(BIN)/python -m benchmarks.api
+	$(BIN)/python -m benchmarks.cluster_reads
+	$(BIN)/python -m benchmarks.worker_replacement
 
 demo: install
 	$(BIN)/topoq demo

@@ -395,8 +395,10 @@ def warm_up(app: Any, store: SqlStore) -> None:
     """Do before the first client what its first requests would otherwise wait for: open the
     store's pooled connections, and route a request (unauthenticated: nothing is read or
     written) to each common route, which builds FastAPI's per-route state. A fresh server's
-    first burst of submissions waited about 100 ms for these."""
+    first burst of submissions waited about 100 ms for these. httpx's log of each warm-up
+    request (at INFO) is kept out of the server's log."""
     store.database.open_connections()
+    logging.getLogger("httpx").setLevel(logging.WARNING)
 
     async def requests() -> None:
         transport = httpx.ASGITransport(app=app)

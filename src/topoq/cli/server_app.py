@@ -27,6 +27,8 @@ TokenOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+LOG_READ_LIMIT_BYTES = 16 << 20
+"""What the server returns of a job's logs in one read at most (the API refuses more)."""
 JobArgument = Annotated[str, typer.Argument(help="The job id.")]
 NodeArgument = Annotated[str, typer.Argument(help="The node name.")]
 
@@ -211,7 +213,11 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         pod: Annotated[int | None, typer.Option(min=0, help="One pod's output.")] = None,
         tail_bytes: Annotated[
             int | None,
-            typer.Option(min=1, help="The last this many bytes (default 1 MiB, at most 16 MiB)."),
+            typer.Option(
+                min=1,
+                max=LOG_READ_LIMIT_BYTES,
+                help="The last this many bytes (default 1 MiB, at most 16 MiB).",
+            ),
         ] = None,
         offset: Annotated[
             int | None,
@@ -219,7 +225,11 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         ] = None,
         limit_bytes: Annotated[
             int | None,
-            typer.Option(min=1, help="With --offset: at most this many bytes (default 1 MiB)."),
+            typer.Option(
+                min=1,
+                max=LOG_READ_LIMIT_BYTES,
+                help="With --offset: at most this many bytes (default 1 MiB, at most 16 MiB).",
+            ),
         ] = None,
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")

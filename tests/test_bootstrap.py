@@ -27,6 +27,7 @@ from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer
 from topoq.testing.server import (
     api_process_ids,
+    running_server,
     serving_api_process_ids,
     spare_api_process_ids,
 )
@@ -152,32 +153,18 @@ def test_a_new_admin_token_gets_a_name_of_its_own_when_the_files_one_is_not_vali
 
 # --- local exposure: private files, no password on a command line ------------------------
 @contextlib.contextmanager
-def running_server(
+def demo_server(
     data_dir: Path, *options: str, environment: dict[str, str] | None = None
 ) -> Iterator[tuple[subprocess.Popen[bytes], str]]:
-    """``python -m topoq.bootstrap`` on a free port, stopped (SIGTERM) at the end."""
-    port = free_port()
-    command = [
-        sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(data_dir),
-        "--cluster", str(DEMO_DATA / "cluster.yaml"), "--policy", str(DEMO_DATA / "policy.yaml"),
+    """A real server on the demo's cluster and policy: its process and URL."""
+    with running_server(
+        data_dir,
         *options,
-    ]  # fmt: skip
-    url = f"http://127.0.0.1:{port}"
-    log_path = data_dir.parent / f"{data_dir.name}.log"
-    with log_path.open("w") as log:
-        server = subprocess.Popen(
-            command, stdout=log, stderr=subprocess.STDOUT, env=environment or dict(os.environ)
-        )
-        try:
-            assert wait_until(lambda: TopoqClient(url, None).health()), log_path.read_text()
-            yield server, url
-        finally:
-            server.terminate()
-            try:
-                server.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                server.kill()
-                server.wait()
+        cluster=DEMO_DATA / "cluster.yaml",
+        policy=DEMO_DATA / "policy.yaml",
+        environment=environment,
+    ) as running:
+        yield running.process, running.url
 
 
 def loose_modes(data_dir: Path) -> list[str]:
@@ -203,7 +190,7 @@ def test_the_data_directory_and_every_file_in_it_are_private(tmp_path: Path) -> 
     for path, mode in [(data_dir, 0o755), (runs, 0o755), (runs / "old", 0o775)]:
         path.chmod(mode)
     (data_dir / "runs" / "old" / "pod-0.log").chmod(0o644)
-    with running_server(data_dir) as (_, url):
+    with demo_server(data_dir) as (_, url):
         token = (data_dir / "admin-token").read_text().strip()
         with TopoqClient(url, token) as client:
             client.submit(block_job("private", "nlp", "training", sleep_s=300).request())
@@ -235,7 +222,7 @@ def test_no_process_shows_the_database_password_on_its_command_line(
         options = ("--database", url)
     data_dir = tmp_path / "data"
     try:
-        with running_server(data_dir, *options, environment=environment) as (server, _):
+        with demo_server(data_dir, *options, environment=environment) as (server, _):
             workers = api_process_ids(server.pid)
             assert workers, "no API process"
             shown = [process_arguments(pid) for pid in workers]
@@ -243,7 +230,7 @@ def test_no_process_shows_the_database_password_on_its_command_line(
                 shown.append(process_arguments(server.pid))
             assert not [line for line in shown if password in line], shown
             assert (data_dir / "admin-token").exists() and loose_modes(data_dir) == []
-        output = (tmp_path / "data.log").read_text()
+        output = (tmp_path / "data.server.log").read_text()
         assert password not in output
         warned = "password is on the command line" in output
         assert warned == (given_by == "command line"), output
@@ -256,7 +243,7 @@ def test_no_process_shows_the_database_password_on_its_command_line(
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
 def test_a_killed_api_worker_is_replaced_at_once_by_the_warmed_spare(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with running_server(data_dir) as (server, url):
+    with demo_server(data_dir) as (server, url):
         assert wait_until(lambda: spare_api_process_ids(server.pid))
         [serving], [spare] = serving_api_process_ids(server.pid), spare_api_process_ids(server.pid)
         os.kill(serving, signal.SIGKILL)
@@ -274,15 +261,15 @@ def test_a_killed_api_worker_is_replaced_at_once_by_the_warmed_spare(tmp_path: P
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds the API processes in /proc")
 def test_the_server_gives_up_when_its_api_processes_keep_dying(tmp_path: Path) -> None:
     data_dir = tmp_path / "data"
-    with running_server(data_dir) as (server, _):
+    with demo_server(data_dir) as (server, _):
         deadline = time.monotonic() + 60
         while server.poll() is None and time.monotonic() < deadline:
             for pid in api_process_ids(server.pid):  # serving, spare or still starting
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             time.sleep(0.05)
-        assert server.poll() == 1, (data_dir.parent / "data.log").read_text()
-    assert "keeps exiting" in (data_dir.parent / "data.log").read_text()
+        assert server.poll() == 1, (data_dir.parent / "data.server.log").read_text()
+    assert "keeps exiting" in (data_dir.parent / "data.server.log").read_text()
     assert processes_using(data_dir) == []
 
 
@@ -335,7 +322,7 @@ def test_the_pod_log_limit_is_an_operators_setting(tmp_path: Path) -> None:
             ]
         },
     }
-    with running_server(data_dir, "--pod-log-limit", "256Ki") as (_, url):
+    with demo_server(data_dir, "--pod-log-limit", "256Ki") as (_, url):
         token = (data_dir / "admin-token").read_text().strip()
         with TopoqClient(url, token) as client:
             client.submit(

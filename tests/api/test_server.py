@@ -4,9 +4,6 @@ the controller loop, uvicorn. Started as `python -m topoq.bootstrap` on a free p
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,53 +14,19 @@ import pytest
 import yaml
 
 from tests.api.conftest import CLUSTER_FILE, EXAMPLES, POLICY_FILE, TEAM, small_job
+from topoq.testing.server import running_server
 
-STARTUP_TIMEOUT_S = 30.0
 POD_SLEEP_S = "2"
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path]]:
     data_dir = tmp_path_factory.mktemp("server")
-    port = free_port()
-    command = [
-        sys.executable, "-m", "topoq.bootstrap", "--port", str(port),
-        "--data-dir", str(data_dir), "--cluster", str(CLUSTER_FILE), "--policy", str(POLICY_FILE),
-    ]  # fmt: skip
     environment = os.environ | {"TOPOQ_SLEEP_S": POD_SLEEP_S}
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=environment)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_healthy(url, process, data_dir)
-        yield url, data_dir
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
-
-
-def _wait_until_healthy(url: str, process: subprocess.Popen[bytes], data_dir: Path) -> None:
-    deadline = time.monotonic() + STARTUP_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            pytest.fail(f"the server exited: {(data_dir / 'server.log').read_text()}")
-        try:
-            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.1)
-    pytest.fail(f"the server did not start: {(data_dir / 'server.log').read_text()}")
+    with running_server(
+        data_dir, cluster=CLUSTER_FILE, policy=POLICY_FILE, environment=environment
+    ) as running:
+        yield running.url, data_dir
 
 
 def client(url: str, token: str | None) -> httpx.Client:

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.api.test_server import _wait_until_healthy, free_port
+from topoq.executors.processes import free_port
+from topoq.testing.server import running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 API_TESTS = ROOT / "tests" / "api"
@@ -21,33 +22,14 @@ WORKLOADS = ROOT / "examples" / "workloads"
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     data_dir = tmp_path_factory.mktemp("cli-server")
-    port = free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "topoq",
-        "server",
-        "--port",
-        str(port),
-        "--data-dir",
-        str(data_dir),
-        "--cluster",
-        str(API_TESTS / "cluster.yaml"),
-        "--policy",
-        str(API_TESTS / "policy.yaml"),
-    ]
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env=os.environ | {"TOPOQ_SLEEP_S": "1"}
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        _wait_until_healthy(url, process, data_dir)
-        yield {"TOPOQ_SERVER": url, "TOPOQ_TOKEN_FILE": str(data_dir / "admin-token")}
-    finally:
-        process.terminate()
-        process.wait(timeout=15)
-        log.close()
+    with running_server(
+        data_dir,
+        cluster=API_TESTS / "cluster.yaml",
+        policy=API_TESTS / "policy.yaml",
+        environment=os.environ | {"TOPOQ_SLEEP_S": "1"},
+        through_cli=True,
+    ) as running:
+        yield {"TOPOQ_SERVER": running.url, "TOPOQ_TOKEN_FILE": str(data_dir / "admin-token")}
 
 
 def topoq(env: dict[str, str], *args: str | Path) -> subprocess.CompletedProcess[str]:

@@ -24,7 +24,7 @@ from pathlib import Path
 import httpx
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE
-from topoq.testing.server import whole_node_submission
+from topoq.testing.server import wait_until_healthy, whole_node_submission
 
 RUN_MARKER = "TOPOQ_CRASH_TEST_RUN"
 STARTUP_TIMEOUT_S = 30.0
@@ -95,19 +95,8 @@ class ServerProcess:
         return (self.data_dir / "admin-token").read_text().strip()
 
     def _wait_until_healthy(self) -> None:
-        deadline = time.monotonic() + STARTUP_TIMEOUT_S
         assert self.process is not None
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise AssertionError(f"the server exited:\n{self._log()}")
-            with contextlib.suppress(httpx.TransportError):
-                if httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200:
-                    return
-            time.sleep(0.05)
-        raise AssertionError(f"the server did not start:\n{self._log()}")
-
-    def _log(self) -> str:
-        return (self.data_dir / f"server-{self.starts}.log").read_text(errors="replace")
+        wait_until_healthy(self.url, self.process, self.data_dir / f"server-{self.starts}.log")
 
 
 @dataclass

@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE, small_job
-from tests.api.test_server import client, free_port, wait_for
-from topoq.testing.server import serving_api_process_ids
+from tests.api.test_server import client, wait_for
+from topoq.testing.server import running_server, serving_api_process_ids
 
 MIB = 1 << 20
 TALKER = """
@@ -39,38 +39,13 @@ def _talking_job(job_id: str, team: str) -> dict[str, Any]:
 def server_process(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path, int]]:
     """The server's URL, data directory and process id."""
     data_dir = tmp_path_factory.mktemp("server")
-    port = free_port()
-    command = [
-        sys.executable, "-m", "topoq.bootstrap", "--port", str(port),
-        "--data-dir", str(data_dir), "--cluster", str(CLUSTER_FILE), "--policy", str(POLICY_FILE),
-    ]  # fmt: skip
-    log = (data_dir / "server.log").open("w")
-    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        healthy = wait_for(lambda: _health(url, process), lambda ok: ok, timeout_s=30)
-        assert healthy, (data_dir / "server.log").read_text()
-        yield url, data_dir, process.pid
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            process.kill()
-        log.close()
+    with running_server(data_dir, cluster=CLUSTER_FILE, policy=POLICY_FILE) as running:
+        yield running.url, data_dir, running.process.pid
 
 
 @pytest.fixture(scope="module")
 def server(server_process: tuple[str, Path, int]) -> tuple[str, Path]:
     return server_process[:2]
-
-
-def _health(url: str, process: subprocess.Popen[bytes]) -> bool:
-    assert process.poll() is None, "the server exited"
-    try:
-        return httpx.get(f"{url}/healthz", timeout=1).status_code == 200
-    except httpx.TransportError:
-        return False
 
 
 @pytest.fixture(scope="module")

@@ -1,14 +1,97 @@
-"""Helpers for tests and benchmarks that drive a real ``topoq server``: a submission body that
-takes one whole node, and the server's API processes as the kernel lists them (all of them,
-those serving, and the warmed spares, told apart by the name each gives itself,
-``/proc/<pid>/comm``)."""
+"""Helpers for tests and benchmarks that drive a real ``topoq server``: the server process
+itself on a free port (``running_server``), a submission body that takes one whole node, and
+the server's API processes as the kernel lists them (all of them, those serving, and the
+warmed spares, told apart by the name each gives itself, ``/proc/<pid>/comm``)."""
 
 from __future__ import annotations
 
 import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 
+import httpx
+
 from topoq.api_workers import SERVING_NAME, SPARE_NAME
+from topoq.executors.processes import free_port
+
+STARTUP_TIMEOUT_S = 30.0
+STOP_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True)
+class RunningServer:
+    url: str
+    """``http://127.0.0.1:PORT`` (the API is under ``/api/v1``)."""
+    data_dir: Path
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    """The server's output, beside the data directory (so that it is not one of its files)."""
+
+    def admin_token(self) -> str:
+        return (self.data_dir / "admin-token").read_text(encoding="utf-8").strip()
+
+    def output(self) -> str:
+        return _text(self.log_path)
+
+
+@contextlib.contextmanager
+def running_server(
+    data_dir: Path,
+    *options: str,
+    cluster: Path | None = None,
+    policy: Path | None = None,
+    environment: Mapping[str, str] | None = None,
+    through_cli: bool = False,
+) -> Iterator[RunningServer]:
+    """``python -m topoq.bootstrap`` (or ``topoq server`` when ``through_cli``) on a free
+    port, healthy when it is yielded, stopped with SIGTERM (SIGKILL if it lingers) after."""
+    port = free_port()
+    program = ["-m", "topoq", "server"] if through_cli else ["-m", "topoq.bootstrap"]
+    command = [sys.executable, *program, "--port", str(port), "--data-dir", str(data_dir)]
+    command += ["--cluster", str(cluster)] if cluster is not None else []
+    command += ["--policy", str(policy)] if policy is not None else []
+    log_path = data_dir.with_name(f"{data_dir.name}.server.log")
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(
+            [*command, *options],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=dict(os.environ if environment is None else environment),
+        )
+        server = RunningServer(f"http://127.0.0.1:{port}", data_dir, process, log_path)
+        try:
+            wait_until_healthy(server.url, process, log_path)
+            yield server
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=STOP_TIMEOUT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen[bytes], log_path: Path) -> None:
+    """Return once the server at ``url`` answers ``/healthz``; raise with its output (from
+    ``log_path``) when it exits or does not answer within ``STARTUP_TIMEOUT_S``."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise AssertionError(f"the server exited:\n{_text(log_path)}")
+        with contextlib.suppress(httpx.TransportError):
+            if httpx.get(f"{url}/healthz", timeout=1).status_code == 200:
+                return
+        time.sleep(0.05)
+    raise AssertionError(f"the server did not start:\n{_text(log_path)}")
+
+
+def _text(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
 
 
 def whole_node_submission(job_id: str, team: str) -> dict[str, object]:

@@ -120,3 +120,16 @@ def test_errors_have_exit_codes_scripts_can_rely_on(server: dict[str, str], tmp_
     assert unauthorized.returncode == 4
     unreachable = topoq({"TOPOQ_SERVER": f"http://127.0.0.1:{free_port()}"}, "list")
     assert unreachable.returncode == 3 and "topoq server" in unreachable.stderr
+
+
+def test_a_job_id_cannot_reach_another_route(server: dict[str, str]) -> None:
+    """`topoq cancel '../nodes/NODE/cordon?'` once cordoned the node: the client pasted the id
+    into the path, httpx resolved the dot segments and `?` cut off the `/cancel`."""
+    node = topoq(server, "nodes").stdout.splitlines()[1].split()[0]
+    for crafted in (f"../nodes/{node}/cordon?", f"x/../../nodes/{node}/cordon#", "a?b#c"):
+        answer = topoq(server, "cancel", crafted)
+        assert answer.returncode != 0 and "Traceback" not in answer.stderr, answer.stderr
+    row = next(
+        line for line in topoq(server, "nodes").stdout.splitlines() if line.split()[:1] == [node]
+    )
+    assert "cordon" not in row.lower()

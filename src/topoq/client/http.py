@@ -4,6 +4,7 @@ with the server's message, field and hint."""
 from __future__ import annotations
 
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
@@ -86,22 +87,22 @@ class TopoqClient:
         return self._call("GET", "/jobs", JobList, params=params)
 
     def job(self, job_id: str) -> JobDetail:
-        return self._call("GET", f"/jobs/{job_id}", JobDetail)
+        return self._call("GET", f"/jobs/{segment(job_id)}", JobDetail)
 
     def cancel(self, job_id: str) -> JobDetail:
-        return self._call("POST", f"/jobs/{job_id}/cancel", JobDetail)
+        return self._call("POST", f"/jobs/{segment(job_id)}/cancel", JobDetail)
 
     def hold(self, job_id: str) -> JobDetail:
-        return self._call("POST", f"/jobs/{job_id}/hold", JobDetail)
+        return self._call("POST", f"/jobs/{segment(job_id)}/hold", JobDetail)
 
     def release(self, job_id: str) -> JobDetail:
-        return self._call("POST", f"/jobs/{job_id}/release", JobDetail)
+        return self._call("POST", f"/jobs/{segment(job_id)}/release", JobDetail)
 
     def explain(self, job_id: str) -> Explanation:
-        return self._call("GET", f"/jobs/{job_id}/explain", Explanation)
+        return self._call("GET", f"/jobs/{segment(job_id)}/explain", Explanation)
 
     def history(self, job_id: str) -> JobHistory:
-        return self._call("GET", f"/jobs/{job_id}/history", JobHistory)
+        return self._call("GET", f"/jobs/{segment(job_id)}/history", JobHistory)
 
     def logs(
         self,
@@ -116,7 +117,7 @@ class TopoqClient:
         ``offset`` on; the server caps each read (``truncated`` says it cut)."""
         asked = {"pod": pod, "tail_bytes": tail_bytes, "offset": offset, "limit_bytes": limit_bytes}
         params = {name: value for name, value in asked.items() if value is not None}
-        return self._call("GET", f"/jobs/{job_id}/logs", JobLogs, params=params)
+        return self._call("GET", f"/jobs/{segment(job_id)}/logs", JobLogs, params=params)
 
     # --- cluster ----------------------------------------------------------------------
     def teams(self) -> list[TeamModel]:
@@ -135,7 +136,7 @@ class TopoqClient:
         return self._call("GET", "/nodes", list[NodeModel])
 
     def node_action(self, name: str, action: str) -> NodeAction:
-        return self._call("POST", f"/nodes/{name}/{action}", NodeAction)
+        return self._call("POST", f"/nodes/{segment(name)}/{segment(action)}", NodeAction)
 
     def topology(self) -> TopologyModel:
         return self._call("GET", "/topology", TopologyModel)
@@ -180,6 +181,13 @@ class TopoqClient:
             return model.model_validate(payload)  # type: ignore[return-value]  # Model is model
         result: Model = TypeAdapter(model).validate_python(payload)
         return result
+
+
+def segment(value: str) -> str:
+    """``value`` as one path segment: every character but letters, digits, ``-``, ``_`` and
+    ``~`` percent-encoded, dots included, so that no id (``..``, ``a/b``, ``x?y``) can leave
+    its segment and reach another route."""
+    return quote(value, safe="").replace(".", "%2E")
 
 
 def _error(response: httpx.Response) -> ClientError:

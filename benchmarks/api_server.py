@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -23,6 +22,7 @@ from sqlalchemy import insert
 
 from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec
+from topoq.executors.processes import free_port
 from topoq.store import open_store
 from topoq.store.codec import encode_job_spec
 from topoq.store.schema import JobEventRow, JobRow
@@ -119,7 +119,7 @@ def running_server(
 ) -> Iterator[RunningServer]:
     """``python -m topoq.bootstrap`` on a free port until the block ends (then SIGTERM)."""
     cluster, policy = write_inputs(data_dir / "inputs")
-    port = _free_port()
+    port = free_port()
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--host", HOST, "--port", str(port),
         "--data-dir", str(data_dir), "--cluster", str(cluster), "--policy", str(policy),
@@ -156,13 +156,6 @@ def _wait_until_healthy(process: subprocess.Popen[bytes], port: int, data_dir: P
                 return
         time.sleep(0.05)
     raise RuntimeError(f"the server did not start: {(data_dir / 'server.log').read_text()}")
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 def _status_kib(pid: int, key: str) -> int:

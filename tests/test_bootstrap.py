@@ -19,9 +19,9 @@ from tests.cli.test_demo import processes_using
 from tests.store.conftest import postgres_server  # noqa: F401 the fixture, for the PostgreSQL cases
 from topoq.bootstrap import DATABASE_URL_ENV, ControllerLoop, ensure_admin_token, wake_controller
 from topoq.cli.demo.jobs import block_job
-from topoq.cli.demo.server import free_port
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
+from topoq.executors.processes import free_port
 from topoq.server_environment import make_private
 from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer

@@ -62,10 +62,12 @@ from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
+from topoq.executors.layout import write_private_text
 from topoq.executors.local import SMALLEST_POD_LOG_LIMIT_BYTES
 from topoq.executors.registry import log_reader, make_executor
 from topoq.server_environment import (
     DATABASE_URL_ENV,
+    RUNS_DIRECTORY,
     child_environment,
     keep_files_private,
     make_private,
@@ -217,7 +219,7 @@ def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
 
 
 def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
-    return {"work_dir": data_dir / "runs"} if name == "local" else {}
+    return {"work_dir": data_dir / RUNS_DIRECTORY} if name == "local" else {}
 
 
 def _log_limit_bytes(pod_log_limit: str | None) -> int | None:
@@ -249,10 +251,7 @@ def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:
             return path
     taken = {token.name for token in store.tokens(include_revoked=True)}
     plaintext, _ = store.create_token(next_admin_token_name(taken), Role.ADMIN.value, ())
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as file:
-        file.write(plaintext + "\n")
-    path.chmod(0o600)
+    write_private_text(path, plaintext + "\n")
     return path
 
 

@@ -24,11 +24,12 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
+from topoq.executors.layout import PRIVATE_DIRECTORY_MODE
+
 log = logging.getLogger("topoq.server")
 
 DATABASE_URL_ENV = "TOPOQ_DATABASE_URL"
 PRIVATE_UMASK = 0o077
-PRIVATE_DIRECTORY = 0o700
 RUNS_DIRECTORY = "runs"
 """Where the local executor keeps pods' files, under the data directory."""
 
@@ -44,7 +45,7 @@ def make_private(data_dir: Path, work_dirs: tuple[str, ...] = (RUNS_DIRECTORY,))
     the files in it and off everything under its ``work_dirs`` (the executor's runs: pods'
     output). Other directories in it are not topoq's and are left alone, as are symbolic
     links (never followed)."""
-    data_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIRECTORY)
+    data_dir.mkdir(parents=True, exist_ok=True, mode=PRIVATE_DIRECTORY_MODE)
     _tighten(data_dir)
     for entry in data_dir.iterdir():
         if entry.name in work_dirs and entry.is_dir() and not entry.is_symlink():

@@ -12,7 +12,6 @@ import contextlib
 import itertools
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,18 +23,13 @@ from pathlib import Path
 import httpx
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE
+from topoq.executors.processes import free_port
 from topoq.testing.server import wait_until_healthy, whole_node_submission
 
 RUN_MARKER = "TOPOQ_CRASH_TEST_RUN"
 STARTUP_TIMEOUT_S = 30.0
 RETRY_PAUSE_S = 0.05
 REQUEST_TIMEOUT_S = 10.0
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass

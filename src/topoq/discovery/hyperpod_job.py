@@ -18,7 +18,6 @@ what the pods run; fields topoq does not use (image, volumes, …) are ignored.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 from topoq.discovery.documents import Fields, argv
@@ -31,6 +30,7 @@ from topoq.discovery.kubernetes_objects import (
     optional_name,
 )
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.names import DNS_LABEL_MAX, is_dns_label
 from topoq.domain.node import INSTANCE_TYPE_LABEL
 from topoq.domain.quantity import CPU, MEMORY, parse_quantity
 from topoq.domain.resources import Resources
@@ -43,8 +43,6 @@ DEEP_HEALTH_CHECK_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 DEEP_HEALTH_CHECK_PASSED = "Passed"
 HYPERPOD_TOPOLOGY_LABELS = (*AWS_NETWORK_LAYER_LABELS[:3], AWS_ULTRASERVER_LABEL)
 REPLICA_COUNT_FIELDS = ("replica_count", "node_count")
-DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-DNS_LABEL_MAX_LENGTH = 63
 
 
 def workload_from_hyperpod_job(doc: object, *, source: str) -> WorkloadSpec:
@@ -84,11 +82,11 @@ def _workload(fields: Fields) -> WorkloadSpec:
 def dns_label(fields: Fields, key: str) -> str:
     """A Kubernetes DNS label (RFC 1123): at most 63 of a-z, 0-9 and '-', alphanumeric ends."""
     name = fields.text(key)
-    if len(name) > DNS_LABEL_MAX_LENGTH or not DNS_LABEL.match(name):
+    if not is_dns_label(name):
         raise InvalidInputError(
             f"{name!r} is not a DNS label",
             where=fields.path(key),
-            hint=f"use at most {DNS_LABEL_MAX_LENGTH} lowercase letters, digits and '-', "
+            hint=f"use at most {DNS_LABEL_MAX} lowercase letters, digits and '-', "
             "starting and ending with a letter or digit",
         )
     return name

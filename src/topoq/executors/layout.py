@@ -69,8 +69,9 @@ def rotated_log(directory: Path, rank: int) -> Path:
 
 
 def make_private_directories(directory: Path, root: Path) -> None:
-    """Make ``directory`` and every missing parent up to and including ``root``, each 0700
-    (``root`` is made private too when it exists)."""
+    """Make ``directory`` and every missing directory between it and ``root`` (``root``
+    included), each 0700. Directories that already exist keep their mode: the executor makes
+    its ``work_dir`` private when it starts, and everything below is made here."""
     for path in [*reversed(directory.relative_to(root).parents), directory.relative_to(root)]:
         full = root / path
         try:

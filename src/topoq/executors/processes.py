@@ -129,19 +129,21 @@ class Terminations:
         self._stopping.append(_Stopping(list(leaders), marker_prefix, time.monotonic()))
         self.finish()
 
-    def adopt(self, pids: Collection[int]) -> None:
-        """Reap these pod processes once they end, if they are children of this process."""
-        children = children_of_this_process()
-        self._adopted.update(pid for pid in pids if pid in children)
+    def adopt(self, pids: Collection[int], children: Collection[int] | None = None) -> None:
+        """Reap these pod processes once they end, if they are children of this process
+        (``children``, when the caller has just read them)."""
+        known = children_of_this_process() if children is None else children
+        self._adopted.update(pid for pid in pids if pid in known)
 
     def advance(self) -> None:
         """Reap what ended; SIGKILL what is past its grace period; adopt the orphans of
-        pods that re-parented to this process."""
-        self._adopt_orphans()
+        pods that re-parented to this process. This process's children are read once."""
+        children = children_of_this_process()
+        self._adopt_orphans(children)
         if self._stopping:
             table = read_process_table()
             self._stopping = [
-                entry for entry in self._stopping if self._still_stopping(entry, table)
+                entry for entry in self._stopping if self._still_stopping(entry, table, children)
             ]
         self._reap_adopted()
 
@@ -152,14 +154,13 @@ class Terminations:
             if self._stopping:
                 time.sleep(poll_interval_s)
 
-    def __len__(self) -> int:
-        return len(self._stopping)
-
-    def _still_stopping(self, entry: _Stopping, table: Mapping[int, ProcessEntry]) -> bool:
+    def _still_stopping(
+        self, entry: _Stopping, table: Mapping[int, ProcessEntry], children: Collection[int]
+    ) -> bool:
         entry.leaders = [leader for leader in entry.leaders if not _reaped(leader)]
         leaders = [leader.pid for leader in entry.leaders]
         found = pod_processes(table, leaders=leaders, marker_prefix=entry.marker_prefix)
-        self.adopt(found - set(leaders))
+        self.adopt(found - set(leaders), children)
         live = {pid for pid in found if not table[pid].zombie} - set(leaders)
         if not entry.leaders and not live:
             return False
@@ -172,9 +173,9 @@ class Terminations:
             signal_processes(live, signal.SIGKILL)
         return True
 
-    def _adopt_orphans(self) -> None:
+    def _adopt_orphans(self, children: Collection[int]) -> None:
         spawned = set(self._running()) | {p.pid for e in self._stopping for p in e.leaders}
-        for pid in children_of_this_process() - self._adopted - spawned:
+        for pid in set(children) - self._adopted - spawned:
             marker = marker_of(pid)
             if marker is not None and marker.startswith(self._executor_marker):
                 self._adopted.add(pid)

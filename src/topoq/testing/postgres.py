@@ -14,7 +14,6 @@ import itertools
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Callable, Iterator
@@ -22,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import psycopg
+
+from topoq.executors.processes import free_port
 
 POSTGRES_URL_ENV = "TOPOQ_TEST_POSTGRES_URL"
 SERVER_USER = "postgres"
@@ -89,7 +90,7 @@ def start_throwaway(binaries: Path, *, fsync: bool = False) -> PostgresServer:
         account = pwd.getpwnam(SERVER_USER)  # made by the Debian package
         os.chown(root, account.pw_uid, account.pw_gid)
         as_user = ["runuser", "-u", SERVER_USER, "--"]
-    data, port = root / "data", _free_port()
+    data, port = root / "data", free_port()
 
     def run(*command: str) -> None:
         subprocess.run(
@@ -110,10 +111,3 @@ def start_throwaway(binaries: Path, *, fsync: bool = False) -> PostgresServer:
         shutil.rmtree(root, ignore_errors=True)
 
     return PostgresServer(f"postgresql://topoq@127.0.0.1:{port}", stop=stop)
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port

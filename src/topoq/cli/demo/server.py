@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import httpx
 
 from topoq.domain.errors import TopoqError
 from topoq.executors.leftovers import stop_leftovers
+from topoq.server_environment import RUNS_DIRECTORY
 
 HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
@@ -27,14 +27,6 @@ LOG_TAIL_LINES = 20
 
 class DemoServerError(TopoqError):
     """The demo server did not start (the message carries the end of its log)."""
-
-
-def free_port() -> int:
-    """A TCP port on the loopback that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((HOST, 0))
-        port: int = probe.getsockname()[1]
-        return port
 
 
 class DemoServer:
@@ -60,7 +52,7 @@ class DemoServer:
 
     @property
     def pods_dir(self) -> Path:
-        return self.data_dir / "runs"
+        return self.data_dir / RUNS_DIRECTORY
 
     def token(self) -> str:
         return self.token_path.read_text(encoding="utf-8").strip()

@@ -6,6 +6,7 @@ names, commands, environment variables) so that no admitted gang fails to start 
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Iterable, Mapping
 
@@ -20,7 +21,6 @@ from topoq.domain.launch import (
     check_command,
     check_environment,
     check_launch_size,
-    check_pod_set_name,
 )
 from topoq.domain.names import check_job_id, check_label_name
 from topoq.domain.quantity import PODS, format_quantity
@@ -28,6 +28,8 @@ from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
 from topoq.wire.v1 import JobFormat, SubmitJobRequest
 from topoq.wire.v1.jobs import MAX_RETRY_LIMIT
+
+log = logging.getLogger(__name__)
 
 DOCUMENT = "document"
 _READERS = {
@@ -112,6 +114,7 @@ def read_workload(request: SubmitJobRequest) -> WorkloadSpec:
     try:
         return _READERS[request.format](request.document, source=DOCUMENT)
     except UNREADABLE_INPUT as error:  # named as the document's fault, not only the request's
+        log.warning("a %s reader failed on a document", request.format.value, exc_info=error)
         raise InvalidInputError(
             f"the document cannot be read ({type(error).__name__}: {str(error)[:200]})",
             where=DOCUMENT,
@@ -198,7 +201,7 @@ def check_sizes(workload: WorkloadSpec) -> None:
         for name, amount in pod_set.requests.items():
             if amount * pod_set.count > MAX_AMOUNT:
                 raise InvalidInputError(
-                    f"{pod_set.count} pods of {name} {_readable(name, amount)} is "
+                    f"{pod_set.count} pods of {name} {format_quantity(name, amount)} is "
                     "more than any cluster has",
                     where=f"{DOCUMENT} (pod set {index}, {pod_set.name!r}, requests)",
                     hint="check the quantity's unit (e.g. 1Ti, not 1e30)",
@@ -220,8 +223,8 @@ class PodSetFields:
 
 def check_launch_fields(pod_set: PodSetSpec, fields: PodSetFields) -> None:
     """What the executor turns into pod names, argv and environment."""
-    if fields.format is not JobFormat.HYPERPOD:  # HyperPod's one pod set is named by topoq
-        check_pod_set_name(pod_set.name, where=fields.path("name"))
+    # pod-set names are DNS-1123 labels already: every reader checks them
+    # (discovery.kubernetes_objects.pod_set_name), and HyperPod's one pod set is named by topoq
     check_environment(pod_set.environment, where=fields.path("environment"))
     check_command(pod_set.command, where=fields.path("command"))
     check_launch_size(pod_set.command, pod_set.environment, where=fields.path("command"))
@@ -244,23 +247,14 @@ def check_requests(pod_set: PodSetSpec, largest_node: Mapping[str, int], *, wher
                 if most
                 else "no node of the cluster has any"
             )
+            asked_amount = format_quantity(name, amount)
             raise InvalidInputError(
-                f"each pod of {pod_set.name!r} asks for {name} {_readable(name, amount)}: {have}",
+                f"each pod of {pod_set.name!r} asks for {name} {asked_amount}: {have}",
                 where=where,
                 hint=f"ask for at most {format_quantity(name, most)} of {name} per pod"
                 if most
                 else f"leave {name} out: the cluster has no {name}",
             )
-
-
-def _readable(name: str, amount: int) -> str:
-    """The amount as a quantity, unless it is too long to be shown (or converted) at all."""
-    if amount.bit_length() > _READABLE_BITS:
-        return f"of more than {_READABLE_BITS * 3 // 10} digits"
-    return format_quantity(name, amount)
-
-
-_READABLE_BITS = 100
 
 
 def _max_retry(request: SubmitJobRequest) -> int:

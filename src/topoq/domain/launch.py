@@ -15,7 +15,6 @@ import re
 from collections.abc import Mapping, Sequence
 
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.names import LABEL_RULE, is_dns_label
 
 MAX_ARGUMENTS = 1024
 """Words of a pod's command (``command`` and ``args`` together)."""
@@ -36,16 +35,6 @@ _VARIABLE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NUL_HINT = "a process cannot take a NUL (\\u0000) in its arguments or environment"
 
 
-def check_pod_set_name(name: str, *, where: str) -> None:
-    """Pod-set names become part of every pod's name: a DNS-1123 label."""
-    if not is_dns_label(name):
-        raise InvalidInputError(
-            f"pod set name {name!r:.80} is not valid",
-            where=where,
-            hint=f"a pod set name is {LABEL_RULE}",
-        )
-
-
 def check_environment(environment: Mapping[str, str], *, where: str) -> None:
     """POSIX names, bounded values, no NUL; ``where`` names the environment mapping."""
     if len(environment) > MAX_VARIABLES:
@@ -61,16 +50,9 @@ def check_environment(environment: Mapping[str, str], *, where: str) -> None:
                 where=where,
                 hint=VARIABLE_NAME_RULE,
             )
-        if "\x00" in value:
-            raise InvalidInputError(
-                "the value holds a NUL character", where=f"{where}.{name}", hint=_NUL_HINT
-            )
-        if len(value) > MAX_VARIABLE_CHARS:
-            raise InvalidInputError(
-                f"a value of {len(value):,} characters",
-                where=f"{where}.{name}",
-                hint=f"a value is at most {MAX_VARIABLE_CHARS:,} characters (pass more in a file)",
-            )
+        _check_process_text(
+            value, where=f"{where}.{name}", what="value", max_chars=MAX_VARIABLE_CHARS
+        )
 
 
 def check_command(command: Sequence[str], *, where: str) -> None:
@@ -82,16 +64,9 @@ def check_command(command: Sequence[str], *, where: str) -> None:
             hint=f"a command has at most {MAX_ARGUMENTS:,} (command and args together)",
         )
     for index, word in enumerate(command):
-        if "\x00" in word:
-            raise InvalidInputError(
-                "holds a NUL character", where=f"{where}[{index}]", hint=_NUL_HINT
-            )
-        if len(word) > MAX_ARGUMENT_CHARS:
-            raise InvalidInputError(
-                f"a word of {len(word):,} characters",
-                where=f"{where}[{index}]",
-                hint=f"a word is at most {MAX_ARGUMENT_CHARS:,} characters (pass more in a file)",
-            )
+        _check_process_text(
+            word, where=f"{where}[{index}]", what="word", max_chars=MAX_ARGUMENT_CHARS
+        )
     if command and not command[0]:
         raise InvalidInputError(
             "the program to run is empty", where=f"{where}[0]", hint="name a program, e.g. python"
@@ -109,4 +84,16 @@ def check_launch_size(
             f"the command and environment take {size:,} bytes",
             where=where,
             hint=f"together they are at most {MAX_LAUNCH_BYTES // 1024:,} KiB",
+        )
+
+
+def _check_process_text(text: str, *, where: str, what: str, max_chars: int) -> None:
+    """One string a process is given (an argument, a variable's value): no NUL, bounded."""
+    if "\x00" in text:
+        raise InvalidInputError(f"the {what} holds a NUL character", where=where, hint=_NUL_HINT)
+    if len(text) > max_chars:
+        raise InvalidInputError(
+            f"a {what} of {len(text):,} characters",
+            where=where,
+            hint=f"a {what} is at most {max_chars:,} characters (pass more in a file)",
         )

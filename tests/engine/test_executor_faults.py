@@ -242,3 +242,18 @@ def test_an_event_that_can_never_be_stored_is_dropped_and_the_later_ones_are_not
     report = c.step()
     assert [e for e in report.executor_errors if "dropped an executor event" in e]
     assert memory.job(JobId("other")).phase is JobPhase.RUNNING
+
+
+def test_an_event_the_domain_refuses_is_dropped_at_once_and_the_cycle_runs() -> None:
+    """A lost node that is no longer in the inventory: storing it can never succeed, so it
+    does not cost ``MAX_EVENT_STEPS`` steps without a cycle."""
+    nodes, topology = gpu_cluster([1, 2, 4])
+    memory, scripted = MemoryStore(), ScriptedExecutor()
+    memory.save_nodes(nodes, actor="t", now=0)
+    memory.save_policy(policy(team("a", 64)), actor="t", now=0)
+    c = Controller(memory, scripted, topology, clock=time.time)
+    scripted.pending.append(ExecutorEvent(ExecutorEventKind.NODE_LOST, 0.0, node="gone-node"))
+    c.intake.submit(job("after", "a", 1).spec, actor="alice")
+    report = c.step()
+    assert [e for e in report.executor_errors if "gone-node" in e]
+    assert memory.job(JobId("after")).phase is JobPhase.ADMITTED  # the cycle ran

@@ -39,6 +39,20 @@ def advance(
     return changed
 
 
+def attempt_failed(job: JobView, at: float, cause: str) -> JobView:
+    """Back to the queue with one more failure counted while ``max_retry`` allows, else
+    failed; either way its capacity is freed."""
+    if job.failures < job.spec.max_retry:
+        retried = advance(
+            job,
+            JobPhase.PENDING,
+            now=at,
+            cause=f"{cause}; retry {job.failures + 1} of {job.spec.max_retry}",
+        )
+        return replace(retried, failures=job.failures + 1)
+    return advance(job, JobPhase.FAILED, now=at, cause=cause)
+
+
 def apply_cycle(
     jobs: Mapping[JobId, JobView],
     result: CycleResult,

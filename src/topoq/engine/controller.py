@@ -32,6 +32,7 @@ from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
+from topoq.domain.errors import TopoqError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
@@ -45,6 +46,7 @@ from topoq.engine.ports import (
     ExecutorEvent,
     ExecutorEventKind,
     Store,
+    StoreUnavailable,
     UnknownJob,
 )
 from topoq.engine.tree_cache import TreeCache
@@ -300,9 +302,10 @@ class Controller:
         was marked failed. An event leaves the queue only once it is stored (or found stale):
         when one job's event raced other writers ``MAX_ATTEMPTS`` times, it and the ones
         after it wait for the next step (in order, so that a gang's STARTED is never stored
-        after its EXITED); when storing fails otherwise (the database is away), the error
-        ends the step and the events wait too — except an event that failed in
-        ``MAX_EVENT_STEPS`` steps in a row, which can never be stored and is dropped, logged,
+        after its EXITED); when the database is away (``StoreUnavailable``) the error ends the
+        step and the events wait, however long that lasts. An event the domain refuses (a lost
+        node no longer in the inventory) is dropped at once, logged; one that fails otherwise
+        in ``MAX_EVENT_STEPS`` steps in a row can never be stored and is dropped, logged,
         rather than hold back every later one."""
         marked = False
         while self._unapplied:
@@ -311,17 +314,24 @@ class Controller:
                 marked |= self._apply_event(event)
             except ConcurrentUpdate:
                 break
+            except StoreUnavailable:
+                raise  # the database is away: nothing is wrong with the event
+            except TopoqError as error:
+                self._drop_event(event, error, report)
             except Exception as error:
                 self._event_failures += 1
                 if self._event_failures < MAX_EVENT_STEPS:
                     raise
-                message = f"dropped an executor event that cannot be stored: {event}"
-                log.error("%s (%s)", message, error_message(error))
-                report.executor_errors.append(message)
+                self._drop_event(event, error, report)
             self._event_failures = 0
             self._unapplied.popleft()
             report.events.append(event)
         return marked
+
+    def _drop_event(self, event: ExecutorEvent, error: Exception, report: StepReport) -> None:
+        message = f"dropped an executor event that cannot be stored: {event}"
+        log.error("%s (%s)", message, error_message(error))
+        report.executor_errors.append(message)
 
     def _apply_event(self, event: ExecutorEvent) -> bool:
         """Store one event as a read-modify-write redone on fresh state when it raced another

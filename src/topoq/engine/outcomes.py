@@ -4,9 +4,7 @@ the job, asks here, and writes the answer."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
-from topoq.core.lifecycle import advance
+from topoq.core.lifecycle import advance, attempt_failed
 from topoq.domain.job import FailureReason, JobPhase, JobView
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 
@@ -42,20 +40,6 @@ def moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
                 cause=f"node {event.node} was lost; the gang is requeued",
             )
     return None
-
-
-def attempt_failed(job: JobView, at: float, cause: str) -> JobView:
-    """Back to the queue with one more failure counted while ``max_retry`` allows, else
-    failed; either way its capacity is freed."""
-    if job.failures < job.spec.max_retry:
-        retried = advance(
-            job,
-            JobPhase.PENDING,
-            now=at,
-            cause=f"{cause}; retry {job.failures + 1} of {job.spec.max_retry}",
-        )
-        return replace(retried, failures=job.failures + 1)
-    return advance(job, JobPhase.FAILED, now=at, cause=cause)
 
 
 def error_message(error: BaseException) -> str:

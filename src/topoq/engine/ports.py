@@ -38,6 +38,11 @@ class ConcurrentUpdate(TopoqError):
     transaction was written; read the current state again and redo the change."""
 
 
+class StoreUnavailable(TopoqError):
+    """The database cannot be reached, opened or written (the message names it, password
+    hidden). Nothing of the transaction was written; the same work may succeed later."""
+
+
 @dataclass(frozen=True)
 class AuditEntry:
     at_s: float

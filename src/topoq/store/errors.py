@@ -1,9 +1,10 @@
-"""What the store raises besides the engine ports' ``DuplicateJob`` and ``UnknownJob``."""
+"""What the store raises besides the engine ports' ``DuplicateJob`` and ``UnknownJob`` (and
+``ConcurrentUpdate`` and ``StoreUnavailable``, which the engine handles, re-exported here)."""
 
 from __future__ import annotations
 
 from topoq.domain.errors import TopoqError
-from topoq.engine.ports import ConcurrentUpdate
+from topoq.engine.ports import ConcurrentUpdate, StoreUnavailable
 
 __all__ = ["ConcurrentUpdate", "DuplicateToken", "StoreUnavailable", "UnknownToken", "first_line"]
 
@@ -18,10 +19,6 @@ class DuplicateToken(TopoqError):
     def __init__(self, name: str) -> None:
         super().__init__(f"a token named {name!r} exists or existed")
         self.name = name
-
-
-class StoreUnavailable(TopoqError):
-    """The database cannot be reached or opened (the message names it, password hidden)."""
 
 
 def first_line(error: BaseException) -> str:

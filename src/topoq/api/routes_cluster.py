@@ -10,7 +10,6 @@ from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
 from topoq.api.errors import ApiError
 from topoq.api.occupancy import (
     holding,
-    jobs_by_node,
     node_model,
     node_models,
     team_models,
@@ -97,7 +96,7 @@ def drain(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
     _known_node(service, name)
     requeued = service.intake.drain(name, actor=principal.name)
     service.wake()
-    return _node_action(service, name, requeued)
+    return _node_action(service, _known_node(service, name), requeued)
 
 
 @router.post("/nodes/{name}/fail", summary="Mark a node failed and stop its work (admin)")
@@ -133,12 +132,16 @@ def _mark(
     unschedulable: bool | None = None,
 ) -> NodeAction:
     _known_node(service, name)
-    service.intake.mark_node(name, ready=ready, unschedulable=unschedulable, actor=principal.name)
+    node = service.intake.mark_node(
+        name, ready=ready, unschedulable=unschedulable, actor=principal.name
+    )
     service.wake()
-    return _node_action(service, name, [])
+    return _node_action(service, node, [])
 
 
-def _node_action(service: Service, name: str, requeued: list[JobId]) -> NodeAction:
-    node = _known_node(service, name)
-    on_node = jobs_by_node(holding(service)).get(node.name, [])
+def _node_action(service: Service, node: NodeSpec, requeued: list[JobId]) -> NodeAction:
+    """The node as it is now, with the holding jobs that have a pod on it."""
+    on_node = [
+        job for job in holding(service) if job.allocation and node.name in job.allocation.nodes
+    ]
     return NodeAction(node=node_model(node, on_node), requeued=list(requeued))

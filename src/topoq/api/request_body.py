@@ -27,6 +27,7 @@ from starlette.datastructures import Headers
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from topoq.discovery.document_parsers import DuplicateKey, HugeInteger, bounded_int, unique_pairs
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.limits import (
     MAX_DEPTH,
@@ -147,10 +148,22 @@ def parse_json_body(body: bytes) -> object:
     try:
         value = json.loads(
             text,
-            object_pairs_hook=_mapping_of_distinct_keys,
+            object_pairs_hook=unique_pairs,
             parse_constant=_refuse_constant,
-            parse_int=_bounded_integer if long_digits else None,
+            parse_int=bounded_int if long_digits else None,
         )
+    except DuplicateKey as duplicate:
+        raise InvalidInputError(
+            f"the key {duplicate.key!r} appears twice in one object",
+            where=BODY,
+            hint="give each key once (JSON readers disagree on which one would count)",
+        ) from None
+    except HugeInteger as huge:
+        raise InvalidInputError(
+            f"a number of {huge.digits:,} digits",
+            where=BODY,
+            hint=f"numbers have at most {MAX_INTEGER_DIGITS} digits",
+        ) from None
     except json.JSONDecodeError as error:
         raise InvalidInputError(
             f"the body is not valid JSON: {error.msg} (line {error.lineno}, column {error.colno})",
@@ -165,40 +178,10 @@ def parse_json_body(body: bytes) -> object:
     return value
 
 
-def _mapping_of_distinct_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    mapping = dict(pairs)
-    if len(mapping) != len(pairs):
-        raise InvalidInputError(
-            f"the key {_first_repeated(pairs)!r} appears twice in one object",
-            where=BODY,
-            hint="give each key once (JSON readers disagree on which one would count)",
-        )
-    return mapping
-
-
-def _first_repeated(pairs: list[tuple[str, Any]]) -> str:
-    seen: set[str] = set()
-    for key, _ in pairs:
-        if key in seen:
-            return key
-        seen.add(key)
-    return ""
-
-
 def _refuse_constant(name: str) -> object:
     raise InvalidInputError(
         f"{name} is not a number JSON allows", where=BODY, hint="give a finite number"
     )
-
-
-def _bounded_integer(digits: str) -> int:
-    if len(digits.lstrip("-")) > MAX_INTEGER_DIGITS:
-        raise InvalidInputError(
-            f"a number of {len(digits.lstrip('-')):,} digits",
-            where=BODY,
-            hint=f"numbers have at most {MAX_INTEGER_DIGITS} digits",
-        )
-    return int(digits)
 
 
 def _too_deep() -> InvalidInputError:

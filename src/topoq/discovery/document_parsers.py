@@ -100,34 +100,43 @@ def _yaml_where(source: str, mark: Any) -> str:
     return f"{source}:{mark.line + 1}:{mark.column + 1}" if mark is not None else source
 
 
-class _DuplicateKey(Exception):
+class DuplicateKey(Exception):
+    """Raised by ``unique_pairs``: a JSON object gives ``key`` twice (each reader words it)."""
+
     def __init__(self, key: str) -> None:
         super().__init__(key)
         self.key = key
 
 
-class _HugeInteger(Exception):
-    pass
+class HugeInteger(Exception):
+    """Raised by ``bounded_int``: a whole number of more than ``MAX_INTEGER_DIGITS`` digits."""
+
+    def __init__(self, digits: int) -> None:
+        super().__init__(digits)
+        self.digits = digits
 
 
-def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+def unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json``'s ``object_pairs_hook`` that refuses a key given twice (``DuplicateKey``)."""
     mapping = dict(pairs)
     if len(mapping) != len(pairs):
         seen: set[str] = set()
         for key, _ in pairs:
             if key in seen:
-                raise _DuplicateKey(key)
+                raise DuplicateKey(key)
             seen.add(key)
     return mapping
 
 
-def _bounded_int(text: str) -> int:
-    if len(text.lstrip("-")) > MAX_INTEGER_DIGITS:
-        raise _HugeInteger
+def bounded_int(text: str) -> int:
+    """``json``'s ``parse_int`` that refuses an over-long number before converting it."""
+    digits = len(text.lstrip("-"))
+    if digits > MAX_INTEGER_DIGITS:
+        raise HugeInteger(digits)
     return int(text)
 
 
-_DECODER = json.JSONDecoder(object_pairs_hook=_unique_pairs, parse_int=_bounded_int)
+_DECODER = json.JSONDecoder(object_pairs_hook=unique_pairs, parse_int=bounded_int)
 
 
 def load_json(text: str, *, source: str) -> Any:
@@ -157,13 +166,13 @@ def decode_json(parse: Callable[[], _T], text: str, *, source: str) -> _T:
     except json.JSONDecodeError as error:
         where = f"{source}:{error.lineno}:{error.colno}"
         raise InvalidInputError(f"invalid JSON: {error.msg}", where=where) from None
-    except _DuplicateKey as duplicate:
+    except DuplicateKey as duplicate:
         raise InvalidInputError(
             f"the key {duplicate.key!r:.80} is given twice in one mapping",
             where=_duplicate_where(text, duplicate.key, source),
             hint="keep one: topoq does not let the last one silently win",
         ) from None
-    except _HugeInteger:
+    except HugeInteger:
         raise InvalidInputError(_DIGITS, where=source, hint=_DIGITS_HINT) from None
     except (RecursionError, MemoryError):
         raise InvalidInputError(_NESTED, where=source, hint=_NESTED_HINT) from None

@@ -63,7 +63,7 @@ from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
 from topoq.executors.layout import write_private_text
-from topoq.executors.local import SMALLEST_POD_LOG_LIMIT_BYTES
+from topoq.executors.local import checked_log_limit
 from topoq.executors.registry import log_reader, make_executor
 from topoq.server_environment import (
     DATABASE_URL_ENV,
@@ -222,22 +222,20 @@ def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
     return {"work_dir": data_dir / RUNS_DIRECTORY} if name == "local" else {}
 
 
+POD_LOG_LIMIT_OPTION = "--pod-log-limit"
+
+
 def _log_limit_bytes(pod_log_limit: str | None) -> int | None:
     """``--pod-log-limit`` (a quantity such as ``64Mi``) in bytes, checked before any work."""
     if pod_log_limit is None:
         return None
-    hint = f"a size such as 64Mi or 1Gi, at least {SMALLEST_POD_LOG_LIMIT_BYTES >> 10}Ki"
     try:
         limit = parse_quantity("memory", pod_log_limit)
     except InvalidInputError as error:
-        raise InvalidInputError(error.message, where="--pod-log-limit", hint=hint) from None
-    if limit < SMALLEST_POD_LOG_LIMIT_BYTES:
         raise InvalidInputError(
-            f"{pod_log_limit} is too small to keep a pod's output",
-            where="--pod-log-limit",
-            hint=hint,
-        )
-    return limit
+            error.message, where=POD_LOG_LIMIT_OPTION, hint="a size such as 64Mi or 1Gi"
+        ) from None
+    return checked_log_limit(limit, where=POD_LOG_LIMIT_OPTION)
 
 
 def ensure_admin_token(store: ServiceStore, data_dir: Path) -> Path:

@@ -14,13 +14,8 @@ from topoq.api.service import Service
 from topoq.api.submission import job_from_request
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
-from topoq.engine.ports import (
-    DEFAULT_LOG_READ_BYTES,
-    MAX_LOG_READ_BYTES,
-    JobLog,
-    LogRequest,
-    UnknownJob,
-)
+from topoq.domain.limits import DEFAULT_LOG_READ_BYTES, MAX_LOG_READ_BYTES
+from topoq.engine.ports import JobLog, LogRequest, UnknownJob
 from topoq.wire.v1 import (
     Explanation,
     JobDetail,

@@ -4,9 +4,11 @@ is in :mod:`topoq.cli.server_commands`, which uses the HTTP client alone."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+
+from topoq.domain.limits import DEFAULT_LOG_READ_BYTES, MAX_LOG_READ_BYTES
 
 ServerOption = Annotated[
     str | None,
@@ -27,8 +29,18 @@ TokenOption = Annotated[
     ),
 ]
 JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
-LOG_READ_LIMIT_BYTES = 16 << 20
-"""What the server returns of a job's logs in one read at most (the API refuses more)."""
+
+
+def log_bytes_option(what: str) -> Any:
+    """A byte count of a log read: bounded as the API bounds it."""
+    return typer.Option(
+        min=1,
+        max=MAX_LOG_READ_BYTES,
+        help=f"{what} (default {DEFAULT_LOG_READ_BYTES >> 20} MiB, at most "
+        f"{MAX_LOG_READ_BYTES >> 20} MiB).",
+    )
+
+
 JobArgument = Annotated[str, typer.Argument(help="The job id.")]
 NodeArgument = Annotated[str, typer.Argument(help="The node name.")]
 
@@ -211,25 +223,13 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     def logs(
         job: JobArgument,
         pod: Annotated[int | None, typer.Option(min=0, help="One pod's output.")] = None,
-        tail_bytes: Annotated[
-            int | None,
-            typer.Option(
-                min=1,
-                max=LOG_READ_LIMIT_BYTES,
-                help="The last this many bytes (default 1 MiB, at most 16 MiB).",
-            ),
-        ] = None,
+        tail_bytes: Annotated[int | None, log_bytes_option("The last this many bytes")] = None,
         offset: Annotated[
             int | None,
             typer.Option(min=0, help="Read one pod's log (--pod) forward from this byte."),
         ] = None,
         limit_bytes: Annotated[
-            int | None,
-            typer.Option(
-                min=1,
-                max=LOG_READ_LIMIT_BYTES,
-                help="With --offset: at most this many bytes (default 1 MiB, at most 16 MiB).",
-            ),
+            int | None, log_bytes_option("With --offset: at most this many bytes")
         ] = None,
         follow: Annotated[
             bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")

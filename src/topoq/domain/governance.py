@@ -154,11 +154,7 @@ class ClusterPolicy:
                 f"{len(self.teams):,} teams", hint=f"a policy has at most {MAX_TEAMS:,} teams"
             )
         names = [team.name for team in self.teams]
-        repeated = (
-            sorted(name for name, times in Counter(names).items() if times > 1)
-            if len(set(names)) != len(names)
-            else []
-        )
+        repeated = sorted(name for name, times in Counter(names).items() if times > 1)
         if repeated:
             raise InvalidInputError(
                 f"team {repeated[0]!r} is defined twice", hint="give every team a distinct name"

@@ -19,6 +19,10 @@ MAX_DOCUMENT_BYTES = 16 * 1024 * 1024
 """A file or request body topoq reads whole (16 MiB)."""
 MAX_REQUEST_BYTES = 4 * 1024 * 1024
 """A request body of the REST API (4 MiB)."""
+DEFAULT_LOG_READ_BYTES = 1 << 20
+"""What one read of a job's logs returns when it does not say (1 MiB)."""
+MAX_LOG_READ_BYTES = 16 << 20
+"""What one read of a job's logs returns at most (16 MiB), whatever it asks."""
 MAX_DEPTH = 64
 """Mappings and lists nested in one another."""
 MAX_ENTRIES = 1_000_000

@@ -209,11 +209,7 @@ class WorkloadSpec:
                 hint="add at least one pod set with a count",
             )
         names = [pod_set.name for pod_set in self.pod_sets]
-        duplicates = (
-            sorted(name for name, times in Counter(names).items() if times > 1)
-            if len(set(names)) != len(names)
-            else []
-        )
+        duplicates = sorted(name for name, times in Counter(names).items() if times > 1)
         if duplicates:
             raise InvalidRequestError(
                 f"pod set names repeat: {', '.join(duplicates)}",

@@ -34,11 +34,11 @@ from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
 from topoq.domain.governance import ClusterPolicy
-from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
+from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.intake import SYSTEM, Intake, redo_on_conflict
-from topoq.engine.launches import gang_launch, pod_set_commands
+from topoq.engine.launches import Commands, Environment, gang_launch, pod_set_commands
 from topoq.engine.outcomes import GANG_ENDED, error_message, moved_by
 from topoq.engine.ports import (
     ConcurrentUpdate,
@@ -112,8 +112,8 @@ class Controller:
         topology: TopologySpec,
         *,
         clock: Callable[[], float],
-        commands: Callable[[JobSpec], Mapping[str, tuple[str, ...]]] | None = None,
-        environment: Callable[[JobSpec], Mapping[str, str]] | None = None,
+        commands: Commands | None = None,
+        environment: Environment | None = None,
         metrics: ControlPlaneMetricsLike | None = None,
     ) -> None:
         self.store = store

@@ -15,6 +15,7 @@ from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError, TopoqError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import Allocation, JobId, JobSpec, JobView
+from topoq.domain.limits import DEFAULT_LOG_READ_BYTES
 from topoq.domain.node import NodeSpec
 from topoq.domain.resources import Resources
 
@@ -160,12 +161,6 @@ class ExecutorCapabilities:
     can_fail_nodes: bool
     """Whether ``fail_node`` can stop a node's work on demand (for demos and tests)."""
     captures_logs: bool
-
-
-DEFAULT_LOG_READ_BYTES = 1 << 20
-"""What one log read returns at most unless it asks for another amount (1 MiB)."""
-MAX_LOG_READ_BYTES = 16 << 20
-"""What one log read may ask for at most (16 MiB)."""
 
 
 @dataclass(frozen=True)

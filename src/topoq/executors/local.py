@@ -75,12 +75,13 @@ COMMAND_NOT_FOUND_EXIT_CODE = 127
 COMMAND_NOT_RUNNABLE_EXIT_CODE = 126
 
 
-def _checked_log_limit(limit_bytes: int) -> int:
+def checked_log_limit(limit_bytes: int, *, where: str = "pod_log_limit_bytes") -> int:
+    """``limit_bytes`` if a pod's output can be kept in it; ``where`` names the setting."""
     if limit_bytes < SMALLEST_POD_LOG_LIMIT_BYTES:
         raise InvalidInputError(
-            f"a pod log limit of {limit_bytes} bytes is too small",
-            where="pod_log_limit_bytes",
-            hint=f"give at least {SMALLEST_POD_LOG_LIMIT_BYTES} bytes (64 KiB)",
+            f"a pod log limit of {limit_bytes:,} bytes is too small to keep a pod's output",
+            where=where,
+            hint=f"give at least {SMALLEST_POD_LOG_LIMIT_BYTES >> 10} KiB, e.g. 64Mi",
         )
     return limit_bytes
 
@@ -100,7 +101,7 @@ class LocalExecutor:
         base_environment: Mapping[str, str] | None = None,
         pod_log_limit_bytes: int = DEFAULT_POD_LOG_LIMIT_BYTES,
     ) -> None:
-        self.pod_log_limit_bytes = _checked_log_limit(pod_log_limit_bytes)
+        self.pod_log_limit_bytes = checked_log_limit(pod_log_limit_bytes)
         self.capabilities = LOCAL_CAPABILITIES
         self.work_dir = Path(work_dir)
         self._clock = clock

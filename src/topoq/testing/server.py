@@ -32,12 +32,6 @@ class RunningServer:
     log_path: Path
     """The server's output, beside the data directory (so that it is not one of its files)."""
 
-    def admin_token(self) -> str:
-        return (self.data_dir / "admin-token").read_text(encoding="utf-8").strip()
-
-    def output(self) -> str:
-        return _text(self.log_path)
-
 
 @contextlib.contextmanager
 def running_server(

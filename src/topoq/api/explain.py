@@ -6,23 +6,49 @@ from __future__ import annotations
 
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.dependencies import dependency_status
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobPhase, JobView
-from topoq.wire.v1 import Explanation
+from topoq.engine.upstream import upstream_phases
+from topoq.wire.v1 import DependencyStatusModel, Explanation
 
 
 def explain_job(service: Service, view: JobView) -> Explanation:
+    """Why the job waits (or what it does), with where each of its dependencies stands."""
+    explanation = _explanation(service, view)
+    if not view.spec.dependencies:
+        return explanation
+    return explanation.model_copy(update={"dependencies": dependency_statuses(service, view)})
+
+
+def dependency_statuses(service: Service, view: JobView) -> list[DependencyStatusModel]:
+    """Each dependency of the job with its upstream job's phase now (one store query)."""
+    phases = service.store.phases_of({dep.job for dep in view.spec.dependencies})
+    return [
+        DependencyStatusModel(
+            kind=dep.kind,
+            job=dep.job,
+            phase=phases.get(dep.job),
+            status=dependency_status(dep, phases.get(dep.job)),
+        )
+        for dep in view.spec.dependencies
+    ]
+
+
+def _explanation(service: Service, view: JobView) -> Explanation:
     if view.phase is not JobPhase.PENDING:
         return _not_waiting(view)
     stored = service.store.diagnostic(view.id)
     if stored is not None:
         return _waiting(view, stored)
     jobs = tuple(service.store.jobs().values())
+    upstream = upstream_phases(service.store, jobs)
     policy = service.store.policy() or ClusterPolicy()
     tree = service.tree()
     with service.cycle_lock:  # the cycle places on the tree, which other requests share
-        result = schedule(Snapshot(service.clock(), tree, jobs, policy))
+        snapshot = Snapshot(service.clock(), tree, jobs, policy, upstream_phases=upstream)
+        result = schedule(snapshot)
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:
         return _waiting(view, diagnostic)

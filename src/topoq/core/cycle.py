@@ -11,7 +11,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterator
+from collections.abc import Hashable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 
 from topoq.core.admission import (
@@ -69,6 +69,9 @@ class Snapshot:
     jobs: tuple[JobView, ...]
     policy: ClusterPolicy
     flavor_label: str = INSTANCE_TYPE_LABEL
+    upstream_phases: Mapping[JobId, JobPhase] = field(default_factory=dict)
+    """The phase of each job a pending job depends on that is not in ``jobs`` (a shell that
+    holds only unfinished jobs gives the finished ones here; ``core.dependencies``)."""
 
 
 @dataclass
@@ -110,7 +113,7 @@ class _Cycle:
 def schedule(snapshot: Snapshot) -> CycleResult:
     requeues = _requeue_lost_gangs(snapshot)
     requeued = {requeue.job for requeue in requeues}
-    dependencies = resolve_dependencies(snapshot.jobs)
+    dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)
     holders = {
         job.id: job for job in snapshot.jobs if job.phase.holds_capacity and job.id not in requeued
     }

@@ -128,6 +128,17 @@ class Dependency:
     job: JobId
 
 
+class DependencyStatus(StrEnum):
+    """Where a dependency stands, by its upstream job's phase (``core.dependencies``)."""
+
+    OPEN = "open"
+    """The upstream job has not finished yet: the dependent job waits."""
+    MET = "met"
+    """The upstream job ended as the kind asks: the dependent job may run."""
+    BROKEN = "broken"
+    """The upstream job ended otherwise, or no job has its id: the dependent job is cancelled."""
+
+
 @dataclass(frozen=True)
 class JobSpec:
     """A submitted job. ``runtime_s`` is how long it runs once started (simulation only)."""

@@ -50,6 +50,7 @@ from topoq.engine.ports import (
     UnknownJob,
 )
 from topoq.engine.tree_cache import TreeCache
+from topoq.engine.upstream import upstream_phases
 
 log = logging.getLogger(__name__)
 
@@ -158,7 +159,10 @@ class Controller:
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
             return report
-        result = schedule(Snapshot(now, tree, tuple(jobs.values()), policy))
+        upstream = upstream_phases(self.store, jobs.values())  # finished jobs depended on
+        result = schedule(
+            Snapshot(now, tree, tuple(jobs.values()), policy, upstream_phases=upstream)
+        )
         report.result = result
         after = apply_cycle(jobs, result, now=now, evict_at_once=True)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]

@@ -6,7 +6,7 @@ them (DESIGN.md rule 5)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
@@ -14,7 +14,7 @@ from typing import Protocol
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError, TopoqError
 from topoq.domain.governance import ClusterPolicy
-from topoq.domain.job import Allocation, JobId, JobSpec, JobView
+from topoq.domain.job import Allocation, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.limits import DEFAULT_LOG_READ_BYTES
 from topoq.domain.node import NodeSpec
 from topoq.domain.resources import Resources
@@ -72,6 +72,11 @@ class Store(Protocol):
 
     def job(self, job_id: JobId) -> JobView:
         """One job, finished or not. Raises UnknownJob."""
+
+    def phases_of(self, ids: Collection[JobId]) -> dict[JobId, JobPhase]:
+        """The current phase of each of ``ids`` that is a stored job, finished or not (ids no
+        job has are left out), read in one transaction: what dependencies are checked against
+        at submission and resolved with in the cycle."""
 
     def save_jobs(
         self, changed: Sequence[JobView], *, now: float, decisions: CycleResult | None = None

@@ -37,6 +37,9 @@ JOB_EVENTS: Final = cast(Table, JobEventRow.__table__)
 
 STORED_IDS: Final = select(JobRow.id).where(JobRow.id.in_(bindparam("ids", expanding=True)))
 """Built once: building the statement costs more than running it (a primary-key lookup)."""
+STORED_PHASES: Final = select(JobRow.id, JobRow.phase).where(
+    JobRow.id.in_(bindparam("ids", expanding=True))
+)
 
 VIEW_COLUMNS = (
     JobRow.id,
@@ -245,6 +248,15 @@ def stored_ids(connection: Connection, ids: Sequence[str]) -> set[str]:
     for part in chunks(ids):
         taken.update(connection.execute(STORED_IDS, {"ids": part}).scalars())
     return taken
+
+
+def phases_of(connection: Connection, ids: Sequence[str]) -> dict[JobId, JobPhase]:
+    """The phase of each stored job among ``ids``."""
+    phases: dict[JobId, JobPhase] = {}
+    for part in chunks(ids):
+        for row in connection.execute(STORED_PHASES, {"ids": part}):
+            phases[JobId(row.id)] = JobPhase(row.phase)
+    return phases
 
 
 def _state_columns(view: JobView, now: float) -> dict[str, Any]:

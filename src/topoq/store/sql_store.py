@@ -162,6 +162,14 @@ class SqlStore:
         self._remember([record])
         return record
 
+    def phases_of(self, ids: Collection[JobId]) -> dict[JobId, JobPhase]:
+        """The phase of each stored job among ``ids``: one statement per ``IN_LIST_CHUNK``
+        ids on the primary key, in one transaction; no statement for no ids."""
+        wanted = sorted(set(ids))
+        if not wanted:
+            return {}
+        return self._read(lambda c: job_rows.phases_of(c, wanted))
+
     def save_jobs(
         self,
         changed: Sequence[JobView],

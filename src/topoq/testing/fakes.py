@@ -3,12 +3,12 @@ store (SQLite, PostgreSQL) and the local executor have their own contract tests.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field, replace
 
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import ClusterPolicy
-from topoq.domain.job import JobId, JobSpec, JobView, PhaseChange
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import (
     AuditEntry,
@@ -52,6 +52,9 @@ class MemoryStore:
         if job_id not in self.job_rows:
             raise UnknownJob(f"no job {job_id}")
         return self.job_rows[job_id]
+
+    def phases_of(self, ids: Collection[JobId]) -> dict[JobId, JobPhase]:
+        return {job: self.job_rows[job].phase for job in ids if job in self.job_rows}
 
     def save_jobs(
         self, changed: Sequence[JobView], *, now: float, decisions: CycleResult | None = None

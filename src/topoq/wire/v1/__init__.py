@@ -19,6 +19,7 @@ from topoq.wire.v1.errors import ErrorBody, ErrorDetail
 from topoq.wire.v1.jobs import (
     AllocationModel,
     DependencyModel,
+    DependencyStatusModel,
     Explanation,
     JobDetail,
     JobFormat,
@@ -37,6 +38,7 @@ __all__ = [
     "AllocationModel",
     "AuditEntryModel",
     "DependencyModel",
+    "DependencyStatusModel",
     "ErrorBody",
     "ErrorDetail",
     "EventModel",

@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field, StrictInt, StrictStr
 
-from topoq.domain.job import DependencyKind, JobPhase
+from topoq.domain.job import DependencyKind, DependencyStatus, JobPhase
 from topoq.wire.v1.base import ResourceAmounts, WireModel
 
 MAX_RETRY_LIMIT = 100
@@ -138,6 +138,20 @@ class JobList(WireModel):
     offset: int
 
 
+class DependencyStatusModel(WireModel):
+    """One dependency of a job and where it stands now."""
+
+    kind: DependencyKind
+    job: str = Field(description="The id of the job depended on (its upstream job).")
+    phase: JobPhase | None = Field(
+        description="The upstream job's phase now; null when no job has this id."
+    )
+    status: DependencyStatus = Field(
+        description="open: the upstream job has not finished; met: it ended as the kind asks; "
+        "broken: it ended otherwise (or does not exist), so the job is cancelled."
+    )
+
+
 class Explanation(WireModel):
     job: str
     phase: JobPhase
@@ -147,6 +161,9 @@ class Explanation(WireModel):
     message: str
     numbers: dict[str, int | str] = Field(default_factory=dict)
     remedies: list[str] = Field(default_factory=list)
+    dependencies: list[DependencyStatusModel] = Field(
+        default_factory=list, description="Each dependency of the job, in the order given."
+    )
 
 
 class JobHistory(WireModel):

@@ -45,6 +45,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
         largest_node=service.node_sizes.largest(),
         user=principal.name,
         now=service.clock(),
+        stored_phases=service.store.phases_of,
     )
     require_team(principal, spec.team, "submit")
     view = service.intake.submit(spec, actor=principal.name)

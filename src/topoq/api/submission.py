@@ -8,15 +8,23 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from topoq.api.errors import UNREADABLE_INPUT
+from topoq.core.dependencies import dependency_cycle
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
+from topoq.discovery.job_dependencies import (
+    WrittenDependency,
+    dependencies_from_hyperpod_job,
+    dependencies_from_job_file,
+    dependencies_from_kueue,
+)
 from topoq.discovery.jobfile import workload_from_job_file
 from topoq.discovery.kubernetes_workload import workload_from_kueue
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
-from topoq.domain.job import Dependency, JobId, JobSpec
+from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobSpec
 from topoq.domain.launch import (
     check_command,
     check_environment,
@@ -37,6 +45,14 @@ _READERS = {
     JobFormat.HYPERPOD: workload_from_hyperpod_job,
     JobFormat.KUEUE: workload_from_kueue,
 }
+_DEPENDENCY_READERS = {
+    JobFormat.TOPOQ: dependencies_from_job_file,
+    JobFormat.HYPERPOD: dependencies_from_hyperpod_job,
+    JobFormat.KUEUE: dependencies_from_kueue,
+}
+StoredPhases = Callable[[Collection[JobId]], Mapping[JobId, JobPhase]]
+"""The phase of each of the ids that a stored job has (``Store.phases_of``)."""
+T = TypeVar("T")
 _HYPERPOD_NAMESPACE = re.compile(r"^hyperpod-ns-(?P<team>.+?)(?:-localqueue)?$")
 _HYPERPOD_MAX_RETRY = "max_retry"
 MAX_PODS_PER_JOB = 100_000
@@ -71,15 +87,14 @@ def job_from_request(
     largest_node: Mapping[str, int],
     user: str,
     now: float,
+    stored_phases: StoredPhases,
 ) -> JobSpec:
     """The job a submission asks for; ``InvalidInputError`` names the field to fix.
-    ``largest_node`` is the most of each resource one node of the cluster has."""
+    ``largest_node`` is the most of each resource one node of the cluster has;
+    ``stored_phases`` (``Store.phases_of``) says which upstream jobs exist."""
     workload = read_workload(request)
     job_id = job_id_of(request, workload)
-    dependencies = tuple(
-        Dependency(d.kind, JobId(check_job_id(d.job, where=f"dependencies[{i}].job")))
-        for i, d in enumerate(request.dependencies)
-    )
+    written = written_dependencies(request)
     team = check_label_name(team_of(request, workload), what="team name", where="team")
     check_team(team, policy)
     priority_class = request.priority_class or workload.priority_class
@@ -90,6 +105,7 @@ def job_from_request(
         fields = PodSetFields(request.format, index)
         check_launch_fields(pod_set, fields)
         check_requests(pod_set, largest_node, where=fields.path("requests"))
+    dependencies = checked_dependencies(job_id, written, stored_phases)
     return JobSpec(
         id=job_id,
         team=TeamName(team),
@@ -111,8 +127,12 @@ def job_id_of(request: SubmitJobRequest, workload: WorkloadSpec) -> JobId:
 
 def read_workload(request: SubmitJobRequest) -> WorkloadSpec:
     """The document read by its format's reader; errors point into ``document``."""
+    return _read_document(request, _READERS[request.format])
+
+
+def _read_document(request: SubmitJobRequest, reader: Callable[..., T]) -> T:
     try:
-        return _READERS[request.format](request.document, source=DOCUMENT)
+        return reader(request.document, source=DOCUMENT)
     except UNREADABLE_INPUT as error:  # named as the document's fault, not only the request's
         log.warning("a %s reader failed on a document", request.format.value, exc_info=error)
         raise InvalidInputError(
@@ -126,6 +146,67 @@ def read_workload(request: SubmitJobRequest) -> WorkloadSpec:
             where = f"{DOCUMENT}.{where.removeprefix(f'{DOCUMENT}: ')}"
         hint = error.hint or f"the document is read as format {request.format.value!r}"
         raise InvalidInputError(error.message, where=where, hint=hint) from None
+
+
+def written_dependencies(request: SubmitJobRequest) -> list[WrittenDependency]:
+    """The request's ``dependencies``, then those its document names, each once."""
+    given = [
+        WrittenDependency(
+            Dependency(d.kind, JobId(check_job_id(d.job, where=f"dependencies[{i}].job"))),
+            f"dependencies[{i}].job",
+        )
+        for i, d in enumerate(request.dependencies)
+    ]
+    in_document = [
+        WrittenDependency(written.dependency, f"{DOCUMENT}.{written.where}")
+        for written in _read_document(request, _DEPENDENCY_READERS[request.format])
+    ]
+    unique: dict[Dependency, WrittenDependency] = {}
+    for written in given + in_document:
+        unique.setdefault(written.dependency, written)
+    return list(unique.values())
+
+
+def checked_dependencies(
+    job_id: JobId, written: Sequence[WrittenDependency], stored_phases: StoredPhases
+) -> tuple[Dependency, ...]:
+    """The dependencies, once none names the job itself (nor closes a cycle), none asks for
+    both success and failure of one job, and a job has every upstream id (one store query).
+    Jobs stored earlier depend only on jobs stored before them, so one submission can close a
+    cycle only through itself."""
+    cycle = dependency_cycle({job_id: [w.dependency.job for w in written]})
+    if cycle is not None:
+        first = next(w for w in written if w.dependency.job == cycle[1])
+        raise InvalidInputError(
+            "the job depends on itself"
+            if len(cycle) == 2
+            else f"the dependencies close a cycle: {' -> '.join(cycle)}",
+            where=first.where,
+            hint="name the jobs that must end before this one starts",
+        )
+    _check_not_contradictory(written)
+    found = stored_phases({w.dependency.job for w in written}) if written else {}
+    for item in written:
+        if item.dependency.job not in found:
+            raise InvalidInputError(
+                f"no job has the id {item.dependency.job!r}",
+                where=item.where,
+                hint=f"submit {item.dependency.job} first, or fix the id: a job can depend "
+                "only on jobs already submitted",
+            )
+    return tuple(w.dependency for w in written)
+
+
+def _check_not_contradictory(written: Sequence[WrittenDependency]) -> None:
+    kinds: dict[JobId, set[DependencyKind]] = {}
+    for item in written:
+        kinds.setdefault(item.dependency.job, set()).add(item.dependency.kind)
+        if {DependencyKind.AFTER_OK, DependencyKind.AFTER_FAILED} <= kinds[item.dependency.job]:
+            raise InvalidInputError(
+                f"the job waits for {item.dependency.job} both to succeed and to fail",
+                where=item.where,
+                hint="keep one of after-ok and after-failed, or use after-any",
+            )
 
 
 def team_of(request: SubmitJobRequest, workload: WorkloadSpec) -> str:

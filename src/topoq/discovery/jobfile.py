@@ -8,6 +8,7 @@ topoq's job file (YAML or JSON; snake_case keys are accepted as well as camelCas
     spec:
       queueName: nlp-queue                 # optional
       priorityClassName: training-priority # optional
+      afterOk: [prep]                      # optional; also afterAny, afterFailed (job_dependencies)
       podSets:
       - name: workers
         count: 32
@@ -38,6 +39,7 @@ from pathlib import Path
 from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
+from topoq.discovery.job_dependencies import JOB_FILE_DEPENDENCY_KEYS
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     namespace_name,
@@ -75,7 +77,8 @@ __all__ = [
 JOB_API_VERSION = "topoq.io/v1"
 JOB_KIND = "Job"
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
-_SPEC_KEYS = ("podSets", "queueName", "priorityClassName")
+_SPEC_KEYS = ("podSets", "queueName", "priorityClassName", *JOB_FILE_DEPENDENCY_KEYS)
+"""The dependency keys are read by ``job_dependencies.dependencies_from_job_file``."""
 _POD_SET_KEYS = (
     "name",
     "count",

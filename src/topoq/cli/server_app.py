@@ -139,6 +139,14 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             list[str] | None,
             typer.Option("--after-ok", help="Start only after this job succeeded (repeatable)."),
         ] = None,
+        after_any: Annotated[
+            list[str] | None,
+            typer.Option("--after-any", help="Start only after this job ended (repeatable)."),
+        ] = None,
+        after_failed: Annotated[
+            list[str] | None,
+            typer.Option("--after-failed", help="Start only after this job failed (repeatable)."),
+        ] = None,
         server: ServerOption = None,
         token: TokenOption = None,
         as_json: JsonOption = False,
@@ -146,9 +154,16 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         """Submit a job; prints its id and phase."""
         from topoq.cli.app import guarded
         from topoq.cli.server_commands import connected, print_json, submission
+        from topoq.domain.job import DependencyKind
+
+        after = {
+            DependencyKind.AFTER_OK: after_ok or [],
+            DependencyKind.AFTER_ANY: after_any or [],
+            DependencyKind.AFTER_FAILED: after_failed or [],
+        }
 
         def run() -> None:
-            request = submission(file, form, team, priority, job_id, max_retry, after_ok or [])
+            request = submission(file, form, team, priority, job_id, max_retry, after)
             with connected(server, token) as client:
                 job = client.submit(request)
                 print_json(job) if as_json else typer.echo(
@@ -170,7 +185,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         """Jobs, newest first (like squeue): team, user, priority, phase, GPUs, age, placement
         span per level, and why pending jobs wait."""
         from topoq.cli.render import make_console
-        from topoq.cli.server_commands import connected, jobs_table, print_json
+        from topoq.cli.server_commands import connected, jobs_table, print_json, waiting_reason
 
         with connected(server, token) as client:
             page = client.jobs(team=team, phase=phase, user=user, limit=limit)
@@ -178,7 +193,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 print_json(page)
                 return
             reasons = {
-                row.id: client.explain(row.id).reason or ""
+                row.id: waiting_reason(client.explain(row.id))
                 for row in page.items
                 if row.phase.value == "pending" and row.visible
             }
@@ -201,7 +216,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         as_json: JsonOption = False,
     ) -> None:
         """Why a job waits, with the numbers, and what would change it."""
-        from topoq.cli.server_commands import connected, print_json
+        from topoq.cli.server_commands import connected, dependency_lines, print_json
 
         with connected(server, token) as client:
             answer = client.explain(job)
@@ -215,6 +230,10 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             typer.echo(f"  {answer.message}")
             for remedy in answer.remedies:
                 typer.echo(f"  would change it: {remedy}")
+            if answer.dependencies:
+                typer.echo("depends on:")
+                for line in dependency_lines(answer):
+                    typer.echo(line)
 
     for verb in ("cancel", "hold", "release"):
         _job_action(app, verb)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from datetime import time as dt_time
@@ -19,8 +19,8 @@ from rich.tree import Tree
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.documents import read_document
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import DependencyKind
-from topoq.wire.v1 import JobFormat, JobSummary, SubmitJobRequest
+from topoq.domain.job import DependencyKind, DependencyStatus
+from topoq.wire.v1 import Explanation, JobFormat, JobSummary, SubmitJobRequest
 from topoq.wire.v1.cluster import TopologyDomainModel, TopologyModel
 from topoq.wire.v1.jobs import DependencyModel
 from topoq.wire.v1.reports import UsageReportModel
@@ -86,7 +86,7 @@ def submission(
     priority: str | None,
     job_id: str | None,
     max_retry: int | None,
-    after_ok: list[str],
+    after: Mapping[DependencyKind, Sequence[str]],
 ) -> SubmitJobRequest:
     document = read_document(path)
     chosen = JobFormat(form) if form else detect_format(document, str(path))
@@ -97,7 +97,9 @@ def submission(
         priority_class=priority,
         id=job_id,
         max_retry=max_retry,
-        dependencies=[DependencyModel(kind=DependencyKind.AFTER_OK, job=job) for job in after_ok],
+        dependencies=[
+            DependencyModel(kind=kind, job=job) for kind, jobs in after.items() for job in jobs
+        ],
     )
 
 
@@ -109,6 +111,26 @@ def age(seconds: float | None) -> str:
         if span >= size:
             return f"{span // size}{unit}"
     return f"{span}s"
+
+
+def waiting_reason(answer: Explanation) -> str:
+    """The reason a pending job waits, with the dependencies still open
+    (``WAITING_ON_DEPENDENCY: after-ok prep``)."""
+    reason = answer.reason or ""
+    still_open = [d for d in answer.dependencies if d.status is DependencyStatus.OPEN]
+    if not still_open:
+        return reason
+    return f"{reason}: " + ", ".join(f"{d.kind.value} {d.job}" for d in still_open)
+
+
+def dependency_lines(answer: Explanation) -> list[str]:
+    """One line per dependency: its kind, the upstream job, its phase and where it stands."""
+    return [
+        f"  {d.kind.value} {d.job}: "
+        + (d.phase.value if d.phase is not None else "no such job")
+        + f" ({d.status.value})"
+        for d in answer.dependencies
+    ]
 
 
 def jobs_table(rows: list[JobSummary], reasons: dict[str, str]) -> Table:

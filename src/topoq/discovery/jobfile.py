@@ -39,7 +39,13 @@ from pathlib import Path
 from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
-from topoq.discovery.job_dependencies import JOB_FILE_DEPENDENCY_KEYS
+from topoq.discovery.job_dependencies import (
+    JOB_FILE_DEPENDENCY_KEYS,
+    WrittenDependency,
+    dependencies_from_hyperpod_job,
+    dependencies_from_job_file,
+    dependencies_from_kueue,
+)
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     namespace_name,
@@ -68,6 +74,7 @@ from topoq.domain.workload import (
 __all__ = [
     "JOB_API_VERSION",
     "JOB_KIND",
+    "dependencies_from_document",
     "load_workload",
     "workload_from_document",
     "workload_from_hyperpod_job",
@@ -109,14 +116,16 @@ def load_workload(path: Path | str) -> WorkloadSpec:
 
 def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
     """A Kueue Workload, a topoq job file or a HyperPod PyTorch job, told apart by their fields."""
+    readers = {
+        _KUEUE: workload_from_kueue,
+        _JOB_FILE: workload_from_job_file,
+        _HYPERPOD: workload_from_hyperpod_job,
+    }
+    form = _form_of(doc)
+    if form is not None:
+        return readers[form](doc, source=source)
     if isinstance(doc, Mapping):
         kind, api_version = _header_value(doc, "kind"), _header_value(doc, "apiVersion")
-        if kind == WORKLOAD_KIND and api_version in KUEUE_WORKLOAD_API_VERSIONS:
-            return workload_from_kueue(doc, source=source)
-        if kind == JOB_KIND and api_version == JOB_API_VERSION:
-            return workload_from_job_file(doc, source=source)
-        if HYPERPOD_JOB_NAME_FIELD in doc:
-            return workload_from_hyperpod_job(doc, source=source)
         found = f"kind {kind!r} and apiVersion {api_version!r}"
     else:
         found = "no mapping"
@@ -125,6 +134,34 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         where=source,
         hint=f"give {_ACCEPTED_FORMS}",
     )
+
+
+def dependencies_from_document(doc: object, *, source: str) -> tuple[WrittenDependency, ...]:
+    """The dependencies a document of any of the three forms names (none for another form)."""
+    readers = {
+        _KUEUE: dependencies_from_kueue,
+        _JOB_FILE: dependencies_from_job_file,
+        _HYPERPOD: dependencies_from_hyperpod_job,
+    }
+    form = _form_of(doc)
+    return () if form is None else readers[form](doc, source=source)
+
+
+_KUEUE, _JOB_FILE, _HYPERPOD = "kueue", "job file", "hyperpod"
+
+
+def _form_of(doc: object) -> str | None:
+    """Which of the three forms the document is, by its fields; None for none of them."""
+    if not isinstance(doc, Mapping):
+        return None
+    kind, api_version = _header_value(doc, "kind"), _header_value(doc, "apiVersion")
+    if kind == WORKLOAD_KIND and api_version in KUEUE_WORKLOAD_API_VERSIONS:
+        return _KUEUE
+    if kind == JOB_KIND and api_version == JOB_API_VERSION:
+        return _JOB_FILE
+    if HYPERPOD_JOB_NAME_FIELD in doc:
+        return _HYPERPOD
+    return None
 
 
 def _header_value(doc: Mapping[str, object], key: str) -> str | None:

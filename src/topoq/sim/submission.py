@@ -9,8 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from topoq.discovery.documents import Fields
-from topoq.discovery.jobfile import JOB_API_VERSION, JOB_KIND, load_workload, workload_from_job_file
+from topoq.discovery.documents import Fields, read_document
+from topoq.discovery.jobfile import (
+    JOB_API_VERSION,
+    JOB_KIND,
+    dependencies_from_document,
+    load_workload,
+    workload_from_job_file,
+)
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobSpec
@@ -82,7 +88,7 @@ def read_submit(fields: Fields, at_s: float, context: JobContext, job_id: str) -
         workload=workload,
         submitted_at=at_s,
         priority_class=priority,
-        dependencies=_dependencies(fields),
+        dependencies=_dependencies(fields) + _file_dependencies(fields, context),
         max_retry=count(fields, "max_retry", 0, least=0, most=MAX_RETRY_LIMIT),
         user=fields.optional_text("user"),
         runtime_s=seconds(fields, "runtime_s"),
@@ -180,6 +186,18 @@ def _dependencies(fields: Fields) -> tuple[Dependency, ...]:
     for key, kind in DEPENDENCY_KEYS.items():
         found.extend(Dependency(kind, JobId(name)) for name in names(fields, key))
     return tuple(found)
+
+
+def _file_dependencies(fields: Fields, context: JobContext) -> tuple[Dependency, ...]:
+    """Those the workload file given as ``job`` names, as the server reads them."""
+    if not fields.has("job"):
+        return ()
+    path = relative_path(context.base, fields.text("job"), fields.path("job"))
+    try:
+        written = dependencies_from_document(read_document(path), source=str(path))
+    except InvalidInputError as error:
+        raise error.located(fields.path("job")) from None
+    return tuple(item.dependency for item in written)
 
 
 def _exit_codes(fields: Fields) -> tuple[int, ...]:

@@ -12,7 +12,7 @@ which to read); the simulator keeps every job, finished or not, in the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 from topoq.domain.decisions import Cancel, Diagnostic, PendingReason
@@ -35,7 +35,7 @@ class DependencyState:
     """Pending jobs not to consider this cycle (cancelled or waiting)."""
 
 
-def absent_upstream(jobs: Iterable[JobView]) -> frozenset[JobId]:
+def absent_upstream(jobs: Collection[JobView]) -> frozenset[JobId]:
     """The ids that pending jobs among ``jobs`` depend on and that are not among ``jobs``:
     what a shell holding only unfinished jobs looks up for ``upstream_phases``."""
     pending = [job for job in jobs if job.phase is JobPhase.PENDING and job.spec.dependencies]

@@ -3,7 +3,11 @@ controller's case: it reads only unfinished jobs) but its phase is in ``upstream
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.dependencies import (
@@ -14,7 +18,14 @@ from topoq.core.dependencies import (
 )
 from topoq.core.tree import build_tree
 from topoq.domain.decisions import PendingReason
-from topoq.domain.job import Dependency, DependencyKind, DependencyStatus, JobId, JobPhase
+from topoq.domain.job import (
+    Dependency,
+    DependencyKind,
+    DependencyStatus,
+    JobId,
+    JobPhase,
+    JobView,
+)
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 OK, ANY, FAILED = DependencyKind.AFTER_OK, DependencyKind.AFTER_ANY, DependencyKind.AFTER_FAILED
@@ -148,3 +159,32 @@ def test_dependency_cycle_is_none_for_chains_diamonds_and_outside_ids() -> None:
     assert dependency_cycle({a: [b, c], b: [d], c: [d], d: []}) is None
     assert dependency_cycle({a: [JobId("stored-earlier")]}) is None
     assert dependency_cycle({}) is None
+
+
+NAMES = [f"j{n}" for n in range(6)]
+
+
+@st.composite
+def job_sets(draw: st.DrawFn) -> list[JobView]:
+    """Jobs in any phase, each pending one depending on any others (or unknown ids)."""
+    jobs = []
+    for name in draw(st.lists(st.sampled_from(NAMES), min_size=1, unique=True)):
+        upstream = draw(st.lists(st.sampled_from([*NAMES, "ghost"]), max_size=3, unique=True))
+        kinds = draw(st.lists(st.sampled_from(list(DependencyKind)), min_size=3, max_size=3))
+        deps = tuple(Dependency(k, JobId(u)) for k, u in zip(kinds, upstream, strict=False))
+        view = job(name, "a", 1, depends=deps)
+        jobs.append(replace(view, phase=draw(st.sampled_from(list(JobPhase)))))
+    return jobs
+
+
+@given(job_sets())
+@settings(max_examples=200, deadline=None)
+def test_unfinished_jobs_with_upstream_phases_resolve_as_every_job_does(
+    jobs: list[JobView],
+) -> None:
+    """What the controller gives the cycle (unfinished jobs and the phases of the absent
+    upstream jobs it reads) decides as what the simulator gives it (every job)."""
+    unfinished = [view for view in jobs if not view.phase.finished]
+    stored = {view.id: view.phase for view in jobs}
+    read = {job: stored[job] for job in absent_upstream(unfinished) if job in stored}
+    assert resolve_dependencies(unfinished, read) == resolve_dependencies(jobs)

@@ -80,7 +80,8 @@ def test_a_failed_gang_is_retried_up_to_max_retry_then_fails() -> None:
     assert "retry 1 of 1" in view.history[-4].cause
 
 
-def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
+def preempted_setup() -> tuple[Controller, MemoryStore, ScriptedExecutor, str]:
+    """b1 and b2 run on team a's borrowed room; a1 reclaims it: one of them is the victim."""
     c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
     c.intake.submit(job("b1", "b", 4).spec, actor="bob")
     c.intake.submit(job("b2", "b", 4).spec, actor="bob")
@@ -90,12 +91,65 @@ def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
     c.step()
     c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
     report = c.step()
-    [victim] = report.cancelled
-    assert executor.cancelled == [victim]
-    assert phase(store, victim) is JobPhase.PENDING
-    assert store.job(JobId(victim)).preemptions == 1
+    [victim] = report.stopping
+    return c, store, executor, victim
+
+
+def test_a_victim_keeps_its_room_until_the_executor_reports_it_stopped() -> None:
+    c, store, executor, victim = preempted_setup()
+    assert executor.stopping == [(JobId(victim), 30)] and executor.cancelled == []
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PREEMPTING and view.preempted_for == "a1"
+    assert view.preemptions == 1 and view.allocation is not None
+    for _ in range(3):  # however many cycles run meanwhile, a1 waits and nobody is evicted again
+        report = c.step()
+        assert not report.result.preemptions and "a1" not in report.started
+        [waiting] = [d for d in store.cycles[-1].diagnostics if d.job == "a1"] or [None]
+        assert waiting is None or waiting.reason.value == "WAITING_FOR_VICTIMS"
+    assert phase(store, "a1") is JobPhase.PENDING and phase(store, victim) is JobPhase.PREEMPTING
+    executor.report(Kind.STOPPED, victim)
     report = c.step()
     assert "a1" in report.started
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.preemptions == 1 and view.allocation is None
+    assert view.history[-1].cause == "requeued after preemption: its pods stopped"
+    assert executor.stopping == [(JobId(victim), 30)] and executor.cancelled == []
+
+
+def test_a_victim_that_does_not_stop_is_killed_after_the_grace_period_and_requeued() -> None:
+    c, store, executor, victim = preempted_setup()
+    since = store.job(JobId(victim)).preempting_since
+    assert since is not None
+    clock = c.clock
+    assert isinstance(clock, Clock)
+    clock.now = since + 30 + 3  # the step reads 34 s: within grace and margin, it still waits
+    assert c.step().killed == [] and phase(store, victim) is JobPhase.PREEMPTING
+    report = c.step()  # 35 s: the grace period and the controller's 5 s margin are over
+    assert report.killed == [victim] and executor.cancelled == [victim]
+    assert phase(store, victim) is JobPhase.PENDING
+    assert "had not stopped 30 s after SIGTERM" in store.job(JobId(victim)).history[-1].cause
+    assert "a1" in report.started
+    executor.report(Kind.STOPPED, victim)  # late: stale, dropped
+    c.step()
+    assert phase(store, victim) is JobPhase.PENDING
+
+
+def test_a_victim_cancelled_while_it_stops_is_cancelled_and_its_pods_stopped() -> None:
+    c, store, executor, victim = preempted_setup()
+    c.intake.cancel(JobId(victim), actor="bob")
+    assert phase(store, victim) is JobPhase.CANCELLED
+    report = c.step()
+    assert executor.cancelled == [victim] and "a1" in report.started
+
+
+def test_a_pending_job_of_another_team_does_not_take_the_room_a_victim_frees() -> None:
+    c, store, executor, victim = preempted_setup()
+    c.intake.submit(job("b3", "b", 4, required=BLOCK).spec, actor="bob")
+    c.step()
+    assert phase(store, "b3") is JobPhase.PENDING
+    executor.report(Kind.STOPPED, victim)
+    c.step()
+    assert phase(store, "a1") is JobPhase.ADMITTED and phase(store, "b3") is JobPhase.PENDING
 
 
 def test_a_lost_node_requeues_its_gang_and_marks_the_node_failed() -> None:

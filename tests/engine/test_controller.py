@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -265,6 +266,64 @@ def test_recover_requeues_gangs_that_held_capacity_before_a_restart() -> None:
     restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
     assert restarted.recover() == ["j1"]
     assert phase(store, "j1") is JobPhase.PENDING
+
+
+def test_recover_requeues_a_victim_that_was_stopping_before_a_restart() -> None:
+    c, store, _, victim = preempted_setup()
+    restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
+    assert victim in restarted.recover()
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.allocation is None
+    assert view.preempted_for is None and view.preemptions == 1
+    assert "a1" in restarted.step().started
+
+
+def test_a_victim_whose_pods_exit_while_stopping_is_requeued_not_finished() -> None:
+    """A trainer that checkpoints on SIGTERM and exits 0 is resumed later, not succeeded."""
+    c, store, executor, victim = preempted_setup()
+    executor.report(Kind.EXITED, victim, exit_code=0)
+    report = c.step()
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.failures == 0
+    assert view.history[-1].cause == "requeued after preemption: its pods exited (0) while stopping"
+    assert "a1" in report.started
+
+
+def test_a_stop_the_executor_failed_to_begin_is_asked_again_at_the_next_step() -> None:
+    class StopFailsOnce(ScriptedExecutor):
+        failures = 1
+
+        def stop(self, job: JobId, grace_s: float) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise OSError("stop failed (injected)")
+            super().stop(job, grace_s)
+
+    c, store, _ = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    executor = StopFailsOnce()
+    c.executor = executor
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    report = c.step()
+    assert report.stopping == [] and [e for e in report.executor_errors if "stop b" in e]
+    [victim] = [j for j in ("b1", "b2") if phase(store, j) is JobPhase.PREEMPTING]
+    assert c.step().stopping == [victim] and executor.stopping == [(JobId(victim), 30)]
+    assert phase(store, "a1") is JobPhase.PENDING
+
+
+def test_the_grace_period_comes_from_the_policy() -> None:
+    c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    rules = store.policy()
+    assert rules is not None
+    store.save_policy(replace(rules, preemption_grace_s=7), actor="test", now=0)
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    [victim] = c.step().stopping
+    assert executor.stopping == [(JobId(victim), 7)]
 
 
 def test_on_the_sql_store_a_cycle_that_raced_a_user_is_dropped_then_redone(

@@ -313,6 +313,28 @@ def test_a_stop_the_executor_failed_to_begin_is_asked_again_at_the_next_step() -
     assert phase(store, "a1") is JobPhase.PENDING
 
 
+def test_a_victim_the_executor_never_agreed_to_stop_is_still_killed_at_the_deadline() -> None:
+    class StopAlwaysFails(ScriptedExecutor):
+        def stop(self, job: JobId, grace_s: float) -> None:
+            raise OSError("stop failed (injected)")
+
+    c, store, _ = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    executor = StopAlwaysFails()
+    c.executor = executor
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    c.step()
+    [victim] = [j for j in ("b1", "b2") if phase(store, j) is JobPhase.PREEMPTING]
+    clock = c.clock
+    assert isinstance(clock, Clock)
+    clock.now += 40
+    report = c.step()
+    assert report.killed == [victim] and executor.cancelled == [victim]
+    assert "a1" in report.started
+
+
 def test_the_grace_period_comes_from_the_policy() -> None:
     c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
     rules = store.policy()

@@ -289,17 +289,19 @@ class Controller:
     ) -> bool:
         """Every PREEMPTING job is being stopped: ask the executor again where asking failed,
         and requeue a victim still there ``GRACE_MARGIN_S`` past its grace period once the
-        executor killed its pods (``cancel`` returns when they are gone). Whether one was
-        requeued. This runs every step, settled or not, so a deadline is never slept past."""
+        executor killed its pods (``cancel`` returns when they are gone; one that fails is
+        tried again at the next step). Whether one was requeued. This runs every step,
+        settled or not, so a deadline is never slept past."""
         requeued = False
         self._stopping &= {job.id for job in jobs.values() if job.phase is JobPhase.PREEMPTING}
         for job in jobs.values():
             since = job.preempting_since
             if since is None:
                 continue
-            if job.id not in self._stopping:
-                self._ask_to_stop(job.id, grace_s, report)
-            elif now >= since + grace_s + GRACE_MARGIN_S and self._stop(job.id, report):
+            if now < since + grace_s + GRACE_MARGIN_S:
+                if job.id not in self._stopping:
+                    self._ask_to_stop(job.id, grace_s, report)
+            elif self._stop(job.id, report):  # past the deadline, asked or not
                 cause = (
                     f"requeued after preemption: its pods had not stopped {grace_s:g} s after "
                     "SIGTERM; they were killed"

@@ -123,8 +123,11 @@ def test_a_victim_that_does_not_stop_is_killed_after_the_grace_period_and_requeu
     assert since is not None
     clock = c.clock
     assert isinstance(clock, Clock)
+    c.step()  # a1 waits: nothing changed, so the loop settles ...
     clock.now = since + 30 + 3  # the step reads 34 s: within grace and margin, it still waits
-    assert c.step().killed == [] and phase(store, victim) is JobPhase.PREEMPTING
+    waiting = c.step()
+    assert waiting.settled and waiting.killed == [] and phase(store, victim) is JobPhase.PREEMPTING
+    # ... and still the deadline is checked at every step
     report = c.step()  # 35 s: the grace period and the controller's 5 s margin are over
     assert report.killed == [victim] and executor.cancelled == [victim]
     assert phase(store, victim) is JobPhase.PENDING

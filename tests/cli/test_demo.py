@@ -75,10 +75,10 @@ def test_quick_demo_shows_every_scene_with_its_evidence_and_leaves_nothing_runni
     # 1 borrowing: nlp beyond its 192-GPU guarantee on what vision lends
     assert "nlp uses 384 GPUs: its 192 and 192 borrowed" in out
     # 2 reclaim, and why the victim now waits
-    assert "preempted — PREEMPTED_FOR_RECLAIM: evicted so that vision-train" in out
+    assert "preempting — PREEMPTED_FOR_RECLAIM: evicted so that vision-train" in out
     assert "pending — NO_LENDER_HAS_ROOM" in out
     # 3 priority inside nlp
-    assert "preempted — PREEMPTED_FOR_PRIORITY: evicted so that nlp-serve (team nlp)" in out
+    assert "preempting — PREEMPTED_FOR_PRIORITY: evicted so that nlp-serve (team nlp)" in out
     # 4 the gang waits with its block held, small jobs go elsewhere, then it starts there
     assert "vision-pretrain: pending — TOPOLOGY_UNSATISFIABLE" in out
     assert "holding l1-01/l2-01-01 for it" in out

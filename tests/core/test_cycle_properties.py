@@ -3,19 +3,24 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import replace
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
+from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.ordering import priority_of
 from topoq.core.quota import QuotaBook
-from topoq.domain.decisions import PreemptionCause
+from topoq.domain.decisions import PendingReason, PreemptionCause
 from topoq.domain.governance import SharingStrategy
-from topoq.domain.job import JobId, JobPhase
+from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
+from topoq.engine.outcomes import moved_by
+from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import P5, Cluster, job, policy, team
 
@@ -136,3 +141,52 @@ def test_a_lender_gets_its_guarantee_back_within_one_cycle(
         freed = {block_of[n] for v in victims for n in before[v].allocation.nodes}  # type: ignore[union-attr]
         used = {block_of[n] for n in view.allocation.nodes}
         assert used <= freed
+
+
+def gpus_on_nodes(jobs: Iterable[JobView]) -> dict[str, int]:
+    """GPUs booked per node by every job that holds capacity, victims still stopping too."""
+    on_node: dict[str, int] = defaultdict(int)
+    for view in jobs:
+        if view.phase.holds_capacity and view.allocation is not None:
+            for node, resources in view.allocation.resources_on_node.items():
+                on_node[node] += resources.amount(NVIDIA_GPU)
+    return on_node
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_no_gpu_is_booked_twice_while_victims_stop(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    """Victims stop after any number of cycles (PREEMPTING until their STOPPED): meanwhile no
+    node carries more GPUs than it has, a victim is never chosen again, its preemptor is not
+    admitted and the other running work stays within its team's quota."""
+    jobs, count = dict(c.jobs), 0
+    for wave in [*waves, [], [], []]:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            view = job(f"j{count}", team_name, pods, gpus, priority=cls, **extra)
+            jobs[view.id] = replace(view, spec=replace(view.spec, submitted_at=c.now))
+            count += 1
+        stopping = {v.id for v in jobs.values() if v.phase is JobPhase.PREEMPTING}
+        waiting = {jobs[v].preempted_for for v in stopping} - {None}
+        result = schedule(Snapshot(c.now, c.tree, tuple(jobs.values()), c.policy))
+        assert not {p.victim for p in result.preemptions} & stopping
+        assert not {a.job for a in result.admissions} & waiting
+        for diagnostic in result.diagnostics:
+            if diagnostic.job in waiting:
+                assert diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS
+        jobs = apply_cycle(jobs, result, now=c.now, start_at_once=True)
+        assert all(gpus <= 8 for gpus in gpus_on_nodes(jobs.values()).values())
+        check_books(replace(c, jobs=jobs))
+        c.now += 10
+        for victim in sorted(v.id for v in jobs.values() if v.phase is JobPhase.PREEMPTING):
+            if data.draw(st.booleans(), label=f"{victim} stops"):
+                event = ExecutorEvent(ExecutorEventKind.STOPPED, c.now, job=victim)
+                moved = moved_by(jobs[victim], event)
+                assert moved is not None and moved.phase is JobPhase.PENDING
+                assert moved.allocation is None
+                jobs[victim] = moved
+        running = sorted(j for j, v in jobs.items() if v.phase is JobPhase.RUNNING)
+        for job_id in running[: len(running) // 3]:
+            jobs[job_id] = advance(jobs[job_id], JobPhase.SUCCEEDED, now=c.now, cause="exited")

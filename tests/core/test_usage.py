@@ -92,7 +92,7 @@ CASES = [
             "p",
             (1, P.ADMITTED, 16, 8),
             (1, P.RUNNING),
-            (2, P.PREEMPTED),
+            (2, P.PREEMPTING),
             (2, P.PENDING),
             (4, P.ADMITTED, 16, 0),
             (4, P.RUNNING),
@@ -136,7 +136,9 @@ CASES = [
         [
             *history("x", (1, P.ADMITTED, 8, 0), (1, P.RUNNING), (2, P.SUCCEEDED)),
             *history("y", (1, P.ADMITTED, 8, 0), (1, P.RUNNING), (3, P.SUCCEEDED)),
-            *history("v", (5, P.ADMITTED, 24, 16), (6, P.PREEMPTED), team="vision"),
+            *history(
+                "v", (5, P.ADMITTED, 24, 16), (6, P.PREEMPTING), (6, P.PENDING), team="vision"
+            ),
             *history("waiting", (1, P.CANCELLED)),
         ],
         (0, 24),

@@ -53,6 +53,7 @@ scheduling:
   defaultPriorityClass: training
   idleAllocation: fair-share
   idleResourceSharing: true
+  preemption: {gracePeriodS: 45}
 teams:
 - name: nlp
   cohort: [research, language]
@@ -107,6 +108,7 @@ def test_the_documented_example_reads_with_every_field() -> None:
     assert policy.default_priority_class == "training"
     assert policy.idle_allocation is IdleAllocation.FAIR_SHARE
     assert policy.idle_resource_sharing is True
+    assert policy.preemption_grace_s == 45
     nlp = policy.by_team[TeamName("nlp")]
     assert nlp.cohort == ("research", "language")
     assert nlp.fair_share_weight == 50
@@ -381,6 +383,9 @@ MALFORMED = [
     ("scheduling.prioritization", "weighted", "scheduling.prioritization", "fifo, priority"),
     ("scheduling.idleAllocation", "greedy", "scheduling.idleAllocation", "fair-share"),
     ("scheduling.idleResourceSharing", "maybe", "scheduling.idleResourceSharing", "true or"),
+    ("scheduling.preemption.gracePeriodS", -1, "scheduling.preemption.gracePeriodS", "0 to 3600"),
+    ("scheduling.preemption.gracePeriodS", 1.5, "scheduling.preemption.gracePeriodS", "whole"),
+    ("scheduling.preemption.grace", 5, "scheduling.preemption.grace", "keys: gracePeriodS"),
     ("scheduling.priorityClasses.0.weight", 101, "scheduling.priorityClasses[0].weight", "0 to"),
     ("scheduling.priorityClasses.0.weight", None, "scheduling.priorityClasses[0].weight", "miss"),
     (
@@ -454,6 +459,12 @@ def test_a_malformed_policy_names_the_file_and_the_field(
     message = str(raised.value)
     assert message.startswith(f"{SOURCE}: {field}:"), message
     assert words in message
+
+
+def test_the_preemption_grace_period_is_30_s_unless_the_policy_says() -> None:
+    assert read(with_change("scheduling.preemption", None)).preemption_grace_s == 30
+    snake = with_change("scheduling.preemption", {"grace_period_s": 0})
+    assert read(snake).preemption_grace_s == 0
 
 
 def test_a_team_defined_twice_names_both_places() -> None:

@@ -10,6 +10,7 @@ from topoq.core.lifecycle import IllegalTransition, advance
 from topoq.domain.job import (
     PHASE_MOVES,
     TRANSITIONS,
+    JobId,
     JobPhase,
     PhaseMove,
     render_state_machine,
@@ -35,7 +36,7 @@ def test_every_listed_move_is_allowed_and_recorded(move: PhaseMove) -> None:
         JobPhase.PENDING: [],
         JobPhase.ADMITTED: [JobPhase.ADMITTED],
         JobPhase.RUNNING: [JobPhase.ADMITTED, JobPhase.RUNNING],
-        JobPhase.PREEMPTED: [JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTED],
+        JobPhase.PREEMPTING: [JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING],
     }[move.source]
     for step, phase in enumerate(path):
         view = advance(view, phase, now=step, cause="setup")
@@ -51,7 +52,8 @@ def test_every_listed_move_is_allowed_and_recorded(move: PhaseMove) -> None:
         ([], JobPhase.SUCCEEDED),
         ([JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.SUCCEEDED], JobPhase.RUNNING),
         ([JobPhase.CANCELLED], JobPhase.PENDING),
-        ([JobPhase.ADMITTED, JobPhase.PREEMPTED], JobPhase.RUNNING),
+        ([JobPhase.ADMITTED, JobPhase.PREEMPTING], JobPhase.RUNNING),
+        ([JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING], JobPhase.SUCCEEDED),
     ],
 )
 def test_illegal_moves_are_rejected_with_the_job_and_phases(
@@ -64,8 +66,14 @@ def test_illegal_moves_are_rejected_with_the_job_and_phases(
         advance(view, illegal, now=1, cause="oops")
 
 
-def test_preemption_releases_the_allocation_and_counts() -> None:
+def test_a_victim_keeps_its_allocation_while_stopping_and_releases_it_once_requeued() -> None:
     view = advance(job("j", "a"), JobPhase.ADMITTED, now=0, cause="ok")
     view = advance(view, JobPhase.RUNNING, now=1, cause="started")
-    view = advance(view, JobPhase.PREEMPTED, now=2, cause="reclaim")
-    assert view.preemptions == 1 and view.allocation is None and view.started_at == 1
+    allocation = view.allocation
+    view = advance(view, JobPhase.PREEMPTING, now=2, cause="reclaim", preempted_for=JobId("p"))
+    assert view.preemptions == 1 and view.allocation is allocation and view.started_at == 1
+    assert view.phase.holds_capacity and not view.phase.finished
+    assert view.preempted_for == "p" and view.preempting_since == 2
+    view = advance(view, JobPhase.PENDING, now=5, cause="stopped")
+    assert view.allocation is None and view.preempted_for is None
+    assert view.preemptions == 1 and view.preempting_since is None

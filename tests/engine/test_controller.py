@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +81,8 @@ def test_a_failed_gang_is_retried_up_to_max_retry_then_fails() -> None:
     assert "retry 1 of 1" in view.history[-4].cause
 
 
-def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
+def preempted_setup() -> tuple[Controller, MemoryStore, ScriptedExecutor, str]:
+    """b1 and b2 run on team a's borrowed room; a1 reclaims it: one of them is the victim."""
     c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
     c.intake.submit(job("b1", "b", 4).spec, actor="bob")
     c.intake.submit(job("b2", "b", 4).spec, actor="bob")
@@ -90,12 +92,68 @@ def test_preemption_cancels_the_victim_and_starts_the_preemptor_next() -> None:
     c.step()
     c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
     report = c.step()
-    [victim] = report.cancelled
-    assert executor.cancelled == [victim]
-    assert phase(store, victim) is JobPhase.PENDING
-    assert store.job(JobId(victim)).preemptions == 1
+    [victim] = report.stopping
+    return c, store, executor, victim
+
+
+def test_a_victim_keeps_its_room_until_the_executor_reports_it_stopped() -> None:
+    c, store, executor, victim = preempted_setup()
+    assert executor.stopping == [(JobId(victim), 30)] and executor.cancelled == []
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PREEMPTING and view.preempted_for == "a1"
+    assert view.preemptions == 1 and view.allocation is not None
+    for _ in range(3):  # however many cycles run meanwhile, a1 waits and nobody is evicted again
+        report = c.step()
+        assert not report.result.preemptions and "a1" not in report.started
+        [waiting] = [d for d in store.cycles[-1].diagnostics if d.job == "a1"] or [None]
+        assert waiting is None or waiting.reason.value == "WAITING_FOR_VICTIMS"
+    assert phase(store, "a1") is JobPhase.PENDING and phase(store, victim) is JobPhase.PREEMPTING
+    executor.report(Kind.STOPPED, victim)
     report = c.step()
     assert "a1" in report.started
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.preemptions == 1 and view.allocation is None
+    assert view.history[-1].cause == "requeued after preemption: its pods stopped"
+    assert executor.stopping == [(JobId(victim), 30)] and executor.cancelled == []
+
+
+def test_a_victim_that_does_not_stop_is_killed_after_the_grace_period_and_requeued() -> None:
+    c, store, executor, victim = preempted_setup()
+    since = store.job(JobId(victim)).preempting_since
+    assert since is not None
+    clock = c.clock
+    assert isinstance(clock, Clock)
+    c.step()  # a1 waits: nothing changed, so the loop settles ...
+    clock.now = since + 30 + 3  # the step reads 34 s: within grace and margin, it still waits
+    waiting = c.step()
+    assert waiting.settled and waiting.killed == [] and phase(store, victim) is JobPhase.PREEMPTING
+    # ... and still the deadline is checked at every step
+    report = c.step()  # 35 s: the grace period and the controller's 5 s margin are over
+    assert report.killed == [victim] and executor.cancelled == [victim]
+    assert phase(store, victim) is JobPhase.PENDING
+    assert "had not stopped 30 s after SIGTERM" in store.job(JobId(victim)).history[-1].cause
+    assert "a1" in report.started
+    executor.report(Kind.STOPPED, victim)  # late: stale, dropped
+    c.step()
+    assert phase(store, victim) is JobPhase.PENDING
+
+
+def test_a_victim_cancelled_while_it_stops_is_cancelled_and_its_pods_stopped() -> None:
+    c, store, executor, victim = preempted_setup()
+    c.intake.cancel(JobId(victim), actor="bob")
+    assert phase(store, victim) is JobPhase.CANCELLED
+    report = c.step()
+    assert executor.cancelled == [victim] and "a1" in report.started
+
+
+def test_a_pending_job_of_another_team_does_not_take_the_room_a_victim_frees() -> None:
+    c, store, executor, victim = preempted_setup()
+    c.intake.submit(job("b3", "b", 4, required=BLOCK).spec, actor="bob")
+    c.step()
+    assert phase(store, "b3") is JobPhase.PENDING
+    executor.report(Kind.STOPPED, victim)
+    c.step()
+    assert phase(store, "a1") is JobPhase.ADMITTED and phase(store, "b3") is JobPhase.PENDING
 
 
 def test_a_lost_node_requeues_its_gang_and_marks_the_node_failed() -> None:
@@ -211,6 +269,86 @@ def test_recover_requeues_gangs_that_held_capacity_before_a_restart() -> None:
     restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
     assert restarted.recover() == ["j1"]
     assert phase(store, "j1") is JobPhase.PENDING
+
+
+def test_recover_requeues_a_victim_that_was_stopping_before_a_restart() -> None:
+    c, store, _, victim = preempted_setup()
+    restarted = Controller(store, ScriptedExecutor(), c.topology, clock=Clock())
+    assert victim in restarted.recover()
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.allocation is None
+    assert view.preempted_for is None and view.preemptions == 1
+    assert "a1" in restarted.step().started
+
+
+def test_a_victim_whose_pods_exit_while_stopping_is_requeued_not_finished() -> None:
+    """A trainer that checkpoints on SIGTERM and exits 0 is resumed later, not succeeded."""
+    c, store, executor, victim = preempted_setup()
+    executor.report(Kind.EXITED, victim, exit_code=0)
+    report = c.step()
+    view = store.job(JobId(victim))
+    assert view.phase is JobPhase.PENDING and view.failures == 0
+    assert view.history[-1].cause == "requeued after preemption: its pods exited (0) while stopping"
+    assert "a1" in report.started
+
+
+def test_a_stop_the_executor_failed_to_begin_is_asked_again_at_the_next_step() -> None:
+    class StopFailsOnce(ScriptedExecutor):
+        failures = 1
+
+        def stop(self, job: JobId, grace_s: float) -> None:
+            if self.failures:
+                self.failures -= 1
+                raise OSError("stop failed (injected)")
+            super().stop(job, grace_s)
+
+    c, store, _ = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    executor = StopFailsOnce()
+    c.executor = executor
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    report = c.step()
+    assert report.stopping == [] and [e for e in report.executor_errors if "stop b" in e]
+    [victim] = [j for j in ("b1", "b2") if phase(store, j) is JobPhase.PREEMPTING]
+    assert c.step().stopping == [victim] and executor.stopping == [(JobId(victim), 30)]
+    assert phase(store, "a1") is JobPhase.PENDING
+
+
+def test_a_victim_the_executor_never_agreed_to_stop_is_still_killed_at_the_deadline() -> None:
+    class StopAlwaysFails(ScriptedExecutor):
+        def stop(self, job: JobId, grace_s: float) -> None:
+            raise OSError("stop failed (injected)")
+
+    c, store, _ = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    executor = StopAlwaysFails()
+    c.executor = executor
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    c.step()
+    [victim] = [j for j in ("b1", "b2") if phase(store, j) is JobPhase.PREEMPTING]
+    clock = c.clock
+    assert isinstance(clock, Clock)
+    clock.now += 40
+    report = c.step()
+    assert report.killed == [victim] and executor.cancelled == [victim]
+    assert "a1" in report.started
+
+
+def test_the_grace_period_comes_from_the_policy() -> None:
+    c, store, executor = controller(team("a", 32), team("b", 32, borrow_gpus=32))
+    rules = store.policy()
+    assert rules is not None
+    store.save_policy(replace(rules, preemption_grace_s=7), actor="test", now=0)
+    for name in ("b1", "b2"):
+        c.intake.submit(job(name, "b", 4).spec, actor="bob")
+    c.step()
+    c.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
+    [victim] = c.step().stopping
+    assert executor.stopping == [(JobId(victim), 7)]
 
 
 def test_on_the_sql_store_a_cycle_that_raced_a_user_is_dropped_then_redone(

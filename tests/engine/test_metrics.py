@@ -43,5 +43,9 @@ def test_metrics_follow_admissions_borrowing_and_preemptions() -> None:
     found = samples(metrics)
     assert found[("topoq_preemptions_total", (("cause", "PREEMPTED_FOR_RECLAIM"),))] == 1
     assert found[("topoq_cycle_duration_seconds_count", ())] == 3
+    assert found[("topoq_jobs", (("phase", "preempting"), ("team", "b")))] == 1
+    assert found[("topoq_gpus", (("state", "stopping"), ("team", "b")))] == 32
+    assert found[("topoq_gpus", (("state", "running"), ("team", "b")))] == 32
+    assert found[("topoq_gpus", (("state", "pending"), ("team", "a")))] == 32
     spans = {k: v for k, v in found.items() if k[0] == "topoq_placement_span_domains_count"}
     assert spans[("topoq_placement_span_domains_count", (("level", BLOCK),))] == 2

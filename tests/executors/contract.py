@@ -29,14 +29,33 @@ from topoq.engine.ports import Executor, ExecutorEvent, ExecutorEventKind, Execu
 from topoq.testing.builders import gpu_pods
 
 ExecutorFactory = Callable[[Path], Executor]
-STARTED, EXITED, NODE_LOST = (
+STARTED, EXITED, NODE_LOST, STOPPED = (
     ExecutorEventKind.STARTED,
     ExecutorEventKind.EXITED,
     ExecutorEventKind.NODE_LOST,
+    ExecutorEventKind.STOPPED,
 )
 _PID = "import os, sys, time; print(f'pid={os.getpid()}', flush=True)"
 SLEEP = _PID + "; time.sleep(60)"
 SAY_HELLO = _PID + "; print(f\"hello from rank {os.environ['RANK']}\", flush=True)"
+
+
+CHECKPOINT_ON_SIGTERM = (
+    "import os, signal, sys, time\n"
+    "def checkpoint(*_):\n"
+    "    time.sleep(1)\n"
+    "    print(f'checkpoint saved by rank {os.environ[\"RANK\"]}', flush=True)\n"
+    "    sys.exit(0)\n"
+    "signal.signal(signal.SIGTERM, checkpoint)\n"
+    "print(f'pid={os.getpid()}', flush=True)\n"
+    "time.sleep(60)\n"
+)
+"""A trainer that takes a second to checkpoint on SIGTERM, then exits 0 (pid printed once the
+handler is set)."""
+IGNORE_SIGTERM = (
+    "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
+    "print(f'pid={os.getpid()}', flush=True); time.sleep(60)"
+)
 
 
 def exit_when_exists(trigger: Path, code: int) -> str:
@@ -67,6 +86,10 @@ def of(job: str, events: list[ExecutorEvent]) -> list[ExecutorEvent]:
 
 def ended(job: str) -> Callable[[list[ExecutorEvent]], bool]:
     return lambda events: any(e.kind in (EXITED, NODE_LOST) for e in of(job, events))
+
+
+def stopped(job: str) -> Callable[[list[ExecutorEvent]], bool]:
+    return lambda events: any(e.kind is STOPPED for e in of(job, events))
 
 
 class ExecutorContract:
@@ -147,6 +170,59 @@ class ExecutorContract:
         assert [e.kind for e in of("c", executor.poll())] in ([], [STARTED])
         executor.cancel(JobId("c"))  # a second cancel is harmless
         executor.cancel(JobId("never-started"))
+
+    def test_stop_returns_at_once_and_reports_stopped_once_every_pod_checkpointed_and_exited(
+        self, executor: Executor
+    ) -> None:
+        executor.start(
+            place(gang("ckpt")).launch("ckpt", command=self.pod_command(CHECKPOINT_ON_SIGTERM))
+        )
+        self.wait_for_pods(executor, "ckpt", 2)
+        began = time.monotonic()
+        executor.stop(JobId("ckpt"), grace_s=20)
+        assert time.monotonic() - began < 0.5  # the controller's loop does not wait
+        events = of("ckpt", poll_until(executor, stopped("ckpt")))
+        took = time.monotonic() - began
+        assert 0.9 <= took < 10, took  # after the checkpoint, long before the grace period
+        assert [e.kind for e in events if e.kind is not STARTED] == [STOPPED]
+        assert events[-1].attempt == 1
+        assert not self.still_running(executor, "ckpt")
+        if executor.capabilities.captures_logs:
+            for rank in (0, 1):
+                assert f"checkpoint saved by rank {rank}" in executor.logs(JobId("ckpt"), rank)
+        time.sleep(0.1)
+        assert of("ckpt", executor.poll()) == []  # no EXITED for a stopped attempt
+
+    def test_stop_kills_a_pod_that_ignores_sigterm_after_the_grace_period(
+        self, executor: Executor
+    ) -> None:
+        executor.start(place(gang("deaf")).launch("deaf", command=self.pod_command(IGNORE_SIGTERM)))
+        self.wait_for_pods(executor, "deaf", 2)
+        began = time.monotonic()
+        executor.stop(JobId("deaf"), grace_s=1.0)
+        time.sleep(0.5)
+        assert not stopped("deaf")(executor.poll()) and self.still_running(executor, "deaf")
+        poll_until(executor, stopped("deaf"))
+        assert time.monotonic() - began >= 1.0
+        assert not self.still_running(executor, "deaf")
+
+    def test_stop_of_a_job_that_runs_nothing_here_reports_stopped(self, executor: Executor) -> None:
+        executor.stop(JobId("nothing"), grace_s=5)
+        [event] = of("nothing", poll_until(executor, stopped("nothing")))
+        assert event.kind is STOPPED
+
+    def test_cancel_of_a_gang_being_stopped_kills_it_without_the_whole_grace_period(
+        self, executor: Executor
+    ) -> None:
+        executor.start(
+            place(gang("hurry")).launch("hurry", command=self.pod_command(IGNORE_SIGTERM))
+        )
+        self.wait_for_pods(executor, "hurry", 2)
+        began = time.monotonic()
+        executor.stop(JobId("hurry"), grace_s=60)
+        executor.cancel(JobId("hurry"))
+        assert time.monotonic() - began < 30
+        wait_until(lambda: not self.still_running(executor, "hurry"), what="the pods to stop")
 
     def test_a_failed_node_loses_its_gangs_and_spares_the_others(self, executor: Executor) -> None:
         if not executor.capabilities.can_fail_nodes:

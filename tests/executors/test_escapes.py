@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.executors.contract import EXITED, STARTED, exit_when_exists, of
+from tests.executors.contract import EXITED, STARTED, exit_when_exists, of, stopped
 from tests.executors.launches import gang, place, poll_until, process_alive, python, wait_until
 from topoq.domain.job import JobId
 from topoq.executors.local import LocalExecutor
@@ -72,6 +72,16 @@ def _all_gone(pids: list[int]) -> None:
 def test_cancel_stops_processes_that_left_the_pods_session(executor: LocalExecutor) -> None:
     pids = _start_escapes(executor, "leaky")
     executor.cancel(JobId("leaky"))
+    assert not [pid for pid in pids if process_alive(pid)]
+
+
+def test_stopped_is_reported_only_once_processes_that_left_the_pods_session_are_gone(
+    executor: LocalExecutor,
+) -> None:
+    """A preempted gang's room is released on STOPPED: by then nothing of it may run."""
+    pids = _start_escapes(executor, "leaky")
+    executor.stop(JobId("leaky"), grace_s=0.5)
+    poll_until(executor, stopped("leaky"))
     assert not [pid for pid in pids if process_alive(pid)]
 
 

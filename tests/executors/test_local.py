@@ -16,6 +16,7 @@ import pytest
 
 from tests.executors.contract import (
     EXITED,
+    IGNORE_SIGTERM,
     NODE_LOST,
     SLEEP,
     STARTED,
@@ -23,6 +24,7 @@ from tests.executors.contract import (
     ExecutorFactory,
     ended,
     of,
+    stopped,
 )
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.errors import InvalidInputError
@@ -211,6 +213,53 @@ def test_a_pod_that_ignores_sigterm_is_killed_after_the_grace_period(
     pids = list(executor.pids(JobId("stubborn")).values())
     executor.cancel(JobId("stubborn"))
     assert not any(process_alive(pid) for pid in pids)
+
+
+def test_a_gang_being_stopped_keeps_its_gpus_until_its_last_process_is_gone(
+    executor: LocalExecutor,
+) -> None:
+    """The same two nodes' GPUs for two gangs: the second cannot start while the first is
+    still stopping (no GPU index is handed out twice), and starts once STOPPED came."""
+    old, new = place(gang("old")), place(gang("new"))
+    assert old.allocation("old").nodes == new.allocation("new").nodes
+    executor.start(old.launch("old", command=python(IGNORE_SIGTERM)))
+    poll_until(executor, lambda _: executor.logs(JobId("old")).count("pid=") == 2)
+    executor.stop(JobId("old"), grace_s=1.0)
+    with pytest.raises(ExecutorStartFailed, match="GPU"):
+        executor.start(new.launch("new", command=python("pass")))
+    poll_until(executor, stopped("old"))
+    executor.start(new.launch("new", command=python("pass"), attempt=2))
+    assert run_to_end(executor, "new") == [STARTED, EXITED, 0]
+
+
+def test_stop_ends_the_whole_process_tree(executor: LocalExecutor) -> None:
+    spawn_grandchild = (
+        "import subprocess, sys, time\n"
+        "child = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print(f'grandchild={child.pid}', flush=True)\n"
+        "time.sleep(60)\n"
+    )
+    executor.start(place(gang("tree")).launch("tree", command=python(spawn_grandchild)))
+    poll_until(executor, lambda _: executor.logs(JobId("tree")).count("grandchild=") == 2)
+    pids = list(executor.pids(JobId("tree")).values())
+    pids += [int(pid) for pid in re.findall(r"grandchild=(\d+)", executor.logs(JobId("tree")))]
+    executor.stop(JobId("tree"), grace_s=0.5)
+    poll_until(executor, stopped("tree"))
+    assert not any(process_alive(pid) for pid in pids)
+
+
+def test_pods_still_stopping_when_the_executor_crashed_are_stopped_by_the_next_one(
+    tmp_path: Path,
+) -> None:
+    crashed = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    crashed.start(place(gang("slow")).launch("slow", command=python(IGNORE_SIGTERM)))
+    poll_until(crashed, lambda _: crashed.logs(JobId("slow")).count("pid=") == 2)
+    pids = list(crashed.pids(JobId("slow")).values())
+    crashed.stop(JobId("slow"), grace_s=60)
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
+        assert sorted(restarted.stopped_leftovers) == sorted(pids)
+    poll_until(crashed, lambda _: not any(process_alive(pid) for pid in pids), timeout_s=5)
+    crashed.close()
 
 
 def test_a_pod_killed_by_a_signal_exits_with_128_plus_the_signal(

@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import cache
 
+import pytest
+
 from tests.sim.conftest import SCENARIOS, WriteScenario, entries, first, submit
+from topoq.domain.errors import InvalidInputError
 from topoq.sim import SimulationResult, run_scenario
+from topoq.sim.engine import Simulation
+from topoq.sim.scenario import load_scenario
 
 BLOCK = "topology.k8s.aws/network-node-layer-2"
 HOST = "kubernetes.io/hostname"
@@ -201,3 +207,28 @@ def test_cancelling_a_running_job_frees_its_nodes_at_once(write_scenario: WriteS
     speech = result.summary.team("speech")
     assert speech.cancelled == 1
     assert abs(speech.gpu_hours_in_guarantee - 32 * (100 + 600) / 3600) < 1e-9
+
+
+def test_victims_that_take_time_to_stop_hold_their_gpus_and_the_preemptor_waits() -> None:
+    """The reclaim example with a 20 s stop delay: the victims are preempted at 600 s, keep
+    their GPUs (and their run) until they stopped at 620 s, and only then does the lender's
+    gang start, in the room they freed."""
+    scenario = replace(load_scenario(SCENARIOS / "reclaim.yaml"), stop_delay_s=20)
+    result = Simulation(scenario).run()
+    log = result.log
+    preempts = entries(log, "preempt")
+    assert len(preempts) == 4 and {e.t for e in preempts} == {600}
+    stops = entries(log, "stopped")
+    assert sorted((e.t, e.job) for e in stops) == sorted((620, e.job) for e in preempts)
+    assert all(e.message == "requeued after preemption: its pods stopped" for e in stops)
+    assert first(log, "start", "vision-train").t == 620
+    assert not [e for e in entries(log, "admit") if 600 <= e.t < 620]
+    nlp = result.summary.team("nlp")
+    assert nlp.preemptions_suffered == 4
+    assert abs(nlp.gpu_hours_borrowed - 32 * (620 + 1800) / 3600) < 1e-9
+
+
+def test_a_stop_delay_must_be_a_number_of_seconds(write_scenario: WriteScenario) -> None:
+    path = write_scenario([{"at": 0, "submit": submit("a")}], stop_delay_s=-1)
+    with pytest.raises(InvalidInputError, match="stop_delay_s"):
+        run_scenario(path)

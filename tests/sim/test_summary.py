@@ -77,7 +77,8 @@ def test_runs_end_at_the_entry_that_stops_them_or_at_the_end() -> None:
     log = [
         entry(0, Decision.SUBMIT, "x"),
         entry(10, Decision.START, "x", 4),
-        entry(20, Decision.PREEMPT, "x"),
+        entry(15, Decision.PREEMPT, "x"),  # it runs on while it stops
+        entry(20, Decision.STOPPED, "x"),
         entry(30, Decision.START, "x", 4),
         entry(40, Decision.RETRY, "x"),
         entry(50, Decision.CANCEL, "x"),  # not running: ends nothing

@@ -207,6 +207,7 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         else None,
         idle_allocation=draw(st.sampled_from(IdleAllocation)),
         idle_resource_sharing=draw(st.booleans()),
+        preemption_grace_s=draw(st.integers(0, 3600)),
     )
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
 
@@ -12,12 +14,15 @@ from alembic.config import Config
 from alembic.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import insert, inspect, text
+from sqlalchemy.engine import Connection
 
 from tests.store.conftest import StoreLocation
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId, JobPhase, JobSpec
 from topoq.store import DuplicateToken, SqlStore, StoreUnavailable, open_store
+from topoq.store.codec import encode_job_spec
 from topoq.store.database import MIGRATIONS_DIR, connect, resolve_url
-from topoq.store.schema import ApiTokenRow, Base
+from topoq.store.schema import ApiTokenRow, Base, JobEventRow, JobRow
 from topoq.testing.governance import job
 
 TABLES = {
@@ -67,20 +72,67 @@ def test_reopening_keeps_the_data_and_migrates_nothing(store_location: StoreLoca
 def test_a_database_of_the_first_revision_is_upgraded_and_keeps_its_jobs(
     store_location: StoreLocation,
 ) -> None:
-    database = connect(resolve_url(store_location.url, store_location.data_dir))
-    config = Config()
-    config.set_main_option("script_location", str(MIGRATIONS_DIR))
-    with database.writer.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0001")
-    first = SqlStore(database)
-    first.add_job(replace(job("a", "llm").spec, user="ann"), actor="ann", now=1.0)
-    first.close()
+    with _database_at(store_location, "0001") as connection:
+        _old_job(connection, replace(job("a", "llm").spec, user="ann"), "pending", ["pending"])
     with store_location.open() as upgraded:
         assert upgraded.count_jobs(team="llm", user="ann") == 1
         indexes = {ix["name"] for ix in inspect(upgraded.database.engine).get_indexes("jobs")}
         assert {"ix_jobs_team_phase", "ix_jobs_user_name_team_phase"} <= indexes
         assert not {"ix_jobs_team", "ix_jobs_user_name"} & indexes
+
+
+@contextmanager
+def _database_at(store_location: StoreLocation, revision: str) -> Iterator[Connection]:
+    """A connection (in one transaction) to the store's database migrated up to ``revision``
+    only, closed afterwards so that the store opens it as an older topoq left it."""
+    database = connect(resolve_url(store_location.url, store_location.data_dir))
+    config = Config()
+    config.set_main_option("script_location", str(MIGRATIONS_DIR))
+    with database.writer.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+        yield connection
+    database.dispose()
+
+
+def _old_job(connection: Connection, spec: JobSpec, phase: str, history: list[str]) -> None:
+    """A job as topoq before 0004 wrote it (no ``preempted_for`` column yet)."""
+    connection.execute(
+        insert(JobRow.__table__).values(
+            id=spec.id, team=spec.team, user_name=spec.user, phase=phase, priority_class=None,
+            submitted_at=1.0, held=False, failures=0, preemptions=history.count("preempted"),
+            attempt=history.count("admitted"), history_length=len(history),
+            spec=encode_job_spec(spec), allocation=None, diagnostic=None, admitted_at=None,
+            started_at=None, updated_at=1.0, version=1,
+        )
+    )  # fmt: skip
+    for seq, past in enumerate(history):
+        connection.execute(
+            insert(JobEventRow.__table__).values(
+                job_id=spec.id, seq=seq, team=spec.team, at=float(seq), phase=past,
+                cause=past, allocation=None,
+            )
+        )  # fmt: skip
+
+
+def test_jobs_stored_with_the_old_preempted_phase_load_after_the_upgrade(
+    store_location: StoreLocation,
+) -> None:
+    """Before 0004 a victim went through a transient ``preempted`` phase: a row left in it is
+    back in the queue, and its history says when it was evicted (``preempting``)."""
+    old = ["pending", "admitted", "running", "preempted"]
+    with _database_at(store_location, "0003") as connection:
+        _old_job(connection, job("cut", "llm").spec, "preempted", old)
+        _old_job(connection, job("back", "llm").spec, "pending", [*old, "pending"])
+    with store_location.open() as upgraded:
+        jobs = upgraded.jobs()
+        assert {j.id: j.phase for j in jobs.values()} == {
+            "cut": JobPhase.PENDING,
+            "back": JobPhase.PENDING,
+        }
+        assert [c.phase for c in jobs[JobId("back")].history][3] is JobPhase.PREEMPTING
+        assert jobs[JobId("cut")].preemptions == 1 and jobs[JobId("cut")].allocation is None
+        assert not upgraded.holding_jobs()
 
 
 def test_tokens_that_share_a_name_are_told_apart_by_the_upgrade(

@@ -4,6 +4,8 @@ controller's own next cycle decides)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.dependencies import dependency_status
@@ -82,9 +84,18 @@ def _not_waiting(view: JobView) -> Explanation:
     messages = {
         JobPhase.ADMITTED: "admitted, waiting for the executor to start every pod",
         JobPhase.RUNNING: "running",
-        JobPhase.PREEMPTED: "preempted, stopping before it goes back to the queue",
     }
     text = messages.get(view.phase, view.phase.value)
+    numbers: dict[str, int | str] = {}
+    if view.preempting_since is not None:
+        since = datetime.fromtimestamp(view.preempting_since, UTC).isoformat(timespec="seconds")
+        whom = f" for {view.preempted_for}" if view.preempted_for else ""
+        text = (
+            f"preempted{whom} since {since}: its pods are being stopped (SIGTERM, then SIGKILL "
+            "after the policy's grace period) and keep their room until they are gone; then it "
+            "goes back to the queue"
+        )
+        numbers = {"preempted_for": view.preempted_for or "", "preempting_since": since}
     if view.allocation is not None:
         text += f" on {len(view.allocation.nodes)} node(s)"
-    return Explanation(job=view.id, phase=view.phase, message=f"{text}{cause}")
+    return Explanation(job=view.id, phase=view.phase, message=f"{text}{cause}", numbers=numbers)

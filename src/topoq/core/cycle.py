@@ -7,6 +7,9 @@
 4. For each job: quota, then topology-aware placement on the capacity left; else
    topology-aware preemption (in-team priority, reclaim, fair share); else a reservation for a
    blocked gang and a diagnostic that says why it waits.
+
+Victims still stopping (PREEMPTING) keep their nodes, are never chosen again, and their quota
+counts for the pending job they were evicted for, which waits for them (WAITING_FOR_VICTIMS).
 """
 
 from __future__ import annotations
@@ -86,6 +89,8 @@ class _Cycle:
     preemptions: list[Preempt] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     evicting: set[JobId] = field(default_factory=set)
+    stopping_for: dict[JobId, list[JobView]] = field(default_factory=dict)
+    """The victims still stopping (PREEMPTING) of each pending preemptor."""
     reserved: list[tuple[int, int, str]] = field(default_factory=list)
     """Node ranges held for blocked gangs: (start, end, domain name)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
@@ -127,6 +132,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
         ),
         holders,
     )
+    _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)
     ready = []
     for job in snapshot.jobs:
@@ -167,7 +173,30 @@ def _requeue_lost_gangs(snapshot: Snapshot) -> list[Requeue]:
     return requeues
 
 
+def _keep_room_for_preemptors(cycle: _Cycle) -> None:
+    """Victims being stopped are never chosen again; on the nodes they keep their capacity
+    (they are holders) and in the quota book their usage counts for the pending job they were
+    evicted for, as in the cycle that evicted them: no later job takes the promised quota,
+    and the preemptor does not evict again for the same need."""
+    pending = {job.id: job for job in cycle.snapshot.jobs if job.phase is JobPhase.PENDING}
+    for victim in cycle.holders.values():
+        if victim.phase is not JobPhase.PREEMPTING:
+            continue
+        cycle.evicting.add(victim.id)
+        preemptor = pending.get(victim.preempted_for) if victim.preempted_for else None
+        if preemptor is None or victim.allocation is None:
+            continue
+        cycle.stopping_for.setdefault(preemptor.id, []).append(victim)
+        for flavor, amount in victim.allocation.usage.items():
+            cycle.book.release(victim.team, flavor, amount)
+            cycle.book.charge(preemptor.team, flavor, amount)
+
+
 def _consider(cycle: _Cycle, job: JobView) -> None:
+    stopping = cycle.stopping_for.get(job.id)
+    if stopping:
+        cycle.diagnostics.append(_waiting_for_victims(job, [v.id for v in stopping], {}))
+        return
     if job.team in cycle.blocked_teams or _behind_strict_head(cycle, job):
         cycle.diagnostics.append(
             Diagnostic(
@@ -361,8 +390,8 @@ def _issue_preemptions(
 ) -> None:
     """Record the evictions. In the quota book the victims' usage moves to the preemptor at
     once, so later jobs of this cycle neither evict again for the same need nor count on
-    quota that is promised; on the nodes the victims keep their capacity until they stop."""
-    names = ", ".join(victim.id for victim in victims)
+    quota that is promised; on the nodes the victims keep their capacity until they stop
+    (and across cycles too: ``_keep_room_for_preemptors``)."""
     for victim in victims:
         if victim.allocation is not None:
             for victim_flavor, amount in victim.allocation.usage.items():
@@ -382,12 +411,20 @@ def _issue_preemptions(
             )
         )
     cycle.diagnostics.append(
-        Diagnostic(
-            job.id,
-            PendingReason.WAITING_FOR_VICTIMS,
-            f"waiting for {len(victims)} preempted job(s) to stop: {names}",
-            {"victims": len(victims), "cause": cause.value},
-        )
+        _waiting_for_victims(job, [victim.id for victim in victims], {"cause": cause.value})
+    )
+
+
+def _waiting_for_victims(
+    job: JobView, victims: list[JobId], details: dict[str, str | int]
+) -> Diagnostic:
+    """The preemptor waits until its victims' pods are gone; the room is kept for it."""
+    names = ", ".join(victims)
+    return Diagnostic(
+        job.id,
+        PendingReason.WAITING_FOR_VICTIMS,
+        f"waiting for {len(victims)} preempted job(s) to stop: {names}",
+        {"victims": len(victims), "stopping": names, **details},
     )
 
 

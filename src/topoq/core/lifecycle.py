@@ -15,28 +15,44 @@ class IllegalTransition(TopoqError):
 
 
 def advance(
-    job: JobView, to: JobPhase, *, now: float, cause: str, allocation: Allocation | None = None
+    job: JobView,
+    to: JobPhase,
+    *,
+    now: float,
+    cause: str,
+    allocation: Allocation | None = None,
+    preempted_for: JobId | None = None,
 ) -> JobView:
     """``job`` moved to phase ``to`` at ``now`` with its history extended.
 
-    Moving to ADMITTED records the allocation; leaving the admitted/running phases releases it;
-    PREEMPTED counts the preemption. The shell counts failures (``JobView.failures``) when it
-    sends a failed job with retries left back to PENDING.
+    Moving to ADMITTED records the allocation; leaving the capacity-holding phases releases
+    it; PREEMPTING counts the preemption, keeps the allocation (the victim holds its nodes
+    until its pods are gone) and records ``preempted_for``, which leaving PREEMPTING clears.
+    The shell counts failures (``JobView.failures``) when it sends a failed job with retries
+    left back to PENDING.
     """
     if to not in TRANSITIONS[job.phase]:
         raise IllegalTransition(
             f"job {job.id}: cannot go from {job.phase.value} to {to.value} ({cause})"
         )
-    changed = replace(job, phase=to, history=(*job.history, PhaseChange(now, to, cause)))
+    changed = replace(
+        job,
+        phase=to,
+        history=(*job.history, PhaseChange(now, to, cause)),
+        preempted_for=preempted_for if to is JobPhase.PREEMPTING else None,
+    )
     if to is JobPhase.ADMITTED:
         return replace(changed, allocation=allocation, admitted_at=now)
     if to is JobPhase.RUNNING:
         return replace(changed, started_at=now)
-    if to is JobPhase.PREEMPTED:
-        return replace(changed, allocation=None, preemptions=job.preemptions + 1)
+    if to is JobPhase.PREEMPTING:
+        return replace(changed, preemptions=job.preemptions + 1)
     if not to.holds_capacity:
         return replace(changed, allocation=None)
     return changed
+
+
+VICTIM_STOPPED = "requeued after preemption: its pods stopped"
 
 
 def attempt_failed(job: JobView, at: float, cause: str) -> JobView:
@@ -61,9 +77,10 @@ def apply_cycle(
     start_at_once: bool = False,
     evict_at_once: bool = False,
 ) -> dict[JobId, JobView]:
-    """The jobs after a cycle's decisions. ``start_at_once`` (an executor that starts a gang
-    the moment it is admitted) and ``evict_at_once`` (victims stop at once and requeue) are
-    for the simulator and tests; a real executor reports those moves as events."""
+    """The jobs after a cycle's decisions: victims are PREEMPTING (for their preemptor) until
+    the executor reports them stopped. ``start_at_once`` (an executor that starts a gang the
+    moment it is admitted) and ``evict_at_once`` (victims stop at once and requeue) are for
+    tests of the cycle alone; a real executor reports those moves as events."""
     updated = dict(jobs)
     for requeue in result.requeues:
         updated[requeue.job] = advance(
@@ -78,10 +95,14 @@ def apply_cycle(
         )
     for preempt in result.preemptions:
         victim = advance(
-            updated[preempt.victim], JobPhase.PREEMPTED, now=now, cause=preempt.message
+            updated[preempt.victim],
+            JobPhase.PREEMPTING,
+            now=now,
+            cause=preempt.message,
+            preempted_for=preempt.for_job,
         )
         if evict_at_once:
-            victim = advance(victim, JobPhase.PENDING, now=now, cause="requeued after preemption")
+            victim = advance(victim, JobPhase.PENDING, now=now, cause=VICTIM_STOPPED)
         updated[preempt.victim] = victim
     for admit in result.admissions:
         job = advance(

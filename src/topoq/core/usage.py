@@ -123,7 +123,7 @@ def usage_report(
     preempted = [
         event
         for event in ordered
-        if event.phase is JobPhase.PREEMPTED and start_s <= event.at_s < end_s
+        if event.phase is JobPhase.PREEMPTING and start_s <= event.at_s < end_s
     ]
     return UsageReport(
         start_s=start_s,

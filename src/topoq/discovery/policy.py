@@ -13,6 +13,8 @@
       defaultPriorityClass: training
       idleAllocation: fair-share          # first-come (default) | fair-share
       idleResourceSharing: true           # capacity owned by no team becomes borrowable
+      preemption:
+        gracePeriodS: 30                  # 0-3600: SIGTERM, then SIGKILL for a victim's pods
     teams:
     - name: nlp
       cohort: [research, language]        # optional org → division path (outermost first)
@@ -66,6 +68,8 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
+    DEFAULT_PREEMPTION_GRACE_S,
+    MAX_PREEMPTION_GRACE_S,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
     MAX_WEIGHT,
@@ -102,7 +106,9 @@ _SCHEDULING_KEYS = (
     "defaultPriorityClass",
     "idleAllocation",
     "idleResourceSharing",
+    "preemption",
 )
+_PREEMPTION_KEYS = ("gracePeriodS",)
 _CLASS_KEYS = ("name", "weight")
 _TEAM_KEYS = (
     "name",
@@ -169,7 +175,15 @@ def _policy(fields: Fields) -> ClusterPolicy:
         idle_resource_sharing=scheduling.boolean(
             spelling(scheduling, "idleResourceSharing"), default=True
         ),
+        preemption_grace_s=_preemption_grace_s(scheduling),
     )
+
+
+def _preemption_grace_s(scheduling: Fields) -> int:
+    preemption = scheduling.mapping("preemption")
+    reject_unknown_keys(preemption, _PREEMPTION_KEYS)
+    key = spelling(preemption, "gracePeriodS")
+    return bounded(preemption, key, 0, MAX_PREEMPTION_GRACE_S, DEFAULT_PREEMPTION_GRACE_S)
 
 
 def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:

@@ -20,6 +20,7 @@ from topoq.discovery.policy_sizing import (
 )
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
+    DEFAULT_PREEMPTION_GRACE_S,
     ClusterPolicy,
     FlavorQuota,
     TeamSpec,
@@ -55,6 +56,8 @@ def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
         document["defaultPriorityClass"] = policy.default_priority_class
     document["idleAllocation"] = policy.idle_allocation.value
     document["idleResourceSharing"] = policy.idle_resource_sharing
+    if policy.preemption_grace_s != DEFAULT_PREEMPTION_GRACE_S:
+        document["preemption"] = {"gracePeriodS": policy.preemption_grace_s}
     return document
 
 

@@ -136,6 +136,10 @@ class PriorityClass:
             )
 
 
+DEFAULT_PREEMPTION_GRACE_S = 30
+MAX_PREEMPTION_GRACE_S = 3600
+
+
 @dataclass(frozen=True)
 class ClusterPolicy:
     teams: tuple[TeamSpec, ...] = ()
@@ -145,6 +149,8 @@ class ClusterPolicy:
     idle_allocation: IdleAllocation = IdleAllocation.FIRST_COME
     idle_resource_sharing: bool = True
     """Capacity that no team is guaranteed may be borrowed."""
+    preemption_grace_s: int = DEFAULT_PREEMPTION_GRACE_S
+    """How long a victim's pods have between SIGTERM and the kill (``preemption.gracePeriodS``)."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
 

@@ -23,7 +23,9 @@ class JobPhase(StrEnum):
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     FAILED = "failed"
-    PREEMPTED = "preempted"
+    PREEMPTING = "preempting"
+    """Evicted by a cycle and being stopped: it keeps its nodes (and the cycle keeps its quota
+    promised to the job it is evicted for) until the executor reports its pods gone."""
     CANCELLED = "cancelled"
 
     @property
@@ -32,7 +34,7 @@ class JobPhase(StrEnum):
 
     @property
     def holds_capacity(self) -> bool:
-        return self in (JobPhase.ADMITTED, JobPhase.RUNNING)
+        return self in (JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING)
 
 
 FINISHED_PHASES = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED})
@@ -59,7 +61,12 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
     PhaseMove(P.PENDING, P.ADMITTED, "a cycle found quota and a placement"),
     PhaseMove(P.PENDING, P.CANCELLED, "the user cancelled it, or a dependency can never hold"),
     PhaseMove(P.ADMITTED, P.RUNNING, "the executor started every pod of the gang"),
-    PhaseMove(P.ADMITTED, P.PREEMPTED, "evicted before it started (reclaim, priority, fair share)"),
+    PhaseMove(
+        P.ADMITTED,
+        P.PREEMPTING,
+        "evicted before it started (reclaim, priority, fair share); it keeps its nodes while "
+        "the executor stops it",
+    ),
     PhaseMove(
         P.ADMITTED,
         P.PENDING,
@@ -73,10 +80,23 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
     PhaseMove(P.RUNNING, P.SUCCEEDED, "every pod exited 0"),
     PhaseMove(P.RUNNING, P.FAILED, "a pod failed and no retry is left (max_retry)"),
     PhaseMove(P.RUNNING, P.PENDING, "a pod failed with retries left, or a node of the gang failed"),
-    PhaseMove(P.RUNNING, P.PREEMPTED, "evicted for reclaim, priority or fair share"),
+    PhaseMove(
+        P.RUNNING,
+        P.PREEMPTING,
+        "evicted for reclaim, priority or fair share; the executor stops its pods (SIGTERM, "
+        "then SIGKILL after the policy's grace period) while it keeps its nodes",
+    ),
     PhaseMove(P.RUNNING, P.CANCELLED, "the user cancelled it"),
-    PhaseMove(P.PREEMPTED, P.PENDING, "back in the queue with its cause recorded"),
-    PhaseMove(P.PREEMPTED, P.CANCELLED, "the user cancelled it while it was being evicted"),
+    PhaseMove(
+        P.PREEMPTING,
+        P.PENDING,
+        "its pods are gone: the executor reported them stopped (STOPPED), they exited by "
+        "themselves while stopping (any exit code: a trainer that checkpoints on SIGTERM and "
+        "exits 0 is resumed, not finished), a node of the gang failed, the grace period "
+        "passed and the controller had them killed, or the control plane restarted; back in "
+        "the queue with the cause recorded",
+    ),
+    PhaseMove(P.PREEMPTING, P.CANCELLED, "the user cancelled it while it was being evicted"),
 )
 """Every legal phase move with the reason it exists; ``docs/state-machines.md`` is generated
 from this table (``render_state_machine``)."""
@@ -190,6 +210,8 @@ class JobView:
     failures: int = 0
     preemptions: int = 0
     held: bool = False
+    preempted_for: JobId | None = None
+    """While PREEMPTING: the job it is evicted for (the cycle keeps the room for that one)."""
 
     @property
     def id(self) -> JobId:
@@ -204,3 +226,10 @@ class JobView:
         """How many times the job has been admitted: the number of its current (or last)
         attempt, as the executor counts them."""
         return sum(1 for change in self.history if change.phase is JobPhase.ADMITTED)
+
+    @property
+    def preempting_since(self) -> float | None:
+        """When a PREEMPTING job was evicted (its grace period runs from then); else None."""
+        if self.phase is not JobPhase.PREEMPTING:
+            return None
+        return next(c.at_s for c in reversed(self.history) if c.phase is JobPhase.PREEMPTING)

@@ -6,8 +6,14 @@ the API never talks to the executor, see ``topoq.engine.intake``), apply what th
 reported since the last step, run one scheduling cycle on what the store holds, commit the
 moves and decisions in one transaction, then tell the executor to cancel victims and start
 admitted gangs. Commit comes before dispatch: after a crash the store never claims less than
-what may be running, and ``recover`` reconciles. A cycle that raced a user's change commits
-nothing (``ConcurrentUpdate``) and the next step decides again.
+what may be running, and ``recover`` reconciles.
+
+Preemption waits for the victims to stop: a victim is PREEMPTING (it keeps its nodes) while
+the executor stops it (``Executor.stop`` with the policy's ``preemption_grace_s``); STOPPED
+requeues it and frees the room its preemptor is then admitted into. A victim that has not
+stopped ``GRACE_MARGIN_S`` after its grace period is killed (``Executor.cancel``) and requeued.
+A cycle that raced a user's change commits nothing (``ConcurrentUpdate``) and the next step
+decides again.
 
 No single fault of the executor wedges the loop: a gang it cannot start fails alone
 (START_FAILED, retried per ``max_retry``, its capacity freed) while the other admissions of
@@ -24,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
@@ -54,6 +61,10 @@ from topoq.engine.upstream import upstream_phases
 
 log = logging.getLogger(__name__)
 
+GRACE_MARGIN_S = 5.0
+"""How long past a victim's grace period the controller waits for STOPPED before it has the
+pods killed and requeues the victim itself."""
+
 MAX_EVENT_STEPS = 10
 """Steps in a row in which an event failed to be stored (with the store otherwise working: a
 step reads the nodes first) before it is dropped as one that never can be."""
@@ -78,6 +89,10 @@ class StepReport:
     result: CycleResult = field(default_factory=CycleResult)
     started: list[JobId] = field(default_factory=list)
     cancelled: list[JobId] = field(default_factory=list)
+    stopping: list[JobId] = field(default_factory=list)
+    """Victims the executor was asked to stop (STOPPED follows)."""
+    killed: list[JobId] = field(default_factory=list)
+    """Victims that had not stopped past their grace period: killed and requeued."""
     start_failed: list[JobId] = field(default_factory=list)
     """Admitted gangs the executor could not start (each failed alone: START_FAILED)."""
     executor_errors: list[str] = field(default_factory=list)
@@ -128,6 +143,8 @@ class Controller:
         self.intake = Intake(store, clock)
         self._launched: dict[JobId, int] = {}
         """The attempt of each gang this controller started and has not stopped."""
+        self._stopping: set[JobId] = set()
+        """Victims the executor was asked to stop (``Executor.stop``) and not yet stopped."""
         self._failed_nodes: set[str] | None = None
         """Nodes not ready as of the last step (None before the first step)."""
         self._settled: _CycleInputs | None = None
@@ -150,6 +167,8 @@ class Controller:
         jobs = self.store.jobs()
         self._stop_unbooked(jobs, report)
         policy = self.store.policy() or ClusterPolicy()
+        if self._stop_victims(jobs, policy.preemption_grace_s, now, report):
+            jobs = self.store.jobs()  # a victim past its grace period was requeued
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
         if not report.events and inputs.same_as(self._settled):
@@ -164,7 +183,7 @@ class Controller:
             Snapshot(now, tree, tuple(jobs.values()), policy, upstream_phases=upstream)
         )
         report.result = result
-        after = apply_cycle(jobs, result, now=now, evict_at_once=True)
+        after = apply_cycle(jobs, result, now=now)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]
         if changed or result.diagnostics:
             try:
@@ -176,7 +195,7 @@ class Controller:
                 report.conflicted = True
                 return report
         self._settled = None if changed else inputs
-        self._dispatch(result, after, tree, report)
+        self._dispatch(result, after, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
@@ -215,6 +234,17 @@ class Controller:
             self._executor_failed(f"cancel {job_id}", error, report)
             return False
         return True
+
+    def _ask_to_stop(self, victim: JobId, grace_s: float, report: StepReport) -> None:
+        """Tell the executor to begin stopping a victim (it returns at once; STOPPED follows).
+        A call that fails is tried again at the next step (``_stop_victims``)."""
+        try:
+            self.executor.stop(victim, grace_s)
+        except Exception as error:  # any executor failure: retried next step
+            self._executor_failed(f"stop {victim}", error, report)
+            return
+        self._stopping.add(victim)
+        report.stopping.append(victim)
 
     def _start(self, admitted: JobView, tree: TopologyTree, report: StepReport) -> bool:
         """Start the admitted gang; when that fails (building its launch or the executor's
@@ -255,7 +285,37 @@ class Controller:
             booked = job is not None and job.phase.holds_capacity and job.attempt == attempt
             if not booked and self._stop(job_id, report):
                 del self._launched[job_id]
+                self._stopping.discard(job_id)
                 report.cancelled.append(job_id)
+
+    def _stop_victims(
+        self, jobs: Mapping[JobId, JobView], grace_s: float, now: float, report: StepReport
+    ) -> bool:
+        """Every PREEMPTING job is being stopped: ask the executor again where asking failed,
+        and requeue a victim still there ``GRACE_MARGIN_S`` past its grace period once the
+        executor killed its pods (``cancel`` returns when they are gone; one that fails is
+        tried again at the next step). Whether one was requeued. This runs every step,
+        settled or not, so a deadline is never slept past."""
+        requeued = False
+        self._stopping &= {job.id for job in jobs.values() if job.phase is JobPhase.PREEMPTING}
+        for job in jobs.values():
+            since = job.preempting_since
+            if since is None:
+                continue
+            if now < since + grace_s + GRACE_MARGIN_S:
+                if job.id not in self._stopping:
+                    self._ask_to_stop(job.id, grace_s, report)
+            elif self._stop(job.id, report):  # past the deadline, asked or not
+                cause = (
+                    f"requeued after preemption: its pods had not stopped {grace_s:g} s after "
+                    "SIGTERM; they were killed"
+                )
+                if self._change_job(job.id, partial(_killed, now=now, cause=cause), now=now):
+                    requeued = True
+                    report.killed.append(job.id)
+                self._launched.pop(job.id, None)
+                self._stopping.discard(job.id)
+        return requeued
 
     def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec], report: StepReport) -> None:
         """A node marked failed since the last step has its work stopped by the executor (which
@@ -283,14 +343,15 @@ class Controller:
         after: Mapping[JobId, JobView],
         tree: TopologyTree,
         report: StepReport,
+        *,
+        grace_s: float,
     ) -> None:
-        """Stop victims and requeued gangs, then start every admitted gang. A stop that fails
-        leaves the gang known as launched, so that ``_stop_unbooked`` tries again; a start
-        that fails fails that gang alone."""
+        """Begin stopping victims (they keep their room until STOPPED), stop requeued gangs,
+        then start every admitted gang. A stop that fails leaves the gang known as launched,
+        so that ``_stop_unbooked`` (``_stop_victims`` for a victim) tries again; a start that
+        fails fails that gang alone."""
         for preempt in result.preemptions:
-            if self._stop(preempt.victim, report):
-                self._launched.pop(preempt.victim, None)
-                report.cancelled.append(preempt.victim)
+            self._ask_to_stop(preempt.victim, grace_s, report)
         for requeue in result.requeues:
             if self._stop(requeue.job, report):
                 self._launched.pop(requeue.job, None)
@@ -350,6 +411,7 @@ class Controller:
         launched = self._launched.get(event.job)
         if event.kind in GANG_ENDED and event.attempt in (0, launched):  # 0: not said
             self._launched.pop(event.job, None)  # its pods are gone: nothing to stop
+            self._stopping.discard(event.job)
         self._change_job(event.job, lambda job: moved_by(job, event), now=event.at_s)
         return False
 
@@ -378,10 +440,25 @@ class Controller:
         now = self.clock()
         cause = "the control plane restarted; the gang is requeued"
 
-        def requeued(job: JobView) -> JobView | None:
-            if not job.phase.holds_capacity:
-                return None  # it moved meanwhile (a user's cancel)
-            return advance(job, JobPhase.PENDING, now=now, cause=cause)
+        ids = list(self.store.holding_jobs())  # victims being stopped (PREEMPTING) too
+        return [
+            job_id
+            for job_id in ids
+            if self._change_job(job_id, lambda job: _requeued(job, now, cause), now=now)
+        ]
 
-        ids = list(self.store.holding_jobs())
-        return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]
+
+def _killed(job: JobView, *, now: float, cause: str) -> JobView | None:
+    """A victim whose pods were killed past its grace period, back in the queue (None when a
+    STOPPED or a user's cancel came in between)."""
+    if job.phase is not JobPhase.PREEMPTING:
+        return None
+    return advance(job, JobPhase.PENDING, now=now, cause=cause)
+
+
+def _requeued(job: JobView, now: float, cause: str) -> JobView | None:
+    """Back to the queue, or None when it no longer holds capacity (a user's cancel came in
+    between)."""
+    if not job.phase.holds_capacity:
+        return None
+    return advance(job, JobPhase.PENDING, now=now, cause=cause)

@@ -27,6 +27,10 @@ from topoq.engine.controller import StepReport
 SPAN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
 
 
+GPU_STATES = {JobPhase.PENDING: "pending", JobPhase.PREEMPTING: "stopping"}
+"""The ``state`` label of ``topoq_gpus`` by phase; any other phase holding GPUs: running."""
+
+
 class ControlPlaneMetrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry or CollectorRegistry()
@@ -34,7 +38,7 @@ class ControlPlaneMetrics:
         self.jobs = Gauge("topoq_jobs", "Jobs by team and phase", ["team", "phase"], registry=r)
         self.gpus = Gauge(
             "topoq_gpus",
-            "GPUs requested by pending and held by running jobs",
+            "GPUs requested by pending jobs, held by running ones and by victims stopping",
             ["team", "state"],
             registry=r,
         )
@@ -80,7 +84,7 @@ class ControlPlaneMetrics:
         gpus: Counter[tuple[TeamName, str]] = Counter()
         for job in jobs.values():
             phases[(job.team, job.phase)] += 1
-            state = "running" if job.phase.holds_capacity else "pending"
+            state = GPU_STATES.get(job.phase, "running")
             if job.phase is JobPhase.PENDING or job.phase.holds_capacity:
                 gpus[(job.team, state)] += total_demand(job).amount(NVIDIA_GPU)
         for (team, phase), count in phases.items():

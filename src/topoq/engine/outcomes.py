@@ -1,17 +1,20 @@
 """What an executor's outcome does to a job: the job after an event (started, exited, node
-lost, start failed), or None when the event no longer applies to it. Pure: the controller reads
-the job, asks here, and writes the answer."""
+lost, start failed, stopped), or None when the event no longer applies to it. Pure, and the
+one place these rules live: the controller reads the job, asks here and writes the answer;
+the simulator asks here about the runs it ends and the victims it stops."""
 
 from __future__ import annotations
 
-from topoq.core.lifecycle import advance, attempt_failed
+from topoq.core.lifecycle import VICTIM_STOPPED, advance, attempt_failed
 from topoq.domain.job import FailureReason, JobPhase, JobView
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 
 MAX_MESSAGE_LENGTH = 500
 """Characters of an executor's error message kept in a job's history."""
 
-GANG_ENDED = frozenset({ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST})
+GANG_ENDED = frozenset(
+    {ExecutorEventKind.EXITED, ExecutorEventKind.NODE_LOST, ExecutorEventKind.STOPPED}
+)
 """Events after which none of the gang's pods runs. Not START_FAILED: after a failed start the
 controller stops whatever of the gang may have started, and tries again while that fails."""
 
@@ -23,6 +26,8 @@ def moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
     if event.attempt and event.attempt != job.attempt:
         return None
     at = event.at_s
+    if job.phase is JobPhase.PREEMPTING:
+        return _stopped(job, event)
     match event.kind:
         case ExecutorEventKind.STARTED if job.phase is JobPhase.ADMITTED:
             return advance(job, JobPhase.RUNNING, now=at, cause="started")
@@ -40,6 +45,27 @@ def moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
                 cause=f"node {event.node} was lost; the gang is requeued",
             )
     return None
+
+
+def _stopped(job: JobView, event: ExecutorEvent) -> JobView | None:
+    """A victim being stopped goes back to the queue once its pods are gone, however they
+    went: stopped as asked, exited by themselves (any code: a trainer that checkpoints on
+    SIGTERM and exits 0 is resumed later, not finished), lost with a node, or never
+    started. The preemption was counted when it began."""
+    at = event.at_s
+    match event.kind:
+        case ExecutorEventKind.STOPPED:
+            return advance(job, JobPhase.PENDING, now=at, cause=VICTIM_STOPPED)
+        case ExecutorEventKind.EXITED:
+            cause = f"requeued after preemption: its pods exited ({event.exit_code}) while stopping"
+            return advance(job, JobPhase.PENDING, now=at, cause=cause)
+        case ExecutorEventKind.NODE_LOST:
+            cause = f"requeued after preemption: node {event.node} was lost while it stopped"
+            return advance(job, JobPhase.PENDING, now=at, cause=cause)
+        case ExecutorEventKind.START_FAILED:
+            cause = f"requeued after preemption: it never started ({event.message})"
+            return advance(job, JobPhase.PENDING, now=at, cause=cause)
+    return None  # STARTED of the attempt being stopped: it stops anyway
 
 
 def error_message(error: BaseException) -> str:

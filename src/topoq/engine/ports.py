@@ -146,6 +146,9 @@ class ExecutorEventKind(StrEnum):
     START_FAILED = "start_failed"
     """The gang could not be started (``message`` says why); none of its pods runs. The
     controller makes this event itself when ``Executor.start`` raises."""
+    STOPPED = "stopped"
+    """Every pod of the gang is gone after a stop the controller asked for
+    (``Executor.stop``), whether it exited on SIGTERM or was killed after the grace period."""
 
 
 @dataclass(frozen=True)
@@ -240,7 +243,15 @@ class Executor(Protocol):
         When it raises, the controller treats the gang as not started (START_FAILED)."""
 
     def cancel(self, job: JobId) -> None:
-        """Stop every pod of the job (no EXITED event follows for a cancelled attempt)."""
+        """Stop every pod of the job now (SIGTERM, then a kill after the executor's own short
+        grace) and return once they are gone; no event follows. For user cancels, drains and
+        requeues: nothing waits for the room."""
+
+    def stop(self, job: JobId, grace_s: float) -> None:
+        """Begin stopping every pod of the job for a preemption and return at once: SIGTERM
+        now (a trainer may checkpoint), a kill for whatever still runs ``grace_s`` later.
+        STOPPED comes through ``poll`` once every pod is gone (no EXITED for that attempt);
+        for a job that runs nothing here, STOPPED comes at the next poll."""
 
     def poll(self) -> list[ExecutorEvent]:
         """Events since the last call, oldest first; never blocks."""

@@ -58,13 +58,21 @@ from topoq.executors.process_table import (
     hold_child_subreaper,
     release_child_subreaper,
 )
-from topoq.executors.processes import Terminations, free_port, has_exited, reap, spawn
+from topoq.executors.processes import (
+    Stopping,
+    Terminations,
+    free_port,
+    has_exited,
+    reap,
+    spawn,
+)
 
 LOCAL_CAPABILITIES = ExecutorCapabilities(
     name="local", runs_real_processes=True, can_fail_nodes=True, captures_logs=True
 )
 DEFAULT_STOP_GRACE_S = 3.0
-"""How long a pod has between SIGTERM and SIGKILL."""
+"""How long a pod has between SIGTERM and SIGKILL when it is cancelled (``cancel``); a
+preempted gang gets the grace period the controller gives ``stop``."""
 DEFAULT_POD_SCRIPT = Path(__file__).resolve().with_name("default_pod.py")
 """What a pod set without a command runs (``topoq.executors.default_pod``, by path, so the
 pod's Python needs only its standard library)."""
@@ -87,9 +95,10 @@ def checked_log_limit(limit_bytes: int, *, where: str = "pod_log_limit_bytes") -
 
 
 class LocalExecutor:
-    """Runs gangs as process trees on this machine. Thread-safe; ``poll`` never blocks, while
-    ``cancel``, ``fail_node`` and ``close`` return once the pods' processes are gone (at most
-    ``stop_grace_s`` after SIGTERM, when SIGKILL follows)."""
+    """Runs gangs as process trees on this machine. Thread-safe; ``poll`` and ``stop`` never
+    block, while ``cancel``, ``fail_node`` and ``close`` return once the pods' processes are
+    gone (at most ``stop_grace_s`` after SIGTERM, when SIGKILL follows). A gang being stopped
+    (``stop``) keeps its GPUs and its pid file until its last process is gone; then STOPPED."""
 
     def __init__(
         self,
@@ -108,6 +117,8 @@ class LocalExecutor:
         self._default_command = (python, str(DEFAULT_POD_SCRIPT))
         self._base_environment = dict(os.environ if base_environment is None else base_environment)
         self._attempts: dict[JobId, RunningAttempt] = {}
+        self._stopping: dict[JobId, tuple[RunningAttempt, Stopping]] = {}
+        """Attempts being stopped for a preemption (``stop``), until their pods are gone."""
         self._teams: dict[JobId, str] = {}
         """The team of every job started here, so that ``logs`` finds its directory."""
         self._events: list[ExecutorEvent] = []
@@ -157,13 +168,43 @@ class LocalExecutor:
                 raise
 
     def cancel(self, job: JobId) -> None:
-        """Stop the job's pods and wait until they are gone; no event follows. A job that
-        does not run here is ignored."""
+        """Stop the job's pods and wait until they are gone (``stop_grace_s`` at most, also for
+        a gang already being stopped); no event follows. A job that does not run here is
+        ignored."""
         with self._lock:
             attempt = self._attempts.get(job)
             if attempt is not None:
-                self._end(attempt)
-                self._terminations.finish()
+                self._terminations.finish([self._end(attempt)])
+            if job in self._stopping:
+                _, entry = self._stopping[job]
+                self._terminations.hasten(entry, self._terminations.grace_s)
+                self._terminations.finish([entry])
+
+    def stop(self, job: JobId, grace_s: float) -> None:
+        """SIGTERM every pod of the job now and SIGKILL what still runs ``grace_s`` later,
+        without waiting; STOPPED comes through ``poll`` once the last of its processes is gone
+        (then its GPUs are free). A job that runs nothing here reports STOPPED at once; one
+        already being stopped keeps its deadline."""
+        with self._lock:
+            attempt = self._attempts.pop(job, None)
+            if attempt is None:
+                if job not in self._stopping:
+                    self._events.append(
+                        ExecutorEvent(
+                            ExecutorEventKind.STOPPED,
+                            self._clock(),
+                            job=job,
+                            message="nothing of the job runs here",
+                        )
+                    )
+                return
+            entry = self._terminations.begin(
+                attempt.running(),
+                attempt.marker,
+                grace_s=grace_s,
+                on_gone=lambda: self._stopped(attempt),
+            )
+            self._stopping[job] = (attempt, entry)
 
     def poll(self) -> list[ExecutorEvent]:
         with self._lock:
@@ -179,9 +220,12 @@ class LocalExecutor:
         NODE_LOST for the node (``job=None``), then one per gang it ended; no EXITED."""
         with self._lock:
             lost = [attempt for attempt in self._attempts.values() if node in attempt.nodes]
-            for attempt in lost:
-                self._end(attempt)
-            self._terminations.finish()
+            entries = [self._end(attempt) for attempt in lost]
+            for attempt, entry in self._stopping.values():
+                if node in attempt.nodes:
+                    self._terminations.hasten(entry, 0.0)  # STOPPED follows for it
+                    entries.append(entry)
+            self._terminations.finish(entries)
             self._emit(ExecutorEventKind.NODE_LOST, None, node=node, message=f"node {node} failed")
             for attempt in lost:
                 self._emit(
@@ -203,6 +247,8 @@ class LocalExecutor:
         with self._lock:
             for attempt in list(self._attempts.values()):
                 self._end(attempt)
+            for _, entry in self._stopping.values():
+                self._terminations.hasten(entry, self._terminations.grace_s)
             self._terminations.finish()
             if self._open:
                 self._open = False
@@ -313,8 +359,7 @@ class LocalExecutor:
         self._emit(ExecutorEventKind.STARTED, attempt, message=message)
 
     def _fail_to_start(self, attempt: RunningAttempt, pod: RunningPod, error: OSError) -> None:
-        self._end(attempt)
-        self._terminations.finish()
+        self._terminations.finish([self._end(attempt)])
         code = (
             COMMAND_NOT_FOUND_EXIT_CODE
             if isinstance(error, FileNotFoundError)
@@ -354,12 +399,22 @@ class LocalExecutor:
                 with contextlib.suppress(OSError):  # a full disk must not stop the polls
                     rotate_if_over(attempt.directory, pod.plan.rank, self.pod_log_limit_bytes)
 
-    def _end(self, attempt: RunningAttempt) -> None:
+    def _end(self, attempt: RunningAttempt) -> Stopping:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""
         self._attempts.pop(attempt.job, None)
         forget_pids(attempt.directory)
         self._release_gpus(attempt.pods)
-        self._terminations.begin(attempt.running(), attempt.marker)
+        return self._terminations.begin(attempt.running(), attempt.marker)
+
+    def _stopped(self, attempt: RunningAttempt) -> None:
+        """The last process of an attempt being stopped is gone: its GPUs and pid file go,
+        and STOPPED is reported."""
+        if self._stopping.get(attempt.job, (None,))[0] is attempt:
+            del self._stopping[attempt.job]
+        forget_pids(attempt.directory)
+        self._release_gpus(attempt.pods)
+        message = f"all {len(attempt.pods)} pods stopped"
+        self._emit(ExecutorEventKind.STOPPED, attempt, message=message)
 
     def _running_pids(self) -> list[int]:
         return [process.pid for attempt in self._attempts.values() for process in attempt.running()]

@@ -83,22 +83,28 @@ def reap(process: subprocess.Popen[bytes]) -> int:
     return exit_code(process.wait())
 
 
-@dataclass
-class _Stopping:
+@dataclass(eq=False)
+class Stopping:
+    """One attempt's pods being stopped (what ``Terminations.begin`` hands back)."""
+
     leaders: list[subprocess.Popen[bytes]]
     """The pods' own processes, until reaped."""
     marker_prefix: str
     kill_at: float
+    """When what still runs gets SIGKILL (``time.monotonic``)."""
+    on_gone: Callable[[], None] | None = None
+    """Called (from ``advance``) once no process of the attempt is left."""
     told: bool = False
     """Whether its other processes were sent SIGTERM (at the first look, in ``advance``)."""
 
 
 class Terminations:
     """Pods being stopped, each attempt's together: SIGTERM first, SIGKILL for what still runs
-    after the grace period. An attempt is stopped once its leaders are reaped and no process
-    belongs to it any more (its groups, sessions, descendants and marked processes). Killed
+    after the grace period (the executor's own, or one given to ``begin``). An attempt is
+    stopped once its leaders are reaped and no process belongs to it any more (its groups,
+    sessions, descendants and marked processes); then its ``on_gone`` is called. Killed
     orphans that re-parented to this process are reaped too. ``advance`` never blocks;
-    ``finish`` waits until every attempt is stopped."""
+    ``finish`` waits until the attempts named (or every one) are stopped."""
 
     def __init__(
         self,
@@ -111,23 +117,37 @@ class Terminations:
         self.grace_s = grace_s
         self._executor_marker = executor_marker
         self._running = running
-        self._stopping: list[_Stopping] = []
+        self._stopping: list[Stopping] = []
         self._adopted: set[int] = set()
         """Pod processes whose parent is this process though it did not spawn them."""
 
-    def begin(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
+    def begin(
+        self,
+        leaders: Sequence[subprocess.Popen[bytes]],
+        marker_prefix: str,
+        *,
+        grace_s: float | None = None,
+        on_gone: Callable[[], None] | None = None,
+    ) -> Stopping:
+        """SIGTERM the attempt's pods now, SIGKILL after ``grace_s`` (default: the executor's)."""
         for leader in leaders:
             signal_group(leader, signal.SIGTERM)
-        self._stopping.append(
-            _Stopping(list(leaders), marker_prefix, time.monotonic() + self.grace_s)
-        )
+        grace = self.grace_s if grace_s is None else grace_s
+        entry = Stopping(list(leaders), marker_prefix, time.monotonic() + grace, on_gone)
+        self._stopping.append(entry)
+        return entry
+
+    def hasten(self, entry: Stopping, grace_s: float) -> None:
+        """Kill what is left of ``entry`` at most ``grace_s`` from now."""
+        entry.kill_at = min(entry.kill_at, time.monotonic() + grace_s)
 
     def kill_now(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
         """SIGKILL the attempt's processes and wait until they are gone."""
         for leader in leaders:
             signal_group(leader, signal.SIGKILL)
-        self._stopping.append(_Stopping(list(leaders), marker_prefix, time.monotonic()))
-        self.finish()
+        entry = Stopping(list(leaders), marker_prefix, time.monotonic())
+        self._stopping.append(entry)
+        self.finish([entry])
 
     def adopt(self, pids: Collection[int], children: Collection[int] | None = None) -> None:
         """Reap these pod processes once they end, if they are children of this process
@@ -142,20 +162,29 @@ class Terminations:
         self._adopt_orphans(children)
         if self._stopping:
             table = read_process_table()
-            self._stopping = [
-                entry for entry in self._stopping if self._still_stopping(entry, table, children)
-            ]
+            entries, self._stopping = self._stopping, []
+            for entry in entries:
+                if self._still_stopping(entry, table, children):
+                    self._stopping.append(entry)
+                elif entry.on_gone is not None:
+                    entry.on_gone()
         self._reap_adopted()
 
-    def finish(self, poll_interval_s: float = 0.02) -> None:
-        """Block until every pod being stopped is gone (at most the grace period and a bit)."""
-        while self._stopping:
+    def finish(
+        self, entries: Collection[Stopping] | None = None, poll_interval_s: float = 0.02
+    ) -> None:
+        """Block until the pods of ``entries`` (of every attempt being stopped, when None) are
+        gone: at most their grace period and a bit."""
+        while self._waiting_for(entries):
             self.advance()
-            if self._stopping:
+            if self._waiting_for(entries):
                 time.sleep(poll_interval_s)
 
+    def _waiting_for(self, entries: Collection[Stopping] | None) -> bool:
+        return any(entries is None or entry in entries for entry in self._stopping)
+
     def _still_stopping(
-        self, entry: _Stopping, table: Mapping[int, ProcessEntry], children: Collection[int]
+        self, entry: Stopping, table: Mapping[int, ProcessEntry], children: Collection[int]
     ) -> bool:
         entry.leaders = [leader for leader in entry.leaders if not _reaped(leader)]
         leaders = [leader.pid for leader in entry.leaders]

@@ -1,13 +1,16 @@
 """The simulated shell around the unchanged core: a virtual clock, an event queue and an
 executor that starts gangs at once and ends them after their run time.
 
-The loop takes every event due at the next instant (scenario events, ends of runs, interval
-ticks; ties in insertion order), applies them, then runs a scheduling cycle on a snapshot and
-applies its decisions with ``apply_cycle(..., start_at_once=True, evict_at_once=True)``. When
-a cycle preempted, requeued or cancelled something, another cycle follows at the same instant
-(the victims are gone at once, so the preemptor starts there). The tree is rebuilt only when a
-node fails or recovers. The run ends at ``until_s``, or when no event is left: jobs still
-pending then are reported with their last diagnostic.
+The loop takes every event due at the next instant (scenario events, ends of runs, victims
+that stopped, interval ticks; ties in insertion order), applies them, then runs a scheduling
+cycle on a snapshot and applies its decisions with ``apply_cycle(..., start_at_once=True)``.
+A victim is PREEMPTING, holding its GPUs, for the scenario's ``stop_delay_s``; then it
+STOPPED and is requeued (at once when the delay is 0). What an executor's report does to a job
+(a run that ended, a victim that stopped) is ``topoq.engine.outcomes.moved_by``, as in the
+controller. When a cycle preempted, requeued or cancelled something, another cycle follows at
+the same instant (so without a stop delay the preemptor starts there). The tree is rebuilt
+only when a node fails or recovers. The run ends at ``until_s``, or when no event is left:
+jobs still pending then are reported with their last diagnostic.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
+from topoq.engine.outcomes import moved_by
+from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
 from topoq.sim.scenario import Scenario, load_scenario
@@ -41,11 +46,17 @@ class _RunEnds:
 
 
 @dataclass(frozen=True)
+class _VictimStops:
+    job: JobId
+    attempt: int
+
+
+@dataclass(frozen=True)
 class _Tick:
     """A cycle on the scenario's interval."""
 
 
-_Item = ScenarioEvent | _RunEnds | _Tick
+_Item = ScenarioEvent | _RunEnds | _VictimStops | _Tick
 
 
 @dataclass(frozen=True)
@@ -134,6 +145,8 @@ class Simulation:
         if isinstance(item, _RunEnds):
             if self._runs.get(item.job) == item.run:
                 self._run_ended(item.job)
+        elif isinstance(item, _VictimStops):
+            self._victim_stopped(item.job, item.attempt)
         elif isinstance(item, _Tick):
             self._tick_queued = False
         else:
@@ -170,12 +183,16 @@ class Simulation:
         result = schedule(snapshot)
         self.cycles += 1
         self.log.cycle(self.now, result, self.jobs)
-        self.jobs = apply_cycle(
-            self.jobs, result, now=self.now, start_at_once=True, evict_at_once=True
-        )
+        self.jobs = apply_cycle(self.jobs, result, now=self.now, start_at_once=True)
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)
+        for preempt in result.preemptions:
+            stops = _VictimStops(preempt.victim, self.jobs[preempt.victim].attempt)
+            if self.scenario.stop_delay_s:
+                self._push(self.now + self.scenario.stop_delay_s, stops)
+            else:
+                self._victim_stopped(stops.job, stops.attempt)
         for admit in result.admissions:
             self._start(admit.job)
         for diagnostic in result.diagnostics:
@@ -195,23 +212,41 @@ class Simulation:
         job = self.jobs[job_id]
         codes = self._exit_codes[job_id]
         code = codes[min(job.failures, len(codes) - 1)]
+        moved = self._report(job, ExecutorEventKind.EXITED, exit_code=code)
+        if moved is None:
+            return
         entry = LogEntry(self.now, Decision.FINISH, job_id, job.team)
-        if code == 0:
-            self.jobs[job_id] = advance(job, JobPhase.SUCCEEDED, now=self.now, cause="exited 0")
+        if moved.phase is JobPhase.SUCCEEDED:
             self.log.add(replace(entry, reason=Outcome.SUCCEEDED.value))
             return
-        retry = job.failures < job.spec.max_retry
-        if retry:
-            cause = f"exited with code {code}; retry {job.failures + 1} of {job.spec.max_retry}"
-            moved = advance(job, JobPhase.PENDING, now=self.now, cause=cause)
-            self.jobs[job_id] = replace(moved, failures=job.failures + 1)
-        else:
-            cause = f"exited with code {code}; no retry left (max_retry {job.spec.max_retry})"
-            self.jobs[job_id] = advance(job, JobPhase.FAILED, now=self.now, cause=cause)
-        decision = Decision.RETRY if retry else Decision.FAIL
+        decision = Decision.RETRY if moved.phase is JobPhase.PENDING else Decision.FAIL
+        message = moved.history[-1].cause
         self.log.add(
-            replace(entry, decision=decision, reason=Outcome.EXIT_CODE.value, message=cause)
+            replace(entry, decision=decision, reason=Outcome.EXIT_CODE.value, message=message)
         )
+
+    def _victim_stopped(self, job_id: JobId, attempt: int) -> None:
+        job = self.jobs[job_id]
+        moved = self._report(job, ExecutorEventKind.STOPPED, attempt=attempt)
+        if moved is not None:
+            entry = LogEntry(self.now, Decision.STOPPED, job_id, job.team)
+            self.log.add(replace(entry, message=moved.history[-1].cause))
+
+    def _report(
+        self,
+        job: JobView,
+        kind: ExecutorEventKind,
+        *,
+        attempt: int = 0,
+        exit_code: int | None = None,
+    ) -> JobView | None:
+        """The job after the simulated executor's report (stored), or None when it is stale
+        (a victim cancelled or requeued while it stopped)."""
+        event = ExecutorEvent(kind, self.now, job=job.id, attempt=attempt, exit_code=exit_code)
+        moved = moved_by(job, event)
+        if moved is not None:
+            self.jobs[job.id] = moved
+        return moved
 
     # --- scenario events ------------------------------------------------------------
     def _apply(self, event: ScenarioEvent) -> None:

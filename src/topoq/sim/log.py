@@ -35,6 +35,8 @@ class Decision(StrEnum):
     START = "start"
     WAIT = "wait"
     PREEMPT = "preempt"
+    STOPPED = "stopped"
+    """A victim's pods are gone (``stop_delay_s`` after its preemption); it is requeued."""
     REQUEUE = "requeue"
     CANCEL = "cancel"
     FINISH = "finish"
@@ -48,7 +50,7 @@ class Decision(StrEnum):
 
 STOPS_A_RUN = frozenset(
     {
-        Decision.PREEMPT,
+        Decision.STOPPED,
         Decision.REQUEUE,
         Decision.CANCEL,
         Decision.FINISH,
@@ -56,7 +58,8 @@ STOPS_A_RUN = frozenset(
         Decision.FAIL,
     }
 )
-"""Decisions that end a running job's run (a cancel only when the job was running)."""
+"""Decisions that end a running job's run (a cancel only when the job was running). A
+preempted job runs (and holds its GPUs) until it stopped."""
 
 
 class Outcome(StrEnum):

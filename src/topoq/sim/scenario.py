@@ -9,6 +9,7 @@
                                      # topoq reads, or inline: {generate: "2x2x4 p5.48xlarge"}
     policy: policy.yaml              # a path to a policy file, or an inline policy body
     cycle_interval_s: 10             # optional: also run a cycle every N seconds
+    stop_delay_s: 5                  # optional: how long a victim takes to stop (default 0)
     until_s: 7200                    # optional end; default: when nothing is left to happen
     events:
     - {at: 0, submit: {id: b1, team: vision, priority: training, runtime_s: 3600,
@@ -68,6 +69,7 @@ _TOP_KEYS = (
     "cluster",
     "policy",
     "cycle_interval_s",
+    "stop_delay_s",
     "until_s",
     "events",
 )
@@ -84,6 +86,9 @@ class Scenario:
     """In the order they apply: by time, then file order."""
     cycle_interval_s: float | None = None
     until_s: float | None = None
+    stop_delay_s: float = 0.0
+    """How long a preempted job's pods take to stop: it keeps its GPUs (PREEMPTING) and its
+    preemptor waits that long."""
     warnings: tuple[str, ...] = ()
 
 
@@ -117,6 +122,7 @@ def _scenario(fields: Fields, source: str, base: Path) -> Scenario:
         events=events,
         cycle_interval_s=interval,
         until_s=until_s,
+        stop_delay_s=optional_seconds(fields, "stop_delay_s") or 0.0,
         warnings=(*warnings, *event_warnings),
     )
 

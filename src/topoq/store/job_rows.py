@@ -26,6 +26,7 @@ from topoq.store.records import JobEvent, JobRecord
 from topoq.store.schema import JobEventRow, JobRow
 
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
+"""Pending, admitted, running and preempting: the jobs a cycle looks at."""
 HOLDING_PHASES = tuple(phase.value for phase in JobPhase if phase.holds_capacity)
 IN_LIST_CHUNK = 500
 """Ids per ``IN (...)`` list, well under every backend's limit on bound parameters."""
@@ -49,6 +50,7 @@ VIEW_COLUMNS = (
     JobRow.started_at,
     JobRow.failures,
     JobRow.preemptions,
+    JobRow.preempted_for,
     JobRow.held,
     JobRow.version,
     JobRow.attempt,
@@ -168,6 +170,7 @@ def record_from_row(row: Row[Any], spec: JobSpec, history: tuple[PhaseChange, ..
         failures=row.failures,
         preemptions=row.preemptions,
         held=row.held,
+        preempted_for=None if row.preempted_for is None else JobId(row.preempted_for),
     )
     return JobRecord(view, row.version, row.attempt, row.updated_at)
 
@@ -267,6 +270,7 @@ def _state_columns(view: JobView, now: float) -> dict[str, Any]:
         "held": view.held,
         "failures": view.failures,
         "preemptions": view.preemptions,
+        "preempted_for": view.preempted_for,
         "attempt": view.attempt,
         "history_length": len(view.history),
         "allocation": None if allocation is None else encode_allocation(allocation),

@@ -17,6 +17,7 @@ from topoq.domain.decisions import (
     RequeueCause,
 )
 from topoq.domain.governance import (
+    DEFAULT_PREEMPTION_GRACE_S,
     ClusterPolicy,
     FlavorName,
     FlavorQuota,
@@ -43,6 +44,7 @@ def encode_policy(policy: ClusterPolicy) -> Document:
         "default_priority_class": policy.default_priority_class,
         "idle_allocation": policy.idle_allocation.value,
         "idle_resource_sharing": policy.idle_resource_sharing,
+        "preemption_grace_s": policy.preemption_grace_s,
     }
 
 
@@ -58,6 +60,7 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
             data.get("idle_allocation", IdleAllocation.FIRST_COME.value)
         ),
         idle_resource_sharing=bool(data.get("idle_resource_sharing", True)),
+        preemption_grace_s=int(data.get("preemption_grace_s", DEFAULT_PREEMPTION_GRACE_S)),
     )
 
 

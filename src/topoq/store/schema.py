@@ -67,6 +67,8 @@ class JobRow(Base):
     held: Mapped[bool] = mapped_column(Boolean)
     failures: Mapped[int] = mapped_column(Integer)
     preemptions: Mapped[int] = mapped_column(Integer)
+    preempted_for: Mapped[str | None] = mapped_column(String(NAME_LENGTH))
+    """While the job is being preempted: the job it is evicted for."""
     attempt: Mapped[int] = mapped_column(Integer)
     """How many times the job was admitted (the executor's attempt number)."""
     history_length: Mapped[int] = mapped_column(Integer)

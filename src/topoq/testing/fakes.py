@@ -111,6 +111,8 @@ class ScriptedExecutor:
     )
     launches: list[GangLaunch] = field(default_factory=list)
     cancelled: list[JobId] = field(default_factory=list)
+    stopping: list[tuple[JobId, float]] = field(default_factory=list)
+    """Every ``stop`` asked: (job, grace period); the test reports STOPPED when it likes."""
     failed_nodes: list[str] = field(default_factory=list)
     pending: list[ExecutorEvent] = field(default_factory=list)
 
@@ -119,6 +121,9 @@ class ScriptedExecutor:
 
     def cancel(self, job: JobId) -> None:
         self.cancelled.append(job)
+
+    def stop(self, job: JobId, grace_s: float) -> None:
+        self.stopping.append((job, grace_s))
 
     def poll(self) -> list[ExecutorEvent]:
         events, self.pending = self.pending, []

@@ -71,6 +71,7 @@ def job_detail(view: JobView) -> JobDetail:
         started_at=view.started_at,
         failures=view.failures,
         preemptions=view.preemptions,
+        preempted_for=view.preempted_for,
         max_retry=spec.max_retry,
         dependencies=[DependencyModel(kind=d.kind, job=d.job) for d in spec.dependencies],
     )

@@ -127,6 +127,9 @@ class JobDetail(JobSummary):
     started_at: float | None = None
     failures: int = 0
     preemptions: int = 0
+    preempted_for: str | None = Field(
+        default=None, description="While preempting: the job it is being evicted for."
+    )
     max_retry: int = 0
     dependencies: list[DependencyModel] = Field(default_factory=list)
 

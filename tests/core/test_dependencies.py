@@ -134,7 +134,7 @@ def test_absent_upstream_names_only_ids_pending_jobs_need_from_outside() -> None
     [
         (OK, None, DependencyStatus.BROKEN),
         (OK, P.PENDING, DependencyStatus.OPEN),
-        (OK, P.PREEMPTED, DependencyStatus.OPEN),
+        (OK, P.PREEMPTING, DependencyStatus.OPEN),
         (OK, P.SUCCEEDED, DependencyStatus.MET),
         (FAILED, P.SUCCEEDED, DependencyStatus.BROKEN),
         (FAILED, P.FAILED, DependencyStatus.MET),

@@ -293,13 +293,10 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
     if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
         cycle, job, flavor
     ):
-        borrowers = [
-            h for h in running if h.team != job.team and cycle.book.borrowed(h.team, flavor)
-        ]
         yield (
             PreemptionCause.PREEMPTED_FOR_RECLAIM,
-            eviction_order(policy, borrowers),
-            lambda victim, book: bool(book.borrowed(victim.team, flavor)),
+            _reclaim_candidates(cycle.book, job, running, flavor),
+            lambda victim, book: book.reclaimable(job.team, victim.team, flavor),
         )
     elif policy.idle_allocation is IdleAllocation.FAIR_SHARE:
         after = cycle.book.copy()
@@ -322,6 +319,18 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
                 and _share_without(book, victim) >= mine_after
             ),
         )
+
+
+def _reclaim_candidates(
+    book: QuotaBook, job: JobView, running: list[JobView], flavor: FlavorName
+) -> list[JobView]:
+    """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
+    first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
+    borrowers = [
+        h for h in running if h.team != job.team and book.reclaimable(job.team, h.team, flavor)
+    ]
+    ordered = eviction_order(book.policy, borrowers)
+    return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
 
 
 def _share_without(book: QuotaBook, victim: JobView) -> float:

@@ -17,7 +17,7 @@ from topoq.domain.job import JobId, JobPhase
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.testing.builders import BLOCK
-from topoq.testing.governance import P5, Cluster, job, policy, team
+from topoq.testing.governance import P5, Cluster, cohort, job, policy, team
 
 SHAPE = [1, 2, 4]  # 64 GPUs
 CLASSES = {"high": 100, "mid": 10, "low": 1}
@@ -42,12 +42,12 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 
 @st.composite
-def arrivals(draw: st.DrawFn) -> list[list[tuple[str, int, int, str, bool]]]:
+def arrivals(draw: st.DrawFn, teams: str = "ab") -> list[list[tuple[str, int, int, str, bool]]]:
     """Per cycle: new jobs (team, pods, gpus, priority class, required block?)."""
     return [
         [
             (
-                draw(st.sampled_from("ab")),
+                draw(st.sampled_from(teams)),
                 draw(st.integers(1, 4)),
                 draw(st.sampled_from([2, 4, 8])),
                 draw(st.sampled_from(list(CLASSES))),
@@ -136,3 +136,65 @@ def test_a_lender_gets_its_guarantee_back_within_one_cycle(
         freed = {block_of[n] for v in victims for n in before[v].allocation.nodes}  # type: ignore[union-attr]
         used = {block_of[n] for n in view.allocation.nodes}
         assert used <= freed
+
+
+@st.composite
+def cohort_clusters(draw: st.DrawFn) -> Cluster:
+    """Teams a and b in org/x, c in org/y, d at the top; random cohort limits and guarantees."""
+    limits = st.none() | st.sampled_from([0, 8, 16, 32])
+    teams = [
+        team(
+            name,
+            draw(st.sampled_from([0, 8, 16])),
+            borrow_gpus=draw(st.sampled_from([0, 16, 64])),
+            cohort=path,
+            sharing=draw(st.sampled_from(list(SharingStrategy))),
+        )
+        for name, path in (("a", ["org", "x"]), ("b", ["org", "x"]), ("c", ["org", "y"]), ("d", []))
+    ]
+    cohorts = [
+        cohort(
+            path, draw(st.sampled_from([0, 8])), borrow_gpus=draw(limits), lend_gpus=draw(limits)
+        )
+        for path in (["org"], ["org", "x"], ["org", "y"])
+    ]
+    chosen = policy(
+        *teams,
+        classes=CLASSES,
+        fair_share=draw(st.booleans()),
+        idle_sharing=draw(st.booleans()),
+        cohorts=cohorts,
+    )
+    return Cluster.of(SHAPE, chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cohort_clusters(), arrivals(teams="abcd"))
+def test_cohort_limits_are_never_exceeded(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]]
+) -> None:
+    count = 0
+    for wave in waves:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
+            count += 1
+        c.cycle()
+        holding = [v for v in c.jobs.values() if v.phase.holds_capacity]
+        book = QuotaBook(
+            c.policy,
+            capacity_by_flavor(c.tree, "node.kubernetes.io/instance-type"),
+            usage_by_team(holding),
+        )
+        flow = book.flow(P5)
+        assert not any(flow.over_limit.values()), (flow.over_limit, flow.need)
+        for spec in c.policy.cohorts:
+            quota = spec.quota_for(P5)
+            assert quota is not None
+            if NVIDIA_GPU in quota.borrow_limited:
+                taken = flow.need[spec.path].amount(NVIDIA_GPU)
+                assert taken <= quota.borrow_limit.amount(NVIDIA_GPU), (spec.path, taken)
+        running = sorted(c.running())
+        for job_id in running[: len(running) // 3]:
+            c.finish(job_id)
+        c.now += 10

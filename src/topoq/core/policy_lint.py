@@ -5,7 +5,8 @@ flavor no node is; a team's typical gang that needs more than its guarantee plus
 or that does not fit the topology even on an empty cluster (see :mod:`topoq.core.gang_lint`).
 Warnings: a LendAndBorrow team that may borrow nothing, a team of weight 0 under fair share, a
 team without a guarantee, a guarantee that leaves out a resource others' guarantees name,
-borrow or lending limits its sharing strategy ignores, priority classes under FIFO. Codes and
+borrow or lending limits its sharing strategy ignores, priority classes under FIFO, cohorts
+without teams or with borrow limits that cannot bind (:mod:`topoq.core.cohort_lint`). Codes and
 their meaning: :class:`topoq.domain.lint.LintCode`.
 
 A node's flavor is its instance-type label with any ``ml.`` prefix dropped
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from topoq.core.cohort_lint import cohort_findings
 from topoq.core.gang_lint import gang_findings
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import (
@@ -57,6 +59,7 @@ def lint_policy(
     findings += _flavor_findings(policy, capacity, flavor_label)
     for team in policy.teams:
         findings += _team_findings(policy, team)
+    findings += cohort_findings(policy, capacity)
     if typical_gangs:
         findings += gang_findings(policy, nodes, topology, typical_gangs, flavor_label, capacity)
     return sorted(findings, key=lambda finding: not finding.is_error)

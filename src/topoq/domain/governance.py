@@ -210,16 +210,6 @@ def _check_cohorts(teams: tuple[TeamSpec, ...], cohorts: tuple[CohortSpec, ...])
                 hint="declare every cohort once; its name means one place in the tree",
             )
         declared[cohort.name] = cohort.path
-    known = {team.cohort[:depth] for team in teams for depth in range(1, len(team.cohort) + 1)}
-    known |= {cohort.path for cohort in cohorts}
-    for cohort in cohorts:
-        if cohort.parent and cohort.parent not in known:
-            raise InvalidInputError(
-                f"parent {'/'.join(cohort.parent)} of cohort {cohort.name} is not a cohort",
-                where=f"cohort {'/'.join(cohort.path)}",
-                hint="declare the parent too, or name one of the teams' cohort paths "
-                "(outermost first)",
-            )
     paths = [(f"team {team.name}", team.cohort) for team in teams]
     paths += [(f"cohort {c.name}", c.parent) for c in cohorts]
     for owner, path in paths:
@@ -232,6 +222,16 @@ def _check_cohorts(teams: tuple[TeamSpec, ...], cohorts: tuple[CohortSpec, ...])
                     where=owner,
                     hint=f"write the path as {'/'.join(declared[name])}",
                 )
+    known = {team.cohort[:depth] for team in teams for depth in range(1, len(team.cohort) + 1)}
+    known |= {cohort.path for cohort in cohorts}
+    for cohort in cohorts:
+        if cohort.parent and cohort.parent not in known:
+            raise InvalidInputError(
+                f"parent {'/'.join(cohort.parent)} of cohort {cohort.name} is not a cohort",
+                where=f"cohort {'/'.join(cohort.path)}",
+                hint="declare the parent too, or name one of the teams' cohort paths "
+                "(outermost first)",
+            )
 
 
 @dataclass(frozen=True)

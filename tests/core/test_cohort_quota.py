@@ -3,6 +3,9 @@ path; a cohort's borrowing limit stops its subtree, its lending limit keeps capa
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from topoq.core.quota import QuotaBook, QuotaVerdict, fair_share_position
 from topoq.domain.governance import TeamName
 from topoq.domain.quantity import NVIDIA_GPU
@@ -102,3 +105,33 @@ def test_fair_share_position_compares_cohorts_first_then_teams() -> None:
     weighted = book_of(*teams, cohorts=[cohort(["org"], weight=4)], idle_sharing=True)
     weighted.charge(TeamName("a"), P5, gpus(24))
     assert fair_share_position(weighted, TeamName("b"))[0] == 8 / 64 / 4
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(st.sampled_from([0, 8, 16, 24]), min_size=5, max_size=5),
+    st.sampled_from(["a", "borrower", "b", "c", "d"]),
+    st.sampled_from([8, 16, 32]),
+    st.sampled_from([None, 0, 8, 24]),
+    st.sampled_from([None, 0, 8]),
+)
+def test_settling_one_teams_path_again_gives_the_full_settlement(
+    used: list[int], who: str, more: int, borrow: int | None, lend: int | None
+) -> None:
+    teams = (
+        *TREE,
+        team("c", 8, borrow_gpus=16, cohort=["org"]),
+        team("d", 16, borrow_gpus=8),
+    )
+    cohorts = [cohort(["org", "x"], 4, borrow_gpus=borrow), cohort(["org"], lend_gpus=lend)]
+    usage = dict(zip(["a", "borrower", "b", "c", "d"], used, strict=True))
+    book = book_of(*teams, cohorts=cohorts, idle_sharing=True, usage=usage)
+    spec = book.policy.by_team[TeamName(who)]
+    quick = book._flow_after(spec, P5, gpus(more))  # the shortcut check() takes
+    trial = book.copy()
+    trial.charge(TeamName(who), P5, gpus(more))
+    full = trial.flow(P5)
+    for level in quick.need:
+        assert quick.need[level] == full.need[level], level
+        assert quick.over_limit[level] == full.over_limit[level], level
+    assert quick.unserved == full.unserved

@@ -49,8 +49,8 @@ class CohortTree:
     teams: Mapping[CohortPath, tuple[TeamName, ...]]
     """The teams directly in each cohort."""
     children: Mapping[CohortPath, tuple[CohortPath, ...]]
-    pool_members: Mapping[CohortPath, tuple[TeamName, ...]]
-    """Every team under each top-level cohort."""
+    members: Mapping[CohortPath, tuple[TeamName, ...]]
+    """Every team under each cohort."""
     specs: Mapping[CohortPath, CohortSpec]
     guaranteed: Mapping[CohortPath, Mapping[FlavorName, Resources]]
     """Per cohort and flavor, the guarantee of its whole subtree (its own and every active
@@ -72,7 +72,8 @@ class CohortTree:
         members: dict[CohortPath, list[TeamName]] = {}
         guaranteed: dict[CohortPath, dict[FlavorName, Resources]] = {}
         for team in policy.teams:
-            members.setdefault(team.cohort[:1], []).append(team.name)
+            for level in levels(team.cohort):
+                members.setdefault(level, []).append(team.name)
             for quota in team.quotas if team.active else ():
                 for level in levels(team.cohort):
                     _add(guaranteed, level, quota.flavor, quota.guarantee)
@@ -84,7 +85,7 @@ class CohortTree:
             order=tuple(sorted(paths, key=lambda path: (-len(path), path))),
             teams={path: tuple(names) for path, names in teams.items()},
             children={path: tuple(sorted(kids)) for path, kids in children.items()},
-            pool_members={path: tuple(names) for path, names in members.items()},
+            members={path: tuple(names) for path, names in members.items()},
             specs=dict(policy.by_cohort),
             guaranteed=guaranteed,
         )
@@ -136,6 +137,12 @@ class Flow:
     over_limit: Mapping[CohortPath, Resources]
     unserved: Resources
     team_offer: Mapping[TeamName, Resources]
+    supply: Mapping[CohortPath, Resources]
+    """Per cohort, its own guarantee plus what its children offer."""
+    demand: Mapping[CohortPath, Resources]
+    """Per cohort, what its children need."""
+    top_need: Resources
+    idle: Resources
 
     @property
     def shortfall(self) -> Resources:
@@ -160,6 +167,8 @@ def flow_of(
     need: dict[CohortPath, Resources] = {}
     offer: dict[CohortPath, Resources] = {}
     over: dict[CohortPath, Resources] = {}
+    supplies: dict[CohortPath, Resources] = {}
+    demands: dict[CohortPath, Resources] = {}
     for path in tree.order:
         supply, demand = own(path), Resources()
         for team in tree.teams.get(path, ()):
@@ -167,18 +176,59 @@ def flow_of(
             supply, demand = supply + team_offer[team], demand + team_need[team]
         for child in tree.children.get(path, ()):
             supply, demand = supply + offer[child], demand + need[child]
-        quota = tree.quota(path, flavor)
-        short, spare = _positive(demand - supply), _positive(supply - demand)
-        over[path] = Resources()
-        if quota is not None:
-            over[path] = _over(short, quota.borrow_limit, quota.borrow_limited)
-            spare = spare - _over(spare, quota.lending_limit, quota.lend_limited)
-        need[path], offer[path] = short - over[path], spare
+        supplies[path], demands[path] = supply, demand
+        need[path], offer[path], over[path] = _settle(tree.quota(path, flavor), supply, demand)
     top_need = Resources()
     for path in tree.order:
         if len(path) <= 1:
             top_need = top_need + need[path]
-    return Flow(team_need, need, offer, over, _positive(top_need - idle), team_offer)
+    unserved = _positive(top_need - idle)
+    return Flow(
+        team_need, need, offer, over, unserved, team_offer, supplies, demands, top_need, idle
+    )
+
+
+def _settle(
+    quota: CohortQuota | None, supply: Resources, demand: Resources
+) -> tuple[Resources, Resources, Resources]:
+    """A cohort's need from its parent, its offer to it and its need over its borrow limit."""
+    short, spare = _positive(demand - supply), _positive(supply - demand)
+    if quota is None:
+        return short, spare, Resources()
+    over = _over(short, quota.borrow_limit, quota.borrow_limited)
+    return short - over, spare - _over(spare, quota.lending_limit, quota.lend_limited), over
+
+
+@dataclass(frozen=True)
+class PathFlow:
+    """The cohorts on one team's path, settled again after a change of that team alone."""
+
+    need: Mapping[CohortPath, Resources]
+    over_limit: Mapping[CohortPath, Resources]
+    unserved: Resources
+
+
+def flow_after(
+    tree: CohortTree,
+    flow: Flow,
+    flavor: FlavorName,
+    team: TeamName,
+    path: CohortPath,
+    *,
+    need: Resources,
+    offer: Resources,
+) -> PathFlow:
+    """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``: only the cohorts
+    on its path change, so only they are settled again (deepest first)."""
+    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
+    needs: dict[CohortPath, Resources] = {}
+    over: dict[CohortPath, Resources] = {}
+    for level in reversed(levels(path)):
+        supply = flow.supply[level] + more_offer
+        demand = flow.demand[level] + more_need
+        needs[level], offered, over[level] = _settle(tree.quota(level, flavor), supply, demand)
+        more_need, more_offer = needs[level] - flow.need[level], offered - flow.offer[level]
+    return PathFlow(needs, over, _positive(flow.top_need + more_need - flow.idle))
 
 
 def drawn_from(

@@ -19,8 +19,24 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from topoq.core.cohort_tree import CohortTree, Flow, closest_common, drawn_from, flow_of, levels
-from topoq.domain.governance import ClusterPolicy, CohortPath, FlavorName, TeamName, TeamSpec
+from topoq.core.cohort_tree import (
+    CohortTree,
+    Flow,
+    PathFlow,
+    closest_common,
+    drawn_from,
+    flow_after,
+    flow_of,
+    levels,
+)
+from topoq.domain.governance import (
+    ClusterPolicy,
+    CohortPath,
+    FlavorName,
+    IdleAllocation,
+    TeamName,
+    TeamSpec,
+)
 from topoq.domain.lint import accelerators_first, readable_amount
 from topoq.domain.resources import Resources
 
@@ -84,6 +100,7 @@ class QuotaBook:
             for flavor, amount in flavors.items():
                 self._add_to_cohorts(team, flavor, self.covered(flavor, amount))
         self._flows: dict[FlavorName, Flow] = {}
+        self._shares: dict[CohortPath, float] = {}
 
     def copy(self) -> QuotaBook:
         return QuotaBook(self.policy, self.capacity, self.usage, tree=self.tree)
@@ -177,29 +194,38 @@ class QuotaBook:
         books change)."""
         known = self._flows.get(flavor)
         if known is None:
-            known = self._flow_with(flavor, None)
+            known = flow_of(
+                self.tree,
+                flavor,
+                need_of=lambda team: self.borrowed(team, flavor),
+                offer_of=lambda team: self.lendable(team, flavor),
+                own=self._own(flavor),
+                idle=self.idle(flavor),
+            )
             self._flows[flavor] = known
         return known
 
-    def _flow_with(self, flavor: FlavorName, extra: tuple[TeamName, Resources] | None) -> Flow:
-        def used(team: TeamName) -> Resources:
-            amount = self.covered(flavor, self.used(team, flavor))
-            return amount + extra[1] if extra is not None and extra[0] == team else amount
-
-        def need_of(team: TeamName) -> Resources:
-            return positive(used(team) - self.guarantee(team, flavor))
-
-        def offer_of(team: TeamName) -> Resources:
-            return self._lendable_with(team, flavor, used(team))
-
-        return flow_of(
+    def _flow_after(self, team: TeamSpec, flavor: FlavorName, demand: Resources) -> PathFlow:
+        """The cohorts on the team's path once it takes ``demand`` more."""
+        used = self.covered(flavor, self.used(team.name, flavor)) + demand
+        return flow_after(
             self.tree,
+            self.flow(flavor),
             flavor,
-            need_of=need_of,
-            offer_of=offer_of,
-            own=self._own(flavor),
-            idle=self.idle(flavor),
+            team.name,
+            team.cohort,
+            need=positive(used - self.guarantee(team.name, flavor)),
+            offer=self._lendable_with(team.name, flavor, used),
         )
+
+    def cohort_share(self, path: CohortPath) -> float:
+        """The cohort's weighted share: the largest fraction of any covered resource of any
+        flavor its subtree uses above its subtree's guarantee, over its fair-share weight."""
+        known = self._shares.get(path)
+        if known is None:
+            largest = _largest_fraction(self, lambda flavor: self.cohort_borrowed(path, flavor))
+            known = self._shares[path] = _weighted(largest, self.tree.weight(path))
+        return known
 
     def reclaimable(self, claimant: TeamName, holder: TeamName, flavor: FlavorName) -> bool:
         """Whether ``holder``'s work runs on capacity ``claimant``'s side of the tree may take
@@ -230,14 +256,28 @@ class QuotaBook:
         self._set(team, flavor, positive(flavors.get(flavor, Resources()) - amount))
 
     def _set(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
+        spec = self.policy.by_team.get(team)
+        path = levels(spec.cohort) if spec is not None else []
+        fair = self.policy.idle_allocation is IdleAllocation.FAIR_SHARE
+        shares = [self.cohort_share(level) for level in path] if fair else []
         before = self.covered(flavor, self.used(team, flavor))
         self.usage.setdefault(team, {})[flavor] = amount
         self._add_to_cohorts(team, flavor, self.covered(flavor, amount) - before)
         self._flows.clear()
-        spec = self.policy.by_team.get(team)
-        members = self.tree.pool_members.get(spec.cohort[:1], ()) if spec is not None else ()
-        for member in {team, *members}:
-            self.changes[member] = self.changes.get(member, 0) + 1
+        for level in path:
+            self._shares.pop(level, None)
+        self._count_change(team, path, shares)
+
+    def _count_change(self, team: TeamName, path: list[CohortPath], shares: list[float]) -> None:
+        """The team's standing changed; under fair share so did that of every team below the
+        highest cohort on its path whose share moved (the cohort shares lead their positions)."""
+        self.changes[team] = self.changes.get(team, 0) + 1
+        for level, share in zip(path, shares, strict=False):
+            if self.cohort_share(level) != share:
+                for member in self.tree.members.get(level, ()):
+                    if member != team:
+                        self.changes[member] = self.changes.get(member, 0) + 1
+                return
 
     def shortfall(self, flavor: FlavorName) -> Resources:
         """How much borrowing exceeds what lenders and idle capacity can back, or what cohorts'
@@ -295,8 +335,8 @@ class QuotaBook:
         team's path over its borrowing limit (even for work within the team's guarantee: the
         lender takes back what its cohort's members borrowed, so they must be reclaimed), or,
         for borrowing, more than lenders and idle capacity can serve."""
-        before, after = self.flow(flavor), self._flow_with(flavor, (team, demand))
         spec = self.policy.by_team[team]
+        before, after = self.flow(flavor), self._flow_after(spec, flavor, demand)
         for level in reversed(levels(spec.cohort)):
             grown = positive(after.over_limit[level] - before.over_limit[level])
             if grown:
@@ -313,7 +353,12 @@ class QuotaBook:
         return QuotaCheck(verdict, message, self._numbers(team, flavor, demand))
 
     def _cohort_limit(
-        self, team: TeamName, flavor: FlavorName, demand: Resources, path: CohortPath, after: Flow
+        self,
+        team: TeamName,
+        flavor: FlavorName,
+        demand: Resources,
+        path: CohortPath,
+        after: PathFlow,
     ) -> QuotaCheck:
         quota = self.tree.quota(path, flavor)
         limit = quota.borrow_limit if quota is not None else Resources()
@@ -406,13 +451,8 @@ def fair_share_position(book: QuotaBook, team: TeamName) -> tuple[float, ...]:
     Compared as a tuple, cohorts compete with their siblings first, then teams inside them."""
     spec = book.policy.by_team.get(team)
     path = spec.cohort if spec is not None else ()
-    cohorts = tuple(_cohort_share(book, level) for level in levels(path))
+    cohorts = tuple(book.cohort_share(level) for level in levels(path))
     return (*cohorts, dominant_share(book, team))
-
-
-def _cohort_share(book: QuotaBook, path: CohortPath) -> float:
-    largest = _largest_fraction(book, lambda flavor: book.cohort_borrowed(path, flavor))
-    return _weighted(largest, book.tree.weight(path))
 
 
 def _largest_fraction(book: QuotaBook, borrowed: Callable[[FlavorName], Resources]) -> float:

@@ -131,3 +131,21 @@ def test_lint_names_cohorts_without_teams_and_limits_that_cannot_bind() -> None:
     unreachable = findings[LintCode.COHORT_LIMIT_UNREACHABLE]
     assert "cohort lab may borrow 500 nvidia.com/gpu" in unreachable.message
     assert "(40 nvidia.com/gpu:" in unreachable.message  # 64 - 24 guaranteed
+
+
+def test_a_cohorts_own_guarantee_counts_against_the_clusters_capacity() -> None:
+    policy = policy_from_document(
+        document(
+            {
+                "name": "x",
+                "parent": "org",
+                "quotas": [{"flavor": "p5.48xlarge", "resources": {"nvidia.com/gpu": 60}}],
+            }
+        ),
+        source=SOURCE,
+    )
+    nodes, topology = gpu_cluster([1, 2, 4])
+    findings = {f.code: f for f in lint_policy(policy, nodes, topology)}
+    over = findings[LintCode.GUARANTEES_EXCEED_CAPACITY].message
+    assert "68 nvidia.com/gpu guaranteed, the cluster has 64" in over
+    assert "t0 8 nvidia.com/gpu, cohort org/x 60 nvidia.com/gpu" in over

@@ -102,7 +102,13 @@ def _flavor_findings(
             findings.append(_missing_flavor(flavor, teams, capacity, label))
             continue
         active = [team for team in teams if team.active]
-        overcommit = _overcommit(flavor, active, capacity[flavor])
+        owners = [(str(team.name), _guarantee(team, flavor)) for team in active]
+        owners += [
+            (f"cohort {'/'.join(cohort.path)}", cohort_quota.guarantee)
+            for cohort in policy.cohorts
+            if (cohort_quota := cohort.quota_for(flavor)) is not None
+        ]
+        overcommit = _overcommit(flavor, owners, capacity[flavor])
         if overcommit is not None:
             findings.append(overcommit)
         findings += _partial_guarantees(flavor, active)
@@ -158,11 +164,12 @@ def _missing_flavor(
 
 
 def _overcommit(
-    flavor: FlavorName, teams: Sequence[TeamSpec], capacity: Resources
+    flavor: FlavorName, owners: Sequence[tuple[str, Resources]], capacity: Resources
 ) -> LintFinding | None:
+    """Teams' and cohorts' guarantees (``owners``: a name and a guarantee) above capacity."""
     guaranteed = Resources()
-    for team in teams:
-        guaranteed = guaranteed + _guarantee(team, flavor)
+    for _, owned in owners:
+        guaranteed = guaranteed + owned
     over = [
         name for name in accelerators_first(guaranteed) if guaranteed[name] > capacity.amount(name)
     ]
@@ -170,9 +177,9 @@ def _overcommit(
         return None
     lead = over[0]
     shares = ", ".join(
-        f"{team.name} {readable_amount(lead, _guaranteed(team, flavor, lead))}"
-        for team in teams
-        if _guaranteed(team, flavor, lead)
+        f"{name} {readable_amount(lead, owned.amount(lead))}"
+        for name, owned in owners
+        if owned.amount(lead)
     )
     sums = "; ".join(
         f"{readable_amount(name, guaranteed[name])} guaranteed, "
@@ -186,10 +193,6 @@ def _overcommit(
         f"guarantees of {flavor} add up to more than the cluster has: {sums} ({shares})",
         f"lower the guarantees by at least {excess}, or add {flavor} nodes",
     )
-
-
-def _guaranteed(team: TeamSpec, flavor: FlavorName, resource: str) -> int:
-    return _guarantee(team, flavor).amount(resource)
 
 
 def _team_findings(policy: ClusterPolicy, team: TeamSpec) -> list[LintFinding]:

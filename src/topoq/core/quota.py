@@ -101,6 +101,7 @@ class QuotaBook:
                 self._add_to_cohorts(team, flavor, self.covered(flavor, amount))
         self._flows: dict[FlavorName, Flow] = {}
         self._shares: dict[CohortPath, float] = {}
+        self._drawn: dict[FlavorName, dict[TeamName, Resources]] = {}
 
     def copy(self) -> QuotaBook:
         return QuotaBook(self.policy, self.capacity, self.usage, tree=self.tree)
@@ -174,7 +175,12 @@ class QuotaBook:
         what each lends), then on the cohorts above; idle capacity last."""
         if team not in self.policy.by_team:
             return Resources()
-        return drawn_from(self.tree, self.flow(flavor), self._own(flavor)).get(team, Resources())
+        drawn = self._drawn.get(flavor)
+        if drawn is None:
+            drawn = self._drawn[flavor] = drawn_from(
+                self.tree, self.flow(flavor), self._own(flavor)
+            )
+        return drawn.get(team, Resources())
 
     # --- cohorts --------------------------------------------------------------------
     def _own(self, flavor: FlavorName) -> _OwnGuarantee:
@@ -264,6 +270,7 @@ class QuotaBook:
         self.usage.setdefault(team, {})[flavor] = amount
         self._add_to_cohorts(team, flavor, self.covered(flavor, amount) - before)
         self._flows.clear()
+        self._drawn.clear()
         for level in path:
             self._shares.pop(level, None)
         self._count_change(team, path, shares)

@@ -92,6 +92,15 @@ def test_reclaim_takes_back_only_what_the_claimants_side_lent() -> None:
     assert book.reclaimable(TeamName("a"), TeamName("b"), P5)
 
 
+def test_teams_without_a_cohort_reclaim_from_each_other_and_only_so_from_cohorts() -> None:
+    teams = (*TREE, team("e", 16), team("f", 0, borrow_gpus=16))
+    book = book_of(*teams, usage={"f": 8})  # f borrows e's unused guarantee
+    assert book.reclaimable(TeamName("e"), TeamName("f"), P5)
+    assert not book.reclaimable(TeamName("a"), TeamName("f"), P5)  # nothing of org's in it
+    book = book_of(*teams, idle_sharing=True, usage={"f": 24})  # 8 of it from idle capacity
+    assert book.reclaimable(TeamName("a"), TeamName("f"), P5)
+
+
 def test_fair_share_position_compares_cohorts_first_then_teams() -> None:
     teams = (
         team("a", 8, borrow_gpus=32, cohort=["org"]),

@@ -91,8 +91,7 @@ class QuotaBook:
         }
         self.changes: dict[TeamName, int] = {}
         """How often what each team's standing depends on changed in this book — its own usage
-        or, for fair share, that of any team under the same top-level cohort (for callers that
-        cache)."""
+        or, under fair share, the share of a cohort on its path (for callers that cache)."""
         self.tree = tree if tree is not None else CohortTree.of(policy)
         self._covered = {flavor: self._covered_names(flavor) for flavor in self.capacity}
         self._cohort_used: dict[CohortPath, dict[FlavorName, Resources]] = {}
@@ -240,10 +239,13 @@ class QuotaBook:
         mine, theirs = self.policy.by_team.get(claimant), self.policy.by_team.get(holder)
         if mine is None or theirs is None or not self.borrowed(holder, flavor):
             return False
+        if not mine.cohort and not theirs.cohort:
+            return True  # both in the unnamed cohort: the holder is the branch
         shared = closest_common(mine.cohort, theirs.cohort)
-        if shared >= len(theirs.cohort):  # the holder is a member of the shared cohort
-            return True
-        return bool(self.flow(flavor).need.get(theirs.cohort[: shared + 1]))
+        if theirs.cohort and shared >= len(theirs.cohort):
+            return True  # the holder is a member of the cohort they share
+        branch = theirs.cohort[: shared + 1]  # () for a holder in the unnamed cohort
+        return bool(self.flow(flavor).need.get(branch))
 
     def closeness(self, claimant: TeamName, holder: TeamName) -> int:
         """How many cohorts two teams share from the top (more is closer)."""

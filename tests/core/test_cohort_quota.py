@@ -82,23 +82,28 @@ def test_a_lender_taking_its_guarantee_back_is_stopped_by_its_cohort_limit() -> 
 def test_reclaim_takes_back_only_what_the_claimants_side_lent() -> None:
     teams = (*TREE, team("c", 16, cohort=["lab"]), team("d", 0, borrow_gpus=16, cohort=["lab"]))
     book = book_of(*teams, usage={"borrower": 8, "d": 8})
-    assert book.reclaimable(TeamName("a"), TeamName("borrower"), P5)
+    assert book.reclaimable(TeamName("a"), TeamName("borrower"), P5, gpus(8))
     # the lab's borrower borrows inside the lab: nothing of org's is in it
-    assert not book.reclaimable(TeamName("a"), TeamName("d"), P5)
+    assert not book.reclaimable(TeamName("a"), TeamName("d"), P5, gpus(8))
     assert book.closeness(TeamName("a"), TeamName("borrower")) == 2
     assert book.closeness(TeamName("a"), TeamName("b")) == 1
     assert book.closeness(TeamName("a"), TeamName("c")) == 0
     book = book_of(*TREE, usage={"borrower": 0, "b": 24})  # b borrows from x through org
-    assert book.reclaimable(TeamName("a"), TeamName("b"), P5)
+    assert book.reclaimable(TeamName("a"), TeamName("b"), P5, gpus(8))
+    # with its cohort-mate borrowing too, org/x would be over its own guarantee: what b runs
+    # on did not come from org/x, so a takes back only from its cohort-mate
+    book = book_of(*TREE, usage={"borrower": 16, "b": 24})
+    assert not book.reclaimable(TeamName("a"), TeamName("b"), P5, gpus(8))
+    assert book.reclaimable(TeamName("a"), TeamName("borrower"), P5, gpus(8))
 
 
 def test_teams_without_a_cohort_reclaim_from_each_other_and_only_so_from_cohorts() -> None:
     teams = (*TREE, team("e", 16), team("f", 0, borrow_gpus=16))
     book = book_of(*teams, usage={"f": 8})  # f borrows e's unused guarantee
-    assert book.reclaimable(TeamName("e"), TeamName("f"), P5)
-    assert not book.reclaimable(TeamName("a"), TeamName("f"), P5)  # nothing of org's in it
+    assert book.reclaimable(TeamName("e"), TeamName("f"), P5, gpus(8))
+    assert not book.reclaimable(TeamName("a"), TeamName("f"), P5, gpus(8))  # nothing of org's in it
     book = book_of(*teams, idle_sharing=True, usage={"f": 24})  # 8 of it from idle capacity
-    assert book.reclaimable(TeamName("a"), TeamName("f"), P5)
+    assert book.reclaimable(TeamName("a"), TeamName("f"), P5, gpus(8))
 
 
 def test_fair_share_position_compares_cohorts_first_then_teams() -> None:

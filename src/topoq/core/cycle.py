@@ -296,7 +296,7 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
         yield (
             PreemptionCause.PREEMPTED_FOR_RECLAIM,
             _reclaim_candidates(cycle.book, job, running, flavor),
-            lambda victim, book: book.reclaimable(job.team, victim.team, flavor),
+            lambda victim, book: book.reclaimable(job.team, victim.team, flavor, total_demand(job)),
         )
     elif policy.idle_allocation is IdleAllocation.FAIR_SHARE:
         after = cycle.book.copy()
@@ -326,8 +326,11 @@ def _reclaim_candidates(
 ) -> list[JobView]:
     """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
     first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
+    demand = total_demand(job)
     borrowers = [
-        h for h in running if h.team != job.team and book.reclaimable(job.team, h.team, flavor)
+        h
+        for h in running
+        if h.team != job.team and book.reclaimable(job.team, h.team, flavor, demand)
     ]
     ordered = eviction_order(book.policy, borrowers)
     return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))

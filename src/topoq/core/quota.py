@@ -232,16 +232,25 @@ class QuotaBook:
             known = self._shares[path] = _weighted(largest, self.tree.weight(path))
         return known
 
-    def reclaimable(self, claimant: TeamName, holder: TeamName, flavor: FlavorName) -> bool:
-        """Whether ``holder``'s work runs on capacity ``claimant``'s side of the tree may take
-        back: the holder borrows, and below the cohort the two teams share (the cluster when
-        none) the holder's branch takes from outside itself."""
+    def reclaimable(
+        self, claimant: TeamName, holder: TeamName, flavor: FlavorName, demand: Resources
+    ) -> bool:
+        """Whether ``holder``'s work runs on capacity ``claimant``'s side of the tree lent and
+        wants back for ``demand``. Below the closest cohort the two share (the cluster when
+        none), the holder's branch must take from outside itself and the claimant's branch,
+        with ``demand``, stay within its own guarantee; and the holder must borrow."""
         mine, theirs = self.policy.by_team.get(claimant), self.policy.by_team.get(holder)
         if mine is None or theirs is None or not self.borrowed(holder, flavor):
             return False
         if not mine.cohort and not theirs.cohort:
             return True  # both in the unnamed cohort: the holder is the branch
         shared = closest_common(mine.cohort, theirs.cohort)
+        if not mine.cohort or shared < len(mine.cohort):  # the claimant's branch is a cohort
+            branch = mine.cohort[: shared + 1]  # () for the unnamed cohort
+            guaranteed = self.tree.guaranteed.get(branch, {}).get(flavor, Resources())
+            after = self.cohort_used(branch, flavor) + self.covered(flavor, demand)
+            if not after.fits_in(guaranteed):
+                return False  # that branch borrows itself: it lent nothing to take back
         if theirs.cohort and shared >= len(theirs.cohort):
             return True  # the holder is a member of the cohort they share
         branch = theirs.cohort[: shared + 1]  # () for a holder in the unnamed cohort

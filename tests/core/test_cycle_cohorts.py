@@ -121,3 +121,30 @@ def test_a_lender_whose_cohort_may_not_borrow_reclaims_even_with_idle_nodes() ->
     c.submit(job("mine", "a", 1))
     c.cycle()
     assert [p.victim for p in c.last.preemptions] == ["a2-0"]
+
+
+def test_a_cohorts_own_guarantee_is_reclaimed_by_its_teams_from_a_sibling_cohort() -> None:
+    """org/x has 16 GPUs of its own, which b in org/y borrows while x's teams want nothing.
+    When a2 (no guarantee of its own) wants them, b's work on them is reclaimed."""
+    c = Cluster.of(
+        SHAPE,
+        policy(
+            team("a2", 0, borrow_gpus=32, cohort=["org", "x"]),
+            team("b", 0, borrow_gpus=64, cohort=["org", "y"]),
+            team("c", 48, cohort=["lab"], sharing=SharingStrategy.DONT_LEND),
+            cohorts=[cohort(["org", "x"], 16)],
+            idle_sharing=False,
+        ),
+    )
+    c.submit(*(job(f"c-{i}", "c", 1) for i in range(5)), *(job(f"b-{i}", "b", 1) for i in range(2)))
+    c.cycle()
+    assert {"b-0", "b-1"} <= c.running()
+    c.now = 1
+    c.submit(job("mine", "a2", 1))
+    c.cycle()
+    assert [(p.victim[:2], p.cause) for p in c.last.preemptions] == [
+        ("b-", PreemptionCause.PREEMPTED_FOR_RECLAIM)
+    ]
+    c.now = 2
+    c.cycle()
+    assert "mine" in c.running()

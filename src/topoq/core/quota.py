@@ -247,14 +247,34 @@ class QuotaBook:
         shared = closest_common(mine.cohort, theirs.cohort)
         if not mine.cohort or shared < len(mine.cohort):  # the claimant's branch is a cohort
             branch = mine.cohort[: shared + 1]  # () for the unnamed cohort
-            guaranteed = self.tree.guaranteed.get(branch, {}).get(flavor, Resources())
-            after = self.cohort_used(branch, flavor) + self.covered(flavor, demand)
-            if not after.fits_in(guaranteed):
+            if not self._within_subtree(branch, flavor, demand):
                 return False  # that branch borrows itself: it lent nothing to take back
+        elif not self._within_own_guarantee(mine, flavor, demand):
+            return False  # the claimant's branch is the claimant, borrowing itself
         if theirs.cohort and shared >= len(theirs.cohort):
             return True  # the holder is a member of the cohort they share
         branch = theirs.cohort[: shared + 1]  # () for a holder in the unnamed cohort
         return bool(self.flow(flavor).need.get(branch))
+
+    def _within_subtree(self, path: CohortPath, flavor: FlavorName, demand: Resources) -> bool:
+        guaranteed = self.tree.guaranteed.get(path, {}).get(flavor, Resources())
+        return (self.cohort_used(path, flavor) + self.covered(flavor, demand)).fits_in(guaranteed)
+
+    def within_cohort_guarantee(
+        self, team: TeamName, flavor: FlavorName, demand: Resources
+    ) -> bool:
+        """Whether ``demand`` keeps some cohort on the team's path that has a guarantee of its
+        own for the flavor within its subtree's guarantee: the team borrows, but what it
+        borrows is its cohort's, which the cohort's teams may reclaim like a team's own."""
+        spec = self.policy.by_team.get(team)
+        if spec is None or not spec.active:
+            return False
+        return any(
+            (own := self.tree.quota(level, flavor)) is not None
+            and bool(own.guarantee)
+            and self._within_subtree(level, flavor, demand)
+            for level in levels(spec.cohort)
+        )
 
     def closeness(self, claimant: TeamName, holder: TeamName) -> int:
         """How many cohorts two teams share from the top (more is closer)."""
@@ -303,13 +323,19 @@ class QuotaBook:
         return self.flow(flavor).shortfall
 
     def within_guarantee(self, team: TeamName, flavor: FlavorName, demand: Resources) -> bool:
-        """Whether taking ``demand`` keeps the team inside its guarantee (lending is not
-        affected by the team's own use of its guarantee, so no balance check is needed)."""
+        """Whether taking ``demand`` keeps the team inside its guarantee, or inside that of a
+        cohort on its path with a guarantee of its own (which is its teams' as a team's is the
+        team's: served before anyone borrows, and reclaimed)."""
         spec = self.policy.by_team.get(team)
         if spec is None or not spec.active:
             return False
-        after = self.covered(flavor, self.used(team, flavor) + demand)
-        return after.fits_in(self.guarantee(team, flavor))
+        return self._within_own_guarantee(spec, flavor, demand) or self.within_cohort_guarantee(
+            team, flavor, demand
+        )
+
+    def _within_own_guarantee(self, spec: TeamSpec, flavor: FlavorName, demand: Resources) -> bool:
+        after = self.covered(flavor, self.used(spec.name, flavor) + demand)
+        return after.fits_in(self.guarantee(spec.name, flavor))
 
     def check(self, team: TeamName, flavor: FlavorName, demand: Resources) -> QuotaCheck:
         """Whether ``team`` may take ``demand`` more of ``flavor`` now."""

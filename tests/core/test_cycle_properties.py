@@ -198,3 +198,25 @@ def test_cohort_limits_are_never_exceeded(
         for job_id in running[: len(running) // 3]:
             c.finish(job_id)
         c.now += 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 8), st.booleans())
+def test_a_cohorts_teams_get_its_own_guarantee_back_within_one_cycle(
+    nodes: int, borrower_jobs: int, required: bool
+) -> None:
+    chosen = policy(
+        team("lender", 0, borrow_gpus=64, cohort=["org", "x"]),
+        team("borrower", 0, borrow_gpus=64, cohort=["org", "y"]),
+        cohorts=[cohort(["org", "x"], 32)],
+    )
+    c = Cluster.of(SHAPE, chosen)
+    c.submit(*(job(f"b{i}", "borrower", 1) for i in range(borrower_jobs)))
+    c.cycle()
+    c.now = 1
+    extra = {"required": BLOCK} if required else {}
+    c.submit(job("mine", "lender", nodes, **extra))
+    c.cycle()
+    c.now = 2
+    c.cycle()
+    assert c.phase("mine") is JobPhase.RUNNING

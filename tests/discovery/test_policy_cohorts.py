@@ -149,3 +149,9 @@ def test_a_cohorts_own_guarantee_counts_against_the_clusters_capacity() -> None:
     over = findings[LintCode.GUARANTEES_EXCEED_CAPACITY].message
     assert "68 nvidia.com/gpu guaranteed, the cluster has 64" in over
     assert "t0 8 nvidia.com/gpu, cohort org/x 60 nvidia.com/gpu" in over
+
+
+def test_more_cohorts_than_a_policy_holds_are_refused_before_reading_them() -> None:
+    many = [{"name": f"c{i}"} for i in range(1001)]
+    with pytest.raises(InvalidInputError, match="1,001 cohorts"):
+        policy_from_document(document(*many), source=SOURCE)

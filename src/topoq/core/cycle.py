@@ -357,13 +357,12 @@ def _uses(job: JobView, flavor: FlavorName) -> bool:
 
 def _fits_guarantee(cycle: _Cycle, job: JobView, flavor: FlavorName) -> bool:
     """Within its team's guarantee, or within that of a cohort on its path with its own."""
-    book = cycle.book
-    used = book.covered(flavor, book.used(job.team, flavor) + total_demand(job))
+    book, demand = cycle.book, total_demand(job)
+    used = book.covered(flavor, book.used(job.team, flavor) + demand)
     if not used:
         return False
-    return used.fits_in(book.guarantee(job.team, flavor)) or book.within_cohort_guarantee(
-        job.team, flavor, total_demand(job)
-    )
+    own = used.fits_in(book.guarantee(job.team, flavor))
+    return own or book.within_cohort_guarantee(job.team, flavor, demand)
 
 
 def _issue_preemptions(

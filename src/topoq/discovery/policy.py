@@ -73,6 +73,7 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
+    MAX_COHORTS,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
     MAX_WEIGHT,
@@ -187,7 +188,7 @@ def _policy(fields: Fields) -> ClusterPolicy:
         idle_resource_sharing=scheduling.boolean(
             spelling(scheduling, "idleResourceSharing"), default=True
         ),
-        cohorts=tuple(_cohort_spec(record) for record in fields.records("cohorts")),
+        cohorts=tuple(_cohort_spec(record) for record in _cohort_records(fields)),
     )
 
 
@@ -237,6 +238,17 @@ def _team_records(fields: Fields) -> list[Fields]:
             f"{len(records):,} teams",
             where=fields.path("teams"),
             hint=f"a policy has at most {MAX_TEAMS:,} teams",
+        )
+    return records
+
+
+def _cohort_records(fields: Fields) -> list[Fields]:
+    records = fields.records("cohorts")
+    if len(records) > MAX_COHORTS:
+        raise InvalidInputError(
+            f"{len(records):,} cohorts",
+            where=fields.path("cohorts"),
+            hint=f"a policy declares at most {MAX_COHORTS:,} cohorts",
         )
     return records
 

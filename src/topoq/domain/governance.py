@@ -26,6 +26,8 @@ MAX_PRIORITY_CLASSES = 10
 MAX_TEAMS = 1000
 """Teams in one policy (each is a queue the cycle visits and a row of every report)."""
 MAX_WEIGHT = 100
+MAX_COHORTS = 1000
+"""Declared cohorts in one policy."""
 
 
 class SharingStrategy(StrEnum):
@@ -289,6 +291,11 @@ class ClusterPolicy:
             raise InvalidInputError(
                 f"default priority class {self.default_priority_class!r} is not defined",
                 hint="define it under priority classes, or remove the default",
+            )
+        if len(self.cohorts) > MAX_COHORTS:
+            raise InvalidInputError(
+                f"{len(self.cohorts):,} cohorts",
+                hint=f"a policy declares at most {MAX_COHORTS:,} cohorts",
             )
         _check_cohorts(self.teams, self.cohorts)
         object.__setattr__(self, "by_team", MappingProxyType({t.name: t for t in self.teams}))

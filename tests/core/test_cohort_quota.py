@@ -149,3 +149,11 @@ def test_settling_one_teams_path_again_gives_the_full_settlement(
         assert quick.need[level] == full.need[level], level
         assert quick.over_limit[level] == full.over_limit[level], level
     assert quick.unserved == full.unserved
+
+
+def test_borrowing_that_does_not_worsen_unbalanced_books_is_admitted() -> None:
+    teams = (*TREE, team("c", 16, cohort=["lab"]), team("d", 0, borrow_gpus=16, cohort=["lab"]))
+    book = book_of(*teams, usage={"borrower": 40})  # org can serve 32 of it: 8 unserved
+    assert book.shortfall(P5) == gpus(8)
+    assert book.check(TeamName("d"), P5, gpus(8)).verdict is QuotaVerdict.BORROWING
+    assert book.check(TeamName("borrower"), P5, gpus(8)).verdict is QuotaVerdict.NO_LENDER

@@ -143,3 +143,29 @@ def test_a_policy_over_the_team_limit_is_refused_at_once(tmp_path: Path) -> None
     with pytest.raises(InvalidInputError, match="20,000 teams"):
         run_policy_show(policy, None, [], "table")
     assert time.monotonic() - started < 1
+
+
+COHORT_POLICY = """\
+apiVersion: topoq.io/v1
+kind: Policy
+teams:
+- {name: nlp, cohort: [org, lang], quotas: [{flavor: p5.48xlarge, instances: 1}]}
+cohorts:
+- name: lang
+  parent: org
+  quotas: [{flavor: p5.48xlarge, resources: {nvidia.com/gpu: 8}}]
+  absoluteBorrowLimits: {p5.48xlarge: {nvidia.com/gpu: 16}}
+"""
+
+
+def test_show_as_a_table_lists_declared_cohorts_with_their_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "cohorts.yaml"
+    path.write_text(COHORT_POLICY)
+    run_policy_show(path, None, [], "table")
+
+    out = capsys.readouterr().out
+    assert "org/lang/nlp" in out
+    row = next(line for line in out.splitlines() if line.startswith("org/lang "))
+    assert row.split()[1:] == ["1", "p5.48xlarge", "8", "GPU", "16", "GPU", "no", "limit"]

@@ -22,7 +22,7 @@ from topoq.domain.resources import Resources
 from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.testing.builders import BLOCK
-from topoq.testing.governance import P5, Cluster, job, policy, team
+from topoq.testing.governance import P5, Cluster, cohort, job, policy, team
 
 SHAPE = [1, 2, 4]  # 64 GPUs
 CLASSES = {"high": 100, "mid": 10, "low": 1}
@@ -47,12 +47,12 @@ def clusters(draw: st.DrawFn) -> Cluster:
 
 
 @st.composite
-def arrivals(draw: st.DrawFn) -> list[list[tuple[str, int, int, str, bool]]]:
+def arrivals(draw: st.DrawFn, teams: str = "ab") -> list[list[tuple[str, int, int, str, bool]]]:
     """Per cycle: new jobs (team, pods, gpus, priority class, required block?)."""
     return [
         [
             (
-                draw(st.sampled_from("ab")),
+                draw(st.sampled_from(teams)),
                 draw(st.integers(1, 4)),
                 draw(st.sampled_from([2, 4, 8])),
                 draw(st.sampled_from(list(CLASSES))),
@@ -190,3 +190,87 @@ def test_no_gpu_is_booked_twice_while_victims_stop(
         running = sorted(j for j, v in jobs.items() if v.phase is JobPhase.RUNNING)
         for job_id in running[: len(running) // 3]:
             jobs[job_id] = advance(jobs[job_id], JobPhase.SUCCEEDED, now=c.now, cause="exited")
+
+
+@st.composite
+def cohort_clusters(draw: st.DrawFn) -> Cluster:
+    """Teams a and b in org/x, c in org/y, d at the top; random cohort limits and guarantees."""
+    limits = st.none() | st.sampled_from([0, 8, 16, 32])
+    teams = [
+        team(
+            name,
+            draw(st.sampled_from([0, 8, 16])),
+            borrow_gpus=draw(st.sampled_from([0, 16, 64])),
+            cohort=path,
+            sharing=draw(st.sampled_from(list(SharingStrategy))),
+        )
+        for name, path in (("a", ["org", "x"]), ("b", ["org", "x"]), ("c", ["org", "y"]), ("d", []))
+    ]
+    cohorts = [
+        cohort(
+            path, draw(st.sampled_from([0, 8])), borrow_gpus=draw(limits), lend_gpus=draw(limits)
+        )
+        for path in (["org"], ["org", "x"], ["org", "y"])
+    ]
+    chosen = policy(
+        *teams,
+        classes=CLASSES,
+        fair_share=draw(st.booleans()),
+        idle_sharing=draw(st.booleans()),
+        cohorts=cohorts,
+    )
+    return Cluster.of(SHAPE, chosen)
+
+
+@settings(max_examples=40, deadline=None)
+@given(cohort_clusters(), arrivals(teams="abcd"))
+def test_cohort_limits_are_never_exceeded(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]]
+) -> None:
+    count = 0
+    for wave in waves:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
+            count += 1
+        c.cycle()
+        holding = [v for v in c.jobs.values() if v.phase.holds_capacity]
+        book = QuotaBook(
+            c.policy,
+            capacity_by_flavor(c.tree, "node.kubernetes.io/instance-type"),
+            usage_by_team(holding),
+        )
+        flow = book.flow(P5)
+        assert not any(flow.over_limit.values()), (flow.over_limit, flow.need)
+        for spec in c.policy.cohorts:
+            quota = spec.quota_for(P5)
+            assert quota is not None
+            if NVIDIA_GPU in quota.borrow_limited:
+                taken = flow.need[spec.path].amount(NVIDIA_GPU)
+                assert taken <= quota.borrow_limit.amount(NVIDIA_GPU), (spec.path, taken)
+        running = sorted(c.running())
+        for job_id in running[: len(running) // 3]:
+            c.finish(job_id)
+        c.now += 10
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(1, 4), st.integers(1, 8), st.booleans())
+def test_a_cohorts_teams_get_its_own_guarantee_back_within_one_cycle(
+    nodes: int, borrower_jobs: int, required: bool
+) -> None:
+    chosen = policy(
+        team("lender", 0, borrow_gpus=64, cohort=["org", "x"]),
+        team("borrower", 0, borrow_gpus=64, cohort=["org", "y"]),
+        cohorts=[cohort(["org", "x"], 32)],
+    )
+    c = Cluster.of(SHAPE, chosen)
+    c.submit(*(job(f"b{i}", "borrower", 1) for i in range(borrower_jobs)))
+    c.cycle()
+    c.now = 1
+    extra = {"required": BLOCK} if required else {}
+    c.submit(job("mine", "lender", nodes, **extra))
+    c.cycle()
+    c.now = 2
+    c.cycle()
+    assert c.phase("mine") is JobPhase.RUNNING

@@ -7,6 +7,8 @@ from hypothesis import strategies as st
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
 from topoq.domain.governance import (
     ClusterPolicy,
+    CohortQuota,
+    CohortSpec,
     FlavorName,
     FlavorQuota,
     IdleAllocation,
@@ -194,12 +196,45 @@ def team_specs(draw: st.DrawFn, name: str) -> TeamSpec:
 
 
 @st.composite
+def cohort_specs(draw: st.DrawFn, teams: tuple[TeamSpec, ...]) -> tuple[CohortSpec, ...]:
+    """Specs for some of the cohorts the teams' paths name: those whose name means one place."""
+    places: dict[str, set[tuple[str, ...]]] = {}
+    for spec in teams:
+        for depth in range(1, len(spec.cohort) + 1):
+            places.setdefault(spec.cohort[depth - 1], set()).add(spec.cohort[:depth])
+    paths = sorted(next(iter(p)) for name, p in places.items() if len(p) == 1 and name)
+    chosen = draw(st.lists(st.sampled_from(paths), unique=True)) if paths else []
+    cohort_quotas = st.builds(
+        CohortQuota,
+        flavor=names.map(FlavorName),
+        guarantee=resources,
+        borrow_limit=resources,
+        lending_limit=resources,
+        borrow_limited=st.frozensets(resource_names, max_size=2),
+        lend_limited=st.frozensets(resource_names, max_size=2),
+        covers=st.frozensets(resource_names, max_size=2),
+    )
+    return tuple(
+        CohortSpec(
+            path[-1],
+            path[:-1],
+            tuple(draw(st.lists(cohort_quotas, max_size=2, unique_by=lambda q: q.flavor))),
+            draw(st.integers(0, 100)),
+        )
+        for path in chosen
+        if path[-1] not in path[:-1]
+    )
+
+
+@st.composite
 def policies(draw: st.DrawFn) -> ClusterPolicy:
     team_names = draw(st.lists(names, max_size=4, unique=True))
     class_names = draw(st.lists(names, max_size=4, unique=True))
     classes = tuple(PriorityClass(name, draw(st.integers(0, 100))) for name in class_names)
+    teams = tuple(draw(team_specs(name)) for name in team_names)
     return ClusterPolicy(
-        teams=tuple(draw(team_specs(name)) for name in team_names),
+        teams=teams,
+        cohorts=draw(cohort_specs(teams)),
         prioritization=draw(st.sampled_from(Prioritization)),
         priority_classes=classes,
         default_priority_class=draw(st.none() | st.sampled_from(class_names))

@@ -24,7 +24,14 @@ from topoq.discovery.policy import load_policy, policy_document
 from topoq.discovery.policy_hyperpod import load_hyperpod_policy
 from topoq.discovery.sources import LoadedCluster, load_cluster
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.governance import ClusterPolicy, FlavorQuota, TeamName, TeamSpec
+from topoq.domain.governance import (
+    ClusterPolicy,
+    CohortQuota,
+    CohortSpec,
+    FlavorQuota,
+    TeamName,
+    TeamSpec,
+)
 from topoq.domain.lint import LintFinding, accelerators_first, readable_amount
 from topoq.domain.names import check_label_name
 from topoq.domain.node import INSTANCE_TYPE_LABEL
@@ -212,6 +219,25 @@ def print_policy(console: Console, policy: ClusterPolicy) -> None:
     headers = ("team", "sharing", "weight", "flavor", "guarantee", "borrow limit", "lends")
     rows = [row for team in policy.teams for row in _team_rows(team)]
     console.file.write(text_table(headers, rows) + "\n")
+    if policy.cohorts:
+        titles = ("cohort", "weight", "flavor", "guarantee", "takes in", "lends out")
+        lines = [row for cohort in policy.cohorts for row in _cohort_rows(cohort)]
+        console.file.write("\n" + text_table(titles, lines) + "\n")
+
+
+def _cohort_rows(cohort: CohortSpec) -> Iterator[tuple[str, ...]]:
+    """A declared cohort's own guarantee and its subtree's limits ("no limit" when none)."""
+    quotas: Sequence[CohortQuota | None] = cohort.quotas or [None]
+    for index, quota in enumerate(quotas):
+        first = index == 0
+        yield (
+            "/".join(cohort.path) if first else "",
+            str(cohort.fair_share_weight) if first else "",
+            str(quota.flavor) if quota else "-",
+            _amounts(quota.guarantee) if quota else "-",
+            _amounts(quota.borrow_limit) if quota and quota.borrow_limited else "no limit",
+            _amounts(quota.lending_limit) if quota and quota.lend_limited else "no limit",
+        )
 
 
 def _team_rows(team: TeamSpec) -> Iterator[tuple[str, ...]]:

@@ -325,13 +325,10 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
     if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
         cycle, job, flavor
     ):
-        borrowers = [
-            h for h in running if h.team != job.team and cycle.book.borrowed(h.team, flavor)
-        ]
         yield (
             PreemptionCause.PREEMPTED_FOR_RECLAIM,
-            eviction_order(policy, borrowers),
-            lambda victim, book: bool(book.borrowed(victim.team, flavor)),
+            _reclaim_candidates(cycle.book, job, running, flavor),
+            lambda victim, book: book.reclaimable(job.team, victim.team, flavor, total_demand(job)),
         )
     elif policy.idle_allocation is IdleAllocation.FAIR_SHARE:
         after = cycle.book.copy()
@@ -356,6 +353,21 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
         )
 
 
+def _reclaim_candidates(
+    book: QuotaBook, job: JobView, running: list[JobView], flavor: FlavorName
+) -> list[JobView]:
+    """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
+    first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
+    demand = total_demand(job)
+    borrowers = [
+        h
+        for h in running
+        if h.team != job.team and book.reclaimable(job.team, h.team, flavor, demand)
+    ]
+    ordered = eviction_order(book.policy, borrowers)
+    return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
+
+
 def _share_without(book: QuotaBook, victim: JobView) -> float:
     """The victim's team's weighted share once the victim is gone: fair-share preemption only
     evicts while the victim's team stays at least as high as the preemptor's team will be, so
@@ -376,9 +388,13 @@ def _uses(job: JobView, flavor: FlavorName) -> bool:
 
 
 def _fits_guarantee(cycle: _Cycle, job: JobView, flavor: FlavorName) -> bool:
-    book = cycle.book
-    used = book.covered(flavor, book.used(job.team, flavor) + total_demand(job))
-    return bool(used) and used.fits_in(book.guarantee(job.team, flavor))
+    """Within its team's guarantee, or within that of a cohort on its path with its own."""
+    book, demand = cycle.book, total_demand(job)
+    used = book.covered(flavor, book.used(job.team, flavor) + demand)
+    if not used:
+        return False
+    own = used.fits_in(book.guarantee(job.team, flavor))
+    return own or book.within_cohort_guarantee(job.team, flavor, demand)
 
 
 def _issue_preemptions(

@@ -6,10 +6,14 @@ from collections.abc import Iterable, Iterator
 
 from topoq.core.admission import flavors_for
 from topoq.core.holdings import total_demand
-from topoq.core.quota import QuotaBook, dominant_share
+from topoq.core.quota import QuotaBook, fair_share_position
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
 from topoq.domain.job import JobView
 from topoq.domain.resources import Resources
+
+_Standing = tuple[int, int, tuple[float, ...]]
+"""Within guarantee, priority, fair-share position (cohorts from the top, then the team)."""
+_Key = tuple[int, int, tuple[float, ...], float, str]
 
 
 def priority_of(policy: ClusterPolicy, job: JobView) -> int:
@@ -19,7 +23,7 @@ def priority_of(policy: ClusterPolicy, job: JobView) -> int:
     return policy.priority_of(job.spec.priority_class)
 
 
-def next_job_key(book: QuotaBook, job: JobView) -> tuple[int, int, float, float, str]:
+def next_job_key(book: QuotaBook, job: JobView) -> _Key:
     """Jobs that fit their team's guarantee first (a guarantee is honoured before anyone
     borrows), then by priority, then by the team's fair-share position (lowest weighted
     borrowed share first, when idle compute is shared fairly), then by submission time.
@@ -28,13 +32,13 @@ def next_job_key(book: QuotaBook, job: JobView) -> tuple[int, int, float, float,
     return (within, priority, share, job.spec.submitted_at, job.id)
 
 
-def _standing(book: QuotaBook, job: JobView, demand: Resources) -> tuple[int, int, float]:
+def _standing(book: QuotaBook, job: JobView, demand: Resources) -> _Standing:
     policy = book.policy
     within = any(
         book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
     )
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
-    share = dominant_share(book, job.team) if fair else 0.0
+    share = fair_share_position(book, job.team) if fair else ()  # cohorts first, then the team
     return (0 if within else 1, -priority_of(policy, job), share)
 
 
@@ -47,11 +51,11 @@ def pending_in_order(jobs: Iterable[JobView], book: QuotaBook) -> Iterator[JobVi
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         queues.setdefault(job.team, []).append(job)
     positions = dict.fromkeys(queues, 0)
-    known: dict[TeamName, tuple[str, int, tuple[int, int, float, float, str]]] = {}
+    known: dict[TeamName, tuple[str, int, _Key]] = {}
 
-    standing: dict[tuple[TeamName, int, str | None, Resources], tuple[int, int, float]] = {}
+    standing: dict[tuple[TeamName, int, str | None, Resources], _Standing] = {}
 
-    def head_key(team: TeamName) -> tuple[int, int, float, float, str]:
+    def head_key(team: TeamName) -> _Key:
         head = queues[team][positions[team]]
         stamp = (head.id, book.changes.get(team, 0))
         cached = known.get(team)

@@ -5,7 +5,8 @@ flavor no node is; a team's typical gang that needs more than its guarantee plus
 or that does not fit the topology even on an empty cluster (see :mod:`topoq.core.gang_lint`).
 Warnings: a LendAndBorrow team that may borrow nothing, a team of weight 0 under fair share, a
 team without a guarantee, a guarantee that leaves out a resource others' guarantees name,
-borrow or lending limits its sharing strategy ignores, priority classes under FIFO. Codes and
+borrow or lending limits its sharing strategy ignores, priority classes under FIFO, cohorts
+without teams or with borrow limits that cannot bind (:mod:`topoq.core.cohort_lint`). Codes and
 their meaning: :class:`topoq.domain.lint.LintCode`.
 
 A node's flavor is its instance-type label with any ``ml.`` prefix dropped
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
+from topoq.core.cohort_lint import cohort_findings
 from topoq.core.gang_lint import gang_findings
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import (
@@ -57,6 +59,7 @@ def lint_policy(
     findings += _flavor_findings(policy, capacity, flavor_label)
     for team in policy.teams:
         findings += _team_findings(policy, team)
+    findings += cohort_findings(policy, capacity)
     if typical_gangs:
         findings += gang_findings(policy, nodes, topology, typical_gangs, flavor_label, capacity)
     return sorted(findings, key=lambda finding: not finding.is_error)
@@ -99,7 +102,13 @@ def _flavor_findings(
             findings.append(_missing_flavor(flavor, teams, capacity, label))
             continue
         active = [team for team in teams if team.active]
-        overcommit = _overcommit(flavor, active, capacity[flavor])
+        owners = [(str(team.name), _guarantee(team, flavor)) for team in active]
+        owners += [
+            (f"cohort {'/'.join(cohort.path)}", cohort_quota.guarantee)
+            for cohort in policy.cohorts
+            if (cohort_quota := cohort.quota_for(flavor)) is not None
+        ]
+        overcommit = _overcommit(flavor, owners, capacity[flavor])
         if overcommit is not None:
             findings.append(overcommit)
         findings += _partial_guarantees(flavor, active)
@@ -155,11 +164,12 @@ def _missing_flavor(
 
 
 def _overcommit(
-    flavor: FlavorName, teams: Sequence[TeamSpec], capacity: Resources
+    flavor: FlavorName, owners: Sequence[tuple[str, Resources]], capacity: Resources
 ) -> LintFinding | None:
+    """Teams' and cohorts' guarantees (``owners``: a name and a guarantee) above capacity."""
     guaranteed = Resources()
-    for team in teams:
-        guaranteed = guaranteed + _guarantee(team, flavor)
+    for _, owned in owners:
+        guaranteed = guaranteed + owned
     over = [
         name for name in accelerators_first(guaranteed) if guaranteed[name] > capacity.amount(name)
     ]
@@ -167,9 +177,9 @@ def _overcommit(
         return None
     lead = over[0]
     shares = ", ".join(
-        f"{team.name} {readable_amount(lead, _guaranteed(team, flavor, lead))}"
-        for team in teams
-        if _guaranteed(team, flavor, lead)
+        f"{name} {readable_amount(lead, owned.amount(lead))}"
+        for name, owned in owners
+        if owned.amount(lead)
     )
     sums = "; ".join(
         f"{readable_amount(name, guaranteed[name])} guaranteed, "
@@ -183,10 +193,6 @@ def _overcommit(
         f"guarantees of {flavor} add up to more than the cluster has: {sums} ({shares})",
         f"lower the guarantees by at least {excess}, or add {flavor} nodes",
     )
-
-
-def _guaranteed(team: TeamSpec, flavor: FlavorName, resource: str) -> int:
-    return _guarantee(team, flavor).amount(resource)
 
 
 def _team_findings(policy: ClusterPolicy, team: TeamSpec) -> list[LintFinding]:

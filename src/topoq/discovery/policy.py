@@ -33,6 +33,13 @@
         accelerators: 8                   # vCPU and memory in the same proportion
       - flavor: ml.p4d.24xlarge
         resources: {nvidia.com/gpu: 16, cpu: 192, memory: 2Ti}
+    cohorts:                              # optional: cohorts with a quota or limits of their own
+    - name: language
+      parent: [research]                  # the path above it, outermost first (none: top)
+      fairShareWeight: 2                  # 0-100, default 1: its weight among its siblings
+      quotas: [{flavor: ml.p5.48xlarge, instances: 2}]   # shared by the teams below it
+      absoluteBorrowLimits: {ml.p5.48xlarge: {nvidia.com/gpu: 16}}  # the subtree takes in
+      lendingLimits: {ml.p5.48xlarge: {nvidia.com/gpu: 8}}          # the subtree lends out
 
 Flavor names are normalized (``ml.p5.48xlarge`` is ``p5.48xlarge``); :mod:`policy_sizing
 <topoq.discovery.policy_sizing>` says how instances and accelerators become resources and how
@@ -69,11 +76,15 @@ from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     DEFAULT_PREEMPTION_GRACE_S,
+    MAX_COHORTS,
     MAX_PREEMPTION_GRACE_S,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
     MAX_WEIGHT,
     ClusterPolicy,
+    CohortPath,
+    CohortQuota,
+    CohortSpec,
     FlavorName,
     FlavorQuota,
     IdleAllocation,
@@ -98,7 +109,7 @@ __all__ = [
 ]
 
 DEFAULT_FAIR_SHARE_WEIGHT = 1
-_TOP_KEYS = ("apiVersion", "kind", "metadata", "scheduling", "teams")
+_TOP_KEYS = ("apiVersion", "kind", "metadata", "scheduling", "teams", "cohorts")
 _METADATA_KEYS = ("name",)
 _SCHEDULING_KEYS = (
     "prioritization",
@@ -122,6 +133,14 @@ _TEAM_KEYS = (
     "queueing",
     "active",
     "quotas",
+)
+_COHORT_KEYS = (
+    "name",
+    "parent",
+    "fairShareWeight",
+    "quotas",
+    "absoluteBorrowLimits",
+    "lendingLimits",
 )
 _QUOTA_KEYS = ("flavor", "instances", "accelerators", "resources")
 _QUOTA_AMOUNT_KEYS = ("instances", "accelerators", "resources")
@@ -176,6 +195,7 @@ def _policy(fields: Fields) -> ClusterPolicy:
             spelling(scheduling, "idleResourceSharing"), default=True
         ),
         preemption_grace_s=_preemption_grace_s(scheduling),
+        cohorts=tuple(_cohort_spec(record) for record in _cohort_records(fields)),
     )
 
 
@@ -236,6 +256,17 @@ def _team_records(fields: Fields) -> list[Fields]:
     return records
 
 
+def _cohort_records(fields: Fields) -> list[Fields]:
+    records = fields.records("cohorts")
+    if len(records) > MAX_COHORTS:
+        raise InvalidInputError(
+            f"{len(records):,} cohorts",
+            where=fields.path("cohorts"),
+            hint=f"a policy declares at most {MAX_COHORTS:,} cohorts",
+        )
+    return records
+
+
 def _reject_repeated_teams(teams: Iterable[TeamSpec], where: str) -> None:
     seen: dict[str, int] = {}
     for index, team in enumerate(teams):
@@ -265,17 +296,17 @@ def _team(record: Fields) -> TeamSpec:
             PreemptTeamTasks,
             PreemptTeamTasks.LOWER_PRIORITY,
         ),
-        cohort=_cohort(record),
+        cohort=_cohort(record, "cohort"),
         queueing=choice(record, "queueing", QueueingStrategy, QueueingStrategy.BEST_EFFORT_FIFO),
         active=record.boolean("active", default=True),
     )
 
 
-def _cohort(record: Fields) -> tuple[str, ...]:
-    value = record.raw("cohort")
-    levels = [value] if isinstance(value, str) else record.items("cohort")
+def _cohort(record: Fields, key: str) -> CohortPath:
+    value = record.raw(key)
+    levels = [value] if isinstance(value, str) else record.items(key)
     for index, level in enumerate(levels):
-        where = f"{record.path('cohort')}[{index}]"
+        where = f"{record.path(key)}[{index}]"
         if not isinstance(level, str) or not level:
             raise InvalidInputError(
                 f"expected a name, got {level!r:.60}",
@@ -284,6 +315,37 @@ def _cohort(record: Fields) -> tuple[str, ...]:
             )
         check_label_name(level, what="cohort name", where=where)
     return tuple(levels)
+
+
+def _cohort_spec(record: Fields) -> CohortSpec:
+    """A cohort's own guarantee (``quotas``, as a team's) and the limits on its subtree: only
+    absolute limits, for the resources they name (a cohort's own guarantee is often zero, so
+    a percentage of it would say nothing)."""
+    reject_unknown_keys(record, _COHORT_KEYS)
+    name = check_label_name(record.text("name"), what="cohort name", where=record.path("name"))
+    guarantees = _guarantees(record)
+    borrow = _flavor_amounts(record, spelling(record, "absoluteBorrowLimits"))
+    lending = _flavor_amounts(record, spelling(record, "lendingLimits"))
+    quotas = [
+        CohortQuota(
+            flavor,
+            Resources(guarantees.get(flavor, {})),
+            Resources(borrow.get(flavor, {})),
+            Resources(lending.get(flavor, {})),
+            borrow_limited=frozenset(borrow.get(flavor, {})),
+            lend_limited=frozenset(lending.get(flavor, {})),
+            covers=frozenset(guarantees.get(flavor, {})),
+        )
+        for flavor in dict.fromkeys([*guarantees, *borrow, *lending])
+    ]
+    return CohortSpec(
+        name=name,
+        parent=_cohort(record, "parent"),
+        quotas=tuple(quotas),
+        fair_share_weight=bounded(
+            record, spelling(record, "fairShareWeight"), 0, MAX_WEIGHT, DEFAULT_FAIR_SHARE_WEIGHT
+        ),
+    )
 
 
 def _flavor_quotas(record: Fields, sharing: SharingStrategy) -> tuple[FlavorQuota, ...]:

@@ -22,6 +22,8 @@ from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     DEFAULT_PREEMPTION_GRACE_S,
     ClusterPolicy,
+    CohortQuota,
+    CohortSpec,
     FlavorQuota,
     TeamSpec,
 )
@@ -36,13 +38,47 @@ DEFAULT_POLICY_NAME = "policy"
 def policy_document(policy: ClusterPolicy, *, name: str | None = None) -> dict[str, Any]:
     """The policy file of ``policy`` (:func:`topoq.discovery.policy.policy_from_document`
     reads it back to an equal policy)."""
-    return {
+    document = {
         "apiVersion": POLICY_API_VERSION,
         "kind": POLICY_KIND,
         "metadata": {"name": name or DEFAULT_POLICY_NAME},
         "scheduling": _scheduling_document(policy),
         "teams": [_team_document(team) for team in policy.teams],
     }
+    if policy.cohorts:
+        document["cohorts"] = [_cohort_document(cohort) for cohort in policy.cohorts]
+    return document
+
+
+def _cohort_document(cohort: CohortSpec) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": cohort.name}
+    if cohort.parent:
+        document["parent"] = list(cohort.parent)
+    document["fairShareWeight"] = cohort.fair_share_weight
+    for key, amounts in (
+        (
+            "absoluteBorrowLimits",
+            {q.flavor: (q.borrow_limit, q.borrow_limited) for q in cohort.quotas},
+        ),
+        ("lendingLimits", {q.flavor: (q.lending_limit, q.lend_limited) for q in cohort.quotas}),
+    ):
+        limits = {
+            str(flavor): _named_amounts(limit, names)
+            for flavor, (limit, names) in amounts.items()
+            if names
+        }
+        if limits:
+            document[key] = limits
+    document["quotas"] = [
+        {"flavor": str(quota.flavor), "resources": _covered_amounts(quota)}
+        for quota in cohort.quotas
+        if quota.covers
+    ]
+    return document
+
+
+def _named_amounts(amounts: Resources, names: Iterable[str]) -> dict[str, int | str]:
+    return {name: quantity(name, amounts.amount(name)) for name in sorted(names)}
 
 
 def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
@@ -154,9 +190,9 @@ def _sized_guarantee(quota: FlavorQuota) -> dict[str, Any] | None:
     return None
 
 
-def _covered_amounts(quota: FlavorQuota) -> dict[str, int | str]:
+def _covered_amounts(quota: FlavorQuota | CohortQuota) -> dict[str, int | str]:
     """Every resource the quota speaks about, zeros included."""
-    return {name: quantity(name, quota.guarantee.amount(name)) for name in sorted(quota.covers)}
+    return _named_amounts(quota.guarantee, quota.covers)
 
 
 def _lending_amounts(limit: Resources, guarantee: Resources) -> dict[str, int | str]:

@@ -26,6 +26,8 @@ MAX_PRIORITY_CLASSES = 10
 MAX_TEAMS = 1000
 """Teams in one policy (each is a queue the cycle visits and a row of every report)."""
 MAX_WEIGHT = 100
+MAX_COHORTS = 1000
+"""Declared cohorts in one policy."""
 
 
 class SharingStrategy(StrEnum):
@@ -122,6 +124,118 @@ class TeamSpec:
         return None
 
 
+CohortPath = tuple[str, ...]
+"""A cohort by its path from the top, outermost first: ``("research", "language")`` is cohort
+``language`` under ``research``. Teams name the path of the cohort they are in."""
+
+
+@dataclass(frozen=True)
+class CohortQuota:
+    """A cohort's own guarantee of one flavor (shared by the teams below it, on top of theirs)
+    and the limits on its whole subtree: ``borrow_limit`` caps what the subtree takes from
+    outside it, ``lending_limit`` what of its unused quota it lends outside it. A limit speaks
+    only about the resources in ``borrow_limited`` / ``lend_limited`` (zeros included); other
+    resources are unlimited."""
+
+    flavor: FlavorName
+    guarantee: Resources = field(default_factory=Resources)
+    borrow_limit: Resources = field(default_factory=Resources)
+    lending_limit: Resources = field(default_factory=Resources)
+    borrow_limited: frozenset[str] = frozenset()
+    lend_limited: frozenset[str] = frozenset()
+    covers: frozenset[str] = frozenset()
+    """The resources the guarantee speaks about, zeros included."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "covers", frozenset(set(self.covers) | set(self.guarantee)))
+        object.__setattr__(
+            self, "borrow_limited", frozenset(set(self.borrow_limited) | set(self.borrow_limit))
+        )
+        object.__setattr__(
+            self, "lend_limited", frozenset(set(self.lend_limited) | set(self.lending_limit))
+        )
+
+
+@dataclass(frozen=True)
+class CohortSpec:
+    """A cohort given its own guarantee, limits or fair-share weight (Kueue's Cohort object).
+    Cohorts that teams' paths name exist without a spec: no guarantee, no limits, weight 1."""
+
+    name: str
+    parent: CohortPath = ()
+    quotas: tuple[CohortQuota, ...] = ()
+    fair_share_weight: int = 1
+
+    @property
+    def path(self) -> CohortPath:
+        return (*self.parent, self.name)
+
+    def __post_init__(self) -> None:
+        where = f"cohort {'/'.join(self.path)}"
+        if not self.name:
+            raise InvalidInputError("a cohort has no name", hint="give every cohort a name")
+        if self.name in self.parent:
+            raise InvalidInputError(
+                f"cohort {self.name} is its own ancestor",
+                where=where,
+                hint="a cohort's parent path must not name the cohort itself",
+            )
+        if not 0 <= self.fair_share_weight <= MAX_WEIGHT:
+            raise InvalidInputError(
+                f"fair-share weight {self.fair_share_weight}",
+                where=where,
+                hint=f"use a weight from 0 to {MAX_WEIGHT}",
+            )
+        if len({quota.flavor for quota in self.quotas}) != len(self.quotas):
+            raise InvalidInputError(
+                "a flavor is listed twice", where=where, hint="give one quota per flavor"
+            )
+
+    def quota_for(self, flavor: FlavorName) -> CohortQuota | None:
+        for quota in self.quotas:
+            if quota.flavor == flavor:
+                return quota
+        return None
+
+
+def _check_cohorts(teams: tuple[TeamSpec, ...], cohorts: tuple[CohortSpec, ...]) -> None:
+    """Declared cohorts are distinct, their parents exist, and a declared cohort's name means
+    the same place everywhere (teams' paths may not put it under another parent)."""
+    declared: dict[str, CohortPath] = {}
+    for cohort in cohorts:
+        where = f"cohort {'/'.join(cohort.path)}"
+        if cohort.name in declared:
+            other = "/".join(declared[cohort.name])
+            raise InvalidInputError(
+                f"cohort {cohort.name} is declared twice (also as {other})",
+                where=where,
+                hint="declare every cohort once; its name means one place in the tree",
+            )
+        declared[cohort.name] = cohort.path
+    paths = [(f"team {team.name}", team.cohort) for team in teams]
+    paths += [(f"cohort {c.name}", c.parent) for c in cohorts]
+    for owner, path in paths:
+        for depth, name in enumerate(path):
+            if name in declared and declared[name] != path[: depth + 1]:
+                raise InvalidInputError(
+                    f"cohort path {'/'.join(path)} puts cohort {name} under "
+                    f"{'/'.join(path[:depth]) or 'the top'}, but it is declared under "
+                    f"{'/'.join(declared[name][:-1]) or 'the top'}",
+                    where=owner,
+                    hint=f"write the path as {'/'.join(declared[name])}",
+                )
+    known = {team.cohort[:depth] for team in teams for depth in range(1, len(team.cohort) + 1)}
+    known |= {cohort.path for cohort in cohorts}
+    for cohort in cohorts:
+        if cohort.parent and cohort.parent not in known:
+            raise InvalidInputError(
+                f"parent {'/'.join(cohort.parent)} of cohort {cohort.name} is not a cohort",
+                where=f"cohort {'/'.join(cohort.path)}",
+                hint="declare the parent too, or name one of the teams' cohort paths "
+                "(outermost first)",
+            )
+
+
 @dataclass(frozen=True)
 class PriorityClass:
     name: str
@@ -151,7 +265,10 @@ class ClusterPolicy:
     """Capacity that no team is guaranteed may be borrowed."""
     preemption_grace_s: int = DEFAULT_PREEMPTION_GRACE_S
     """How long a victim's pods have between SIGTERM and the kill (``preemption.gracePeriodS``)."""
+    cohorts: tuple[CohortSpec, ...] = ()
+    """Cohorts with a guarantee, limits or weight of their own (others need no spec)."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
+    by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -181,7 +298,14 @@ class ClusterPolicy:
                 f"default priority class {self.default_priority_class!r} is not defined",
                 hint="define it under priority classes, or remove the default",
             )
+        if len(self.cohorts) > MAX_COHORTS:
+            raise InvalidInputError(
+                f"{len(self.cohorts):,} cohorts",
+                hint=f"a policy declares at most {MAX_COHORTS:,} cohorts",
+            )
+        _check_cohorts(self.teams, self.cohorts)
         object.__setattr__(self, "by_team", MappingProxyType({t.name: t for t in self.teams}))
+        object.__setattr__(self, "by_cohort", MappingProxyType({c.path: c for c in self.cohorts}))
         object.__setattr__(self, "weight_of_class", MappingProxyType(classes))
 
     def priority_of(self, priority_class: str | None) -> int:

@@ -50,6 +50,13 @@ class LintCode(StrEnum):
     """A DontLend team has lending limits; such a team never lends."""
     IGNORED_PRIORITY_CLASSES = "IGNORED_PRIORITY_CLASSES"
     """Priority classes are defined but prioritization is fifo, so they do not order work."""
+    COHORT_WITHOUT_TEAMS = "COHORT_WITHOUT_TEAMS"
+    """A cohort the policy declares has no team below it."""
+    COHORT_LIMIT_CANNOT_HOLD = "COHORT_LIMIT_CANNOT_HOLD"
+    """A cohort's borrow limit can never bind: its parent's limit and the rest of the parent's
+    subtree let in less than it allows."""
+    COHORT_LIMIT_UNREACHABLE = "COHORT_LIMIT_UNREACHABLE"
+    """A cohort's borrow limit is larger than what the rest of the tree could ever lend it."""
 
 
 @dataclass(frozen=True)

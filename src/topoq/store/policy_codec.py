@@ -19,6 +19,8 @@ from topoq.domain.decisions import (
 from topoq.domain.governance import (
     DEFAULT_PREEMPTION_GRACE_S,
     ClusterPolicy,
+    CohortQuota,
+    CohortSpec,
     FlavorName,
     FlavorQuota,
     IdleAllocation,
@@ -45,6 +47,7 @@ def encode_policy(policy: ClusterPolicy) -> Document:
         "idle_allocation": policy.idle_allocation.value,
         "idle_resource_sharing": policy.idle_resource_sharing,
         "preemption_grace_s": policy.preemption_grace_s,
+        "cohorts": [_encode_cohort(cohort) for cohort in policy.cohorts],
     }
 
 
@@ -61,6 +64,47 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
         ),
         idle_resource_sharing=bool(data.get("idle_resource_sharing", True)),
         preemption_grace_s=int(data.get("preemption_grace_s", DEFAULT_PREEMPTION_GRACE_S)),
+        cohorts=tuple(_decode_cohort(item) for item in data.get("cohorts", ())),
+    )
+
+
+def _encode_cohort(cohort: CohortSpec) -> Document:
+    return {
+        "name": cohort.name,
+        "parent": list(cohort.parent),
+        "fair_share_weight": cohort.fair_share_weight,
+        "quotas": [
+            {
+                "flavor": quota.flavor,
+                "guarantee": dict(quota.guarantee),
+                "borrow_limit": dict(quota.borrow_limit),
+                "lending_limit": dict(quota.lending_limit),
+                "borrow_limited": sorted(quota.borrow_limited),
+                "lend_limited": sorted(quota.lend_limited),
+                "covers": sorted(quota.covers),
+            }
+            for quota in cohort.quotas
+        ],
+    }
+
+
+def _decode_cohort(data: Mapping[str, Any]) -> CohortSpec:
+    return CohortSpec(
+        name=data["name"],
+        parent=tuple(data.get("parent", ())),
+        fair_share_weight=int(data.get("fair_share_weight", 1)),
+        quotas=tuple(
+            CohortQuota(
+                flavor=FlavorName(item["flavor"]),
+                guarantee=decode_resources(item.get("guarantee", {})),
+                borrow_limit=decode_resources(item.get("borrow_limit", {})),
+                lending_limit=decode_resources(item.get("lending_limit", {})),
+                borrow_limited=frozenset(item.get("borrow_limited", ())),
+                lend_limited=frozenset(item.get("lend_limited", ())),
+                covers=frozenset(item.get("covers", ())),
+            )
+            for item in data.get("quotas", ())
+        ),
     )
 
 

@@ -13,6 +13,8 @@ from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import (
     ClusterPolicy,
+    CohortQuota,
+    CohortSpec,
     FlavorName,
     FlavorQuota,
     IdleAllocation,
@@ -62,12 +64,36 @@ def team(
     return TeamSpec(TeamName(name), (quota,), sharing, weight, preempt, tuple(cohort), queueing)
 
 
+def cohort(
+    path: Sequence[str],
+    gpus: int = 0,
+    *,
+    flavor: str = P5,
+    borrow_gpus: int | None = None,
+    lend_gpus: int | None = None,
+    weight: int = 1,
+) -> CohortSpec:
+    """The cohort at ``path`` with its own guarantee of ``gpus`` GPUs of ``flavor``; its subtree
+    may take ``borrow_gpus`` from outside it and lend ``lend_gpus`` (``None``: no limit)."""
+    quota = CohortQuota(
+        FlavorName(flavor),
+        Resources({NVIDIA_GPU: gpus}),
+        Resources({NVIDIA_GPU: borrow_gpus or 0}),
+        Resources({NVIDIA_GPU: lend_gpus or 0}),
+        borrow_limited=frozenset({NVIDIA_GPU}) if borrow_gpus is not None else frozenset(),
+        lend_limited=frozenset({NVIDIA_GPU}) if lend_gpus is not None else frozenset(),
+        covers=frozenset({NVIDIA_GPU}),
+    )
+    return CohortSpec(path[-1], tuple(path[:-1]), (quota,), weight)
+
+
 def policy(
     *teams: TeamSpec,
     classes: Mapping[str, int] | None = None,
     fair_share: bool = False,
     fifo: bool = False,
     idle_sharing: bool = True,
+    cohorts: Sequence[CohortSpec] = (),
 ) -> ClusterPolicy:
     return ClusterPolicy(
         teams=teams,
@@ -75,6 +101,7 @@ def policy(
         priority_classes=tuple(PriorityClass(n, w) for n, w in (classes or {}).items()),
         idle_allocation=IdleAllocation.FAIR_SHARE if fair_share else IdleAllocation.FIRST_COME,
         idle_resource_sharing=idle_sharing,
+        cohorts=tuple(cohorts),
     )
 
 

@@ -87,6 +87,10 @@ def _term(requirement_list: list[SelectorRequirement]) -> NodeSelectorTerm:
     return NodeSelectorTerm(tuple(requirement_list))
 
 
+limits = st.none() | st.floats(0.5, 1e6, allow_nan=False)
+"""Time limits: none, or a positive number of seconds."""
+
+
 @st.composite
 def workloads(draw: st.DrawFn) -> WorkloadSpec:
     count = draw(st.integers(1, 3))
@@ -97,6 +101,7 @@ def workloads(draw: st.DrawFn) -> WorkloadSpec:
         namespace=draw(names),
         queue=draw(st.none() | names),
         priority_class=draw(st.none() | names),
+        time_limit_s=draw(limits),
     )
 
 
@@ -113,6 +118,7 @@ job_specs = st.builds(
     max_retry=st.integers(0, 5),
     user=st.none() | names,
     runtime_s=st.none() | times,
+    time_limit_s=limits,
 )
 
 assignments = st.builds(
@@ -197,7 +203,9 @@ def team_specs(draw: st.DrawFn, name: str) -> TeamSpec:
 def policies(draw: st.DrawFn) -> ClusterPolicy:
     team_names = draw(st.lists(names, max_size=4, unique=True))
     class_names = draw(st.lists(names, max_size=4, unique=True))
-    classes = tuple(PriorityClass(name, draw(st.integers(0, 100))) for name in class_names)
+    classes = tuple(
+        PriorityClass(name, draw(st.integers(0, 100)), draw(limits)) for name in class_names
+    )
     return ClusterPolicy(
         teams=tuple(draw(team_specs(name)) for name in team_names),
         prioritization=draw(st.sampled_from(Prioritization)),
@@ -207,6 +215,7 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         else None,
         idle_allocation=draw(st.sampled_from(IdleAllocation)),
         idle_resource_sharing=draw(st.booleans()),
+        starvation_guard_s=draw(st.sampled_from([0.0, 1.5, 600.0, 86400.0])),
     )
 
 

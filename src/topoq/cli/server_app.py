@@ -135,6 +135,13 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             str | None, typer.Option("--id", help="The job id (default: the document's name).")
         ] = None,
         max_retry: Annotated[int | None, typer.Option(help="Restarts after a failure.")] = None,
+        time_limit: Annotated[
+            str | None,
+            typer.Option(
+                "--time",
+                help="Time limit: seconds, 90m, 2h or 1-00:00:00; stopped when it runs longer.",
+            ),
+        ] = None,
         after_ok: Annotated[
             list[str] | None,
             typer.Option("--after-ok", help="Start only after this job succeeded (repeatable)."),
@@ -148,7 +155,9 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         from topoq.cli.server_commands import connected, print_json, submission
 
         def run() -> None:
-            request = submission(file, form, team, priority, job_id, max_retry, after_ok or [])
+            request = submission(
+                file, form, team, priority, job_id, max_retry, after_ok or [], time_limit
+            )
             with connected(server, token) as client:
                 job = client.submit(request)
                 print_json(job) if as_json else typer.echo(

@@ -18,6 +18,7 @@ from rich.tree import Tree
 
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.documents import read_document
+from topoq.domain.durations import duration_s
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind
 from topoq.wire.v1 import JobFormat, JobSummary, SubmitJobRequest
@@ -87,6 +88,7 @@ def submission(
     job_id: str | None,
     max_retry: int | None,
     after_ok: list[str],
+    time_limit: str | None = None,
 ) -> SubmitJobRequest:
     document = read_document(path)
     chosen = JobFormat(form) if form else detect_format(document, str(path))
@@ -98,6 +100,7 @@ def submission(
         id=job_id,
         max_retry=max_retry,
         dependencies=[DependencyModel(kind=DependencyKind.AFTER_OK, job=job) for job in after_ok],
+        time_limit_s=None if time_limit is None else duration_s(time_limit, where="--time"),
     )
 
 

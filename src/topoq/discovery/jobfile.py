@@ -8,6 +8,7 @@ topoq's job file (YAML or JSON; snake_case keys are accepted as well as camelCas
     spec:
       queueName: nlp-queue                 # optional
       priorityClassName: training-priority # optional
+      timeLimit: 2h                        # optional: seconds, 90m, 2h, 1-00:00:00
       podSets:
       - name: workers
         count: 32
@@ -52,7 +53,7 @@ from topoq.discovery.kubernetes_workload import (
     WORKLOAD_KIND,
     workload_from_kueue,
 )
-from topoq.discovery.own_format_fields import reject_unknown_keys, spelling
+from topoq.discovery.own_format_fields import optional_duration, reject_unknown_keys, spelling
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
@@ -75,7 +76,7 @@ __all__ = [
 JOB_API_VERSION = "topoq.io/v1"
 JOB_KIND = "Job"
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
-_SPEC_KEYS = ("podSets", "queueName", "priorityClassName")
+_SPEC_KEYS = ("podSets", "queueName", "priorityClassName", "timeLimit")
 _POD_SET_KEYS = (
     "name",
     "count",
@@ -153,9 +154,10 @@ def _job(fields: Fields) -> WorkloadSpec:
     namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
     queue = optional_name(spec, spelling(spec, "queueName"), "queue name")
     priority_class = optional_name(spec, spelling(spec, "priorityClassName"), "priority class name")
+    time_limit = optional_duration(spec, "timeLimit")
     pod_sets = tuple(_pod_set(record) for record in spec.records(spelling(spec, "podSets")))
     try:
-        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
+        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class, time_limit)
     except InvalidInputError as error:
         raise error.located(spec.path(spelling(spec, "podSets"))) from None
 

@@ -9,8 +9,9 @@
       prioritization: priority            # fifo | priority (default: priority when classes exist)
       priorityClasses:                    # up to 10: name + weight 0-100; FIFO inside a class
       - {name: inference, weight: 100}
-      - {name: training, weight: 10}
+      - {name: training, weight: 10, timeLimit: 1-00:00:00}  # default limit of its jobs
       defaultPriorityClass: training
+      starvationGuardS: 600               # hold capacity for a job waiting longer (0: off)
       idleAllocation: fair-share          # first-come (default) | fair-share
       idleResourceSharing: true           # capacity owned by no team becomes borrowable
     teams:
@@ -50,6 +51,7 @@ from topoq.discovery.own_format_fields import (
     amounts_given,
     bounded,
     choice,
+    optional_duration,
     reject_unknown_keys,
     spelling,
 )
@@ -66,6 +68,7 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
+    DEFAULT_STARVATION_GUARD_S,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
     MAX_WEIGHT,
@@ -102,8 +105,9 @@ _SCHEDULING_KEYS = (
     "defaultPriorityClass",
     "idleAllocation",
     "idleResourceSharing",
+    "starvationGuardS",
 )
-_CLASS_KEYS = ("name", "weight")
+_CLASS_KEYS = ("name", "weight", "timeLimit")
 _TEAM_KEYS = (
     "name",
     "cohort",
@@ -169,7 +173,13 @@ def _policy(fields: Fields) -> ClusterPolicy:
         idle_resource_sharing=scheduling.boolean(
             spelling(scheduling, "idleResourceSharing"), default=True
         ),
+        starvation_guard_s=_starvation_guard(scheduling),
     )
+
+
+def _starvation_guard(scheduling: Fields) -> float:
+    guard = optional_duration(scheduling, "starvationGuardS", allow_zero=True)
+    return DEFAULT_STARVATION_GUARD_S if guard is None else guard
 
 
 def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:
@@ -195,7 +205,8 @@ def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:
                 hint=f"also at {seen[name]}; give every class a distinct name",
             )
         seen[name] = record.path("name")
-        classes.append(PriorityClass(name, bounded(record, "weight", 0, MAX_WEIGHT)))
+        weight = bounded(record, "weight", 0, MAX_WEIGHT)
+        classes.append(PriorityClass(name, weight, optional_duration(record, "timeLimit")))
     return tuple(classes)
 
 

@@ -22,6 +22,7 @@ from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     ClusterPolicy,
     FlavorQuota,
+    PriorityClass,
     TeamSpec,
 )
 from topoq.domain.quantity import format_quantity
@@ -47,14 +48,20 @@ def policy_document(policy: ClusterPolicy, *, name: str | None = None) -> dict[s
 def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
     document: dict[str, Any] = {
         "prioritization": policy.prioritization.value,
-        "priorityClasses": [
-            {"name": cls.name, "weight": cls.weight} for cls in policy.priority_classes
-        ],
+        "priorityClasses": [_class_document(cls) for cls in policy.priority_classes],
     }
     if policy.default_priority_class:
         document["defaultPriorityClass"] = policy.default_priority_class
     document["idleAllocation"] = policy.idle_allocation.value
     document["idleResourceSharing"] = policy.idle_resource_sharing
+    document["starvationGuardS"] = policy.starvation_guard_s
+    return document
+
+
+def _class_document(cls: PriorityClass) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": cls.name, "weight": cls.weight}
+    if cls.time_limit_s is not None:
+        document["timeLimit"] = cls.time_limit_s
     return document
 
 

@@ -17,6 +17,7 @@ from topoq.domain.decisions import (
     RequeueCause,
 )
 from topoq.domain.governance import (
+    DEFAULT_STARVATION_GUARD_S,
     ClusterPolicy,
     FlavorName,
     FlavorQuota,
@@ -39,10 +40,13 @@ def encode_policy(policy: ClusterPolicy) -> Document:
     return {
         "teams": [_encode_team(team) for team in policy.teams],
         "prioritization": policy.prioritization.value,
-        "priority_classes": [[cls.name, cls.weight] for cls in policy.priority_classes],
+        "priority_classes": [
+            [cls.name, cls.weight, cls.time_limit_s] for cls in policy.priority_classes
+        ],
         "default_priority_class": policy.default_priority_class,
         "idle_allocation": policy.idle_allocation.value,
         "idle_resource_sharing": policy.idle_resource_sharing,
+        "starvation_guard_s": policy.starvation_guard_s,
     }
 
 
@@ -51,13 +55,15 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
         teams=tuple(_decode_team(item) for item in data.get("teams", ())),
         prioritization=Prioritization(data.get("prioritization", Prioritization.PRIORITY.value)),
         priority_classes=tuple(
-            PriorityClass(name, int(weight)) for name, weight in data.get("priority_classes", ())
+            PriorityClass(name, int(weight), *limit)
+            for name, weight, *limit in data.get("priority_classes", ())
         ),
         default_priority_class=data.get("default_priority_class"),
         idle_allocation=IdleAllocation(
             data.get("idle_allocation", IdleAllocation.FIRST_COME.value)
         ),
         idle_resource_sharing=bool(data.get("idle_resource_sharing", True)),
+        starvation_guard_s=float(data.get("starvation_guard_s", DEFAULT_STARVATION_GUARD_S)),
     )
 
 

@@ -4,15 +4,21 @@
 2. Resolve dependencies: cancel what can never run, hold back what must wait.
 3. Order pending work: within-guarantee first, then priority, fair-share position, submit time
    (re-evaluated after every admission, team heads first).
-4. For each job: quota, then topology-aware placement on the capacity left; else
-   topology-aware preemption (in-team priority, reclaim, fair share); else a reservation for a
-   blocked gang and a diagnostic that says why it waits.
+4. Hold capacity for jobs that waited longer than the starvation guard (nodes, and quota
+   against other teams' borrowing), binding every job of the cycle but the holder.
+5. For each job: quota, then topology-aware placement on the capacity left (held capacity only
+   to backfill: ``topoq.core.backfill``); else topology-aware preemption (in-team priority,
+   reclaim, fair share); else a hold for a blocked gang and a diagnostic that says why it
+   waits, with its expected start where time limits allow computing it.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterator
 from dataclasses import dataclass, field, replace
+
+import numpy as np
 
 from topoq.core.admission import (
     Attempt,
@@ -21,6 +27,17 @@ from topoq.core.admission import (
     flavors_for,
     in_flavor,
     try_flavor,
+)
+from topoq.core.backfill import (
+    NodeHold,
+    capacity_to_hold,
+    confined_to_unheld,
+    endings,
+    may_backfill,
+    node_free_times,
+    nodes_to_hold,
+    quota_free_at,
+    whole_nodes,
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
@@ -31,11 +48,13 @@ from topoq.core.holdings import (
     total_demand,
     usage_by_team,
 )
-from topoq.core.ledger import CapacityLedger, confined_out
+from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import eviction_order, pending_in_order, priority_of, team_order_key
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
 from topoq.core.reservation import domain_to_reserve
+from topoq.core.starvation import starving
+from topoq.core.time_limits import time_limit_of
 from topoq.core.tree import ExclusionReason, TopologyTree
 from topoq.domain.decisions import (
     Admit,
@@ -47,6 +66,7 @@ from topoq.domain.decisions import (
     Requeue,
     RequeueCause,
 )
+from topoq.domain.durations import format_duration
 from topoq.domain.governance import (
     ClusterPolicy,
     FlavorName,
@@ -83,8 +103,8 @@ class _Cycle:
     preemptions: list[Preempt] = field(default_factory=list)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     evicting: set[JobId] = field(default_factory=set)
-    reserved: list[tuple[int, int, str]] = field(default_factory=list)
-    """Node ranges held for blocked gangs: (start, end, domain name)."""
+    reserved: list[NodeHold] = field(default_factory=list)
+    """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
     gaining_teams: set[TeamName] = field(default_factory=set)
     losing_teams: set[TeamName] = field(default_factory=set)
@@ -93,7 +113,8 @@ class _Cycle:
     blocked_teams: set[TeamName] = field(default_factory=set)
     team_holds: dict[TeamName, QuotaHold] = field(default_factory=dict)
     """Quota held for each team's first waiting job (its queue head) against the team's own
-    later jobs, so that smaller jobs cannot keep it waiting forever."""
+    later jobs (and other teams' borrowing once it starves), so that smaller jobs cannot keep
+    it waiting forever."""
     failed_shapes: dict[Hashable, Diagnostic] = field(default_factory=dict)
     """Jobs that could not be admitted nor make room, by (team, priority, shape): within a
     cycle capacity and quota only get used up, so an identical job fails the same way."""
@@ -102,9 +123,33 @@ class _Cycle:
     def policy(self) -> ClusterPolicy:
         return self.snapshot.policy
 
-    def ledger_for_others(self) -> CapacityLedger:
-        """The capacity left, minus the domains reserved for blocked gangs."""
-        return confined_out(self.ledger, [(s, e) for s, e, _ in self.reserved])
+    def ledger_for(self, job: JobView) -> CapacityLedger:
+        """The capacity left for ``job``: without the nodes held for other gangs, unless it
+        may backfill into them (or runs within its guarantee and the gang would borrow)."""
+        if not self.reserved:
+            return self.ledger
+        within = _within_guarantee(self.book, job)
+        binding = [
+            hold
+            for hold in self.reserved
+            if hold.job != job.id
+            and not (within and hold.borrowing)
+            and not may_backfill(self.policy, job, self.snapshot.now, hold.expected_start)
+        ]
+        return confined_to_unheld(self.ledger, binding)
+
+    def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
+        """The quota holds ``job`` must leave alone (it may backfill into the others)."""
+        now = self.snapshot.now
+        return [
+            hold
+            for hold in self.team_holds.values()
+            if hold.binds(job) and not may_backfill(self.policy, job, now, hold.expected_start)
+        ]
+
+    def running(self) -> list[JobView]:
+        """The jobs holding capacity that are not being evicted."""
+        return [h for h in self.holders.values() if h.id not in self.evicting]
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -133,6 +178,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
             cycle.diagnostics.append(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
+    _hold_for_starving(cycle, ready)
     for job in pending_in_order(ready, cycle.book):
         _consider(cycle, job)
     return CycleResult(
@@ -174,21 +220,24 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
             )
         )
         return
-    shape = (job.team, priority_of(cycle.policy, job), _shape(job))
+    limit = time_limit_of(cycle.policy, job)
+    shape = (job.team, priority_of(cycle.policy, job), _shape(job), limit)
     known = cycle.failed_shapes.get(shape)
     if known is not None:
         cycle.diagnostics.append(replace(known, job=job.id))
     else:
-        hold = cycle.team_holds.get(job.team)
-        if hold is not None and hold.job == job.id:
-            hold = None
-        attempts = _attempts(cycle, job, hold.applied_to(cycle.book) if hold else cycle.book)
+        holds = cycle.quota_holds_on(job)
+        attempts = _attempts(cycle, job, _book_for(cycle, job))
         admitted = next((a for a in attempts if a.allocation is not None), None)
         if admitted is not None and admitted.allocation is not None:
             _admit(cycle, job, admitted.allocation)
             return
-        if hold is not None:
-            cycle.failed_shapes[shape] = _held_back(cycle, job, hold)
+        own = next((h for h in holds if h.team == job.team), None)
+        if own is not None or (holds and _fits_unheld(cycle, job)):
+            cycle.failed_shapes[shape] = _held_back(cycle, job, own or holds[0])
+        elif cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
+            # only held nodes stand in its way: it waits for the gang, evicting nobody
+            cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
         elif not _preempt_for(cycle, job, attempts):
             cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
     if _strict(cycle, job.team):
@@ -216,16 +265,28 @@ def _behind_strict_head(cycle: _Cycle, job: JobView) -> bool:
     )
 
 
+def _fits_unheld(cycle: _Cycle, job: JobView, *, nodes_too: bool = False) -> bool:
+    """Whether the job would be admitted but for the quota holds (and, with ``nodes_too``,
+    the node holds) of other jobs."""
+    attempts = _attempts(cycle, job, cycle.book, cycle.ledger if nodes_too else None)
+    return any(a.allocation is not None for a in attempts)
+
+
 def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
     real = _attempts(cycle, job, cycle.book)
     if any(a.allocation is not None for a in real):
+        holder = (
+            f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
+            if hold.team == job.team
+            else f"quota is held for {hold.job} (team {hold.team}), which has waited longer "
+            "than the starvation guard"
+        )
         diagnostic = Diagnostic(
             job.id,
             PendingReason.RESERVED_FOR_LARGER_GANG,
-            f"team {job.team} holds quota for {hold.job}, which waits ahead of it; "
-            "starting this job now would delay that one",
+            f"{holder}; starting this job now would delay that one",
             {"held_for": str(hold.job)},
-            (f"wait for {hold.job} to start",),
+            (f"wait for {hold.job} to start", *_backfill_remedy(cycle, hold.expected_start)),
         )
     else:
         diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
@@ -233,10 +294,12 @@ def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
     return diagnostic
 
 
-def _attempts(cycle: _Cycle, job: JobView, book: QuotaBook) -> list[Attempt]:
+def _attempts(
+    cycle: _Cycle, job: JobView, book: QuotaBook, ledger: CapacityLedger | None = None
+) -> list[Attempt]:
     snapshot = cycle.snapshot
     values = flavor_values(snapshot.tree, snapshot.flavor_label)
-    ledger = cycle.ledger_for_others() if cycle.reserved else cycle.ledger
+    ledger = ledger or cycle.ledger_for(job)
     attempts = []
     for flavor in flavors_for(job, book):
         workload = in_flavor(job.spec.workload, flavor, values, snapshot.flavor_label)
@@ -404,25 +467,165 @@ def _shape(job: JobView) -> Hashable:
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
-    if job.team not in cycle.team_holds and attempts:
-        first = attempts[0]
-        quota_blocked = first.quota.verdict not in (
-            QuotaVerdict.WITHIN_GUARANTEE,
-            QuotaVerdict.BORROWING,
-            QuotaVerdict.UNKNOWN_TEAM,
-        )
-        # a head waiting for quota holds its team's quota; one waiting for room holds a domain
-        if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
-            cycle.team_holds[job.team] = QuotaHold(
-                job.id, job.team, first.flavor, total_demand(job)
-            )
+    _hold_quota(cycle, job, attempts)
     reserved_note = None
     if job.team not in cycle.reserving_teams:
-        reservation = domain_to_reserve(cycle.ledger, job, attempts)
-        if reservation is not None:
-            cycle.reserved.append(reservation)
+        hold = _hold_domain(cycle, job, attempts)
+        if hold is not None:
+            cycle.reserved.append(hold)
             cycle.reserving_teams.add(job.team)
-            reserved_note = reservation[2]
-    diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+            reserved_note = hold.name
+    diagnostic = _with_backfill_hint(
+        cycle, job, diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    )
+    expected_start = _expected_start(cycle, job)
+    if expected_start is not None:
+        numbers = dict(diagnostic.numbers) | {"eta_at": math.ceil(expected_start)}
+        diagnostic = replace(diagnostic, numbers=numbers)
     cycle.diagnostics.append(diagnostic)
     return diagnostic
+
+
+def _with_backfill_hint(cycle: _Cycle, job: JobView, diagnostic: Diagnostic) -> Diagnostic:
+    """A job kept out of held nodes learns which gang holds them and the time limit that
+    would let it backfill."""
+    others = [h for h in cycle.reserved if h.job != job.id]
+    if diagnostic.reason is not PendingReason.RESERVED_FOR_LARGER_GANG or not others:
+        return diagnostic
+    first = min(others, key=lambda h: (h.expected_start is None, h.expected_start or 0.0))
+    return replace(
+        diagnostic,
+        numbers=dict(diagnostic.numbers) | {"held_for": str(first.job)},
+        remedies=(*diagnostic.remedies, *_backfill_remedy(cycle, first.expected_start)),
+    )
+
+
+def _expected_start(cycle: _Cycle, job: JobView) -> float | None:
+    """When what is held for ``job`` is expected to be free: the latest of its holds (None:
+    nothing is held for it, or it waits for a job without a time limit)."""
+    starts = [h.expected_start for h in cycle.reserved if h.job == job.id]
+    quota = cycle.team_holds.get(job.team)
+    if quota is not None and quota.job == job.id:
+        starts.append(quota.expected_start)
+    if not starts or any(start is None for start in starts):
+        return None
+    return max(start for start in starts if start is not None)
+
+
+def _hold_for_starving(cycle: _Cycle, ready: list[JobView]) -> None:
+    """Before any job is considered, each team's first starving job that may run holds what
+    it needs, so that no job of the cycle (considered before or after it) takes that: its
+    quota against other teams' borrowing when it would borrow, and the fewest nodes expected
+    to free earliest once its quota allows it. It is admitted in its turn as any job."""
+    for job in starving(ready, cycle.policy, cycle.snapshot.now)[:MAX_STARVING_HOLDS]:
+        attempts = _attempts(cycle, job, _book_for(cycle, job))
+        attempt = next((a for a in attempts if a.quota.verdict.admissible), None)
+        if attempt is None:
+            attempt = attempts[0] if attempts else None
+        if attempt is None or not could_ever_run(cycle.book, cycle.snapshot.tree, job, attempt):
+            continue
+        verdict = attempt.quota.verdict
+        if job.team not in cycle.team_holds and verdict in _MAY_BORROW:
+            cycle.team_holds[job.team] = QuotaHold(
+                job.id,
+                job.team,
+                attempt.flavor,
+                total_demand(job),
+                across_teams=True,
+                expected_start=_quota_free_at(cycle, job, attempt),
+            )
+        if job.team not in cycle.reserving_teams and verdict.admissible:
+            hold = _starving_node_hold(cycle, job, attempt)
+            if hold is not None:
+                cycle.reserved.append(hold)
+                cycle.reserving_teams.add(job.team)
+
+
+def _starving_node_hold(cycle: _Cycle, job: JobView, attempt: Attempt) -> NodeHold | None:
+    """What the starving job's placement takes at its expected start, or — when it waits for
+    a job without a time limit — the fewest whole nodes expected to free earliest."""
+    now = cycle.snapshot.now
+    borrowing = attempt.quota.verdict is QuotaVerdict.BORROWING
+    ending = endings(cycle.running(), cycle.policy, now)
+    found = capacity_to_hold(cycle.ledger_for(job), ending, attempt.workload, now)
+    if found is not None:
+        nodes, amounts, expected = found
+        return NodeHold(job.id, nodes, amounts, f"{len(nodes)} node(s)", expected, borrowing)
+    tree = cycle.snapshot.tree
+    free_at = node_free_times(tree, cycle.running(), cycle.policy, now)
+    whole = nodes_to_hold(tree, np.arange(len(tree.nodes)), free_at, attempt.workload)
+    if whole is None:
+        return None
+    nodes = whole[0]
+    name = f"{len(nodes)} node(s)"
+    return NodeHold(job.id, nodes, whole_nodes(tree, nodes), name, None, borrowing)
+
+
+MAX_STARVING_HOLDS = 1
+"""Starving jobs that hold capacity in one cycle: the first by priority and submission. One
+at a time protects each in turn without idling capacity for many at once."""
+
+_MAY_BORROW = (QuotaVerdict.BORROWING, QuotaVerdict.NO_LENDER)
+"""Verdicts of a job that may borrow: other teams' borrowing is what can starve it."""
+
+
+def _book_for(cycle: _Cycle, job: JobView) -> QuotaBook:
+    book = cycle.book
+    for hold in cycle.quota_holds_on(job):
+        book = hold.applied_to(book)
+    return book
+
+
+def _quota_free_at(cycle: _Cycle, job: JobView, attempt: Attempt) -> float | None:
+    now = cycle.snapshot.now
+    ending = endings(cycle.running(), cycle.policy, now)
+    return quota_free_at(cycle.book, job, attempt.flavor, ending, now)
+
+
+def _hold_quota(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> None:
+    """A team's first job waiting for quota holds it against the team's later jobs."""
+    if job.team in cycle.team_holds or not attempts:
+        return
+    first = attempts[0]
+    quota_blocked = first.quota.verdict not in (
+        QuotaVerdict.WITHIN_GUARANTEE,
+        QuotaVerdict.BORROWING,
+        QuotaVerdict.UNKNOWN_TEAM,
+    )
+    if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
+        expected = _quota_free_at(cycle, job, first)
+        cycle.team_holds[job.team] = QuotaHold(
+            job.id, job.team, first.flavor, total_demand(job), expected_start=expected
+        )
+
+
+def _hold_domain(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> NodeHold | None:
+    """A gang with quota but no room in any domain of its required level holds the domain
+    closest to fitting, expected to start once the fewest earliest-freeing nodes of it that
+    fit the gang are free."""
+    domain = domain_to_reserve(cycle.ledger, job, attempts)
+    blocked = next(
+        (a for a in attempts if a.placement is not None and not a.placement.admitted), None
+    )
+    if domain is None or blocked is None:
+        return None
+    start, end, name = domain
+    now = cycle.snapshot.now
+    ending = endings(cycle.running(), cycle.policy, now)
+    found = capacity_to_hold(cycle.ledger, ending, blocked.workload, now, (start, end))
+    nodes = np.arange(start, end)
+    borrowing = blocked.quota.verdict is QuotaVerdict.BORROWING
+    amounts = whole_nodes(cycle.snapshot.tree, nodes)
+    return NodeHold(job.id, nodes, amounts, name, found[2] if found else None, borrowing)
+
+
+def _within_guarantee(book: QuotaBook, job: JobView) -> bool:
+    demand = total_demand(job)
+    return any(book.within_guarantee(job.team, f, demand) for f in flavors_for(job, book))
+
+
+def _backfill_remedy(cycle: _Cycle, expected_start: float | None) -> tuple[str, ...]:
+    window = None if expected_start is None else expected_start - cycle.snapshot.now
+    if window is None or window < 1:
+        return ()
+    return (f"give it a time limit of at most {format_duration(window)} to backfill",)

@@ -1,14 +1,14 @@
 """The starvation guard: a job that has waited longer than ``starvation_guard_s`` since it
-last entered the queue (its submission, or its last requeue) is *starving*. A cycle considers
-starving jobs first, longest-waiting first, and holds what they need (see
-:mod:`topoq.core.backfill`): nodes when they wait for room, quota against other teams'
-borrowing when they wait for quota they may borrow. ``starvation_guard_s = 0`` turns the
-guard off."""
+last entered the queue (its submission, or its last requeue) is *starving*. Before it
+considers any job, a cycle holds what starving jobs need (see :mod:`topoq.core.backfill`):
+nodes expected to free earliest, and quota against other teams' borrowing when they may
+borrow. ``starvation_guard_s = 0`` turns the guard off."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
+from topoq.core.ordering import team_order_key
 from topoq.core.time_limits import next_time_limit
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobPhase, JobView
@@ -27,16 +27,10 @@ def is_starving(policy: ClusterPolicy, job: JobView, now: float) -> bool:
     return guard > 0 and job.phase is JobPhase.PENDING and now - waiting_since(job) >= guard
 
 
-def starving_first(
-    jobs: Iterable[JobView], policy: ClusterPolicy, now: float
-) -> tuple[list[JobView], list[JobView]]:
-    """(starving jobs, longest-waiting first; the others in their given order)."""
-    starving: list[JobView] = []
-    others: list[JobView] = []
-    for job in jobs:
-        (starving if is_starving(policy, job, now) else others).append(job)
-    starving.sort(key=lambda job: (waiting_since(job), job.spec.submitted_at, job.id))
-    return starving, others
+def starving(jobs: Iterable[JobView], policy: ClusterPolicy, now: float) -> list[JobView]:
+    """The starving jobs among ``jobs``, by priority, then submission time."""
+    found = [job for job in jobs if is_starving(policy, job, now)]
+    return sorted(found, key=lambda job: team_order_key(policy, job))
 
 
 def next_time_rule_change(

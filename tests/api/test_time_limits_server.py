@@ -96,3 +96,30 @@ def test_a_bad_time_limit_is_a_422_naming_the_field(
     assert response.status_code == 422, response.text
     detail = response.json()["detail"]
     assert where in str(detail), detail
+
+
+def test_a_waiting_job_gets_an_eta_from_the_running_time_limits(admin: httpx.Client) -> None:
+    """nlp may use 6 of the 8 nodes (4 guaranteed, 2 borrowed); three 2-node jobs limited
+    to 40 s use them, so a fourth waits for quota until the first of them ends: its ETA,
+    over the API (explain and the job itself)."""
+    fillers = [f"fill-{i}" for i in range(3)]
+    for name in fillers:
+        body = {**small_job(name, pods=2, team=TEAM), "time_limit_s": 40}
+        assert admin.post("/jobs", json=body).status_code == 201
+    for name in fillers:
+        wait_for(lambda n=name: admin.get(f"/jobs/{n}").json(), lambda j: j["phase"] == "running")
+    assert admin.post("/jobs", json=small_job("after", pods=2, team=TEAM)).status_code == 201
+    explained = wait_for(
+        lambda: admin.get("/jobs/after/explain").json(), lambda e: e.get("etaAt") is not None
+    )
+    starts = []
+    for name in fillers:
+        history = admin.get(f"/jobs/{name}").json()["history"]
+        starts.append(next(c["at"] for c in history if c["phase"] == "running"))
+    assert explained["etaAt"] == pytest.approx(min(starts) + 40, abs=1.5), explained
+    assert explained["numbers"]["eta_at"] == explained["etaAt"]
+    # the job itself shows the ETA of the controller's cycle (explain may answer before it)
+    got = wait_for(lambda: admin.get("/jobs/after").json(), lambda j: j.get("etaAt") is not None)
+    assert got["etaAt"] == pytest.approx(explained["etaAt"], abs=1.5)
+    for name in [*fillers, "after"]:
+        admin.post(f"/jobs/{name}/cancel")

@@ -4,18 +4,21 @@ next job."""
 
 from __future__ import annotations
 
+import math
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tests.engine.test_controller_local import run_until, setup  # noqa: F401 the fixture
+from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.job import JobId, JobPhase
-from topoq.engine.controller import Controller
+from topoq.engine.controller import Controller, StepReport
 from topoq.executors.local import LocalExecutor
 from topoq.testing.fakes import MemoryStore
-from topoq.testing.governance import job
+from topoq.testing.governance import job, policy, team
 
 
 @pytest.fixture
@@ -70,3 +73,44 @@ def test_the_settled_shortcut_ends_when_a_time_limit_is_due(
     report = controller.step()
     assert report.timed_out == [JobId("long")] and not report.settled
     assert store.job(JobId("long")).phase is JobPhase.FAILED
+
+
+def diagnostic_of(report: StepReport, job_id: str) -> Diagnostic | None:
+    return next((d for d in report.result.diagnostics if d.job == job_id), None)
+
+
+def test_a_starving_gang_gets_its_hold_through_the_controller_and_short_jobs_backfill(
+    sleepy: tuple[Controller, MemoryStore, LocalExecutor],
+) -> None:
+    """Six of eight nodes run jobs limited to 30 s; a 4-node gang waits. Once it has waited
+    past the guard (1 s) the settled controller runs a cycle again: the gang holds capacity
+    with an ETA from the fillers' limits, a job without a limit is kept out of the two free
+    nodes, and a job limited to 5 s backfills there."""
+    controller, store, _ = sleepy
+    store.save_policy(
+        replace(policy(team("a", 128)), starvation_guard_s=1.0), actor="t", now=time.time()
+    )
+    for i in range(6):
+        controller.intake.submit(job(f"fill-{i}", "a", 1, time_limit=30).spec, actor="alice")
+    for i in range(6):
+        run_until(controller, store, f"fill-{i}", JobPhase.RUNNING)
+    controller.intake.submit(job("gang", "a", 4).spec, actor="alice")
+    first = controller.step()
+    waiting = diagnostic_of(first, "gang")
+    assert waiting is not None and "eta_at" in waiting.numbers, "the team head's ETA"
+    assert controller.step().settled
+    time.sleep(1.1)
+    guarded = controller.step()
+    assert not guarded.settled, "the guard's expiry ends the settled shortcut"
+    held = diagnostic_of(guarded, "gang")
+    ends = sorted((store.job(JobId(f"fill-{i}")).started_at or 0) + 30 for i in range(6))
+    # two nodes are free: the gang fits once the second filler reaches its limit
+    assert held is not None and held.numbers["eta_at"] == math.ceil(ends[1]), held
+    assert held.numbers["eta_at"] == waiting.numbers["eta_at"]
+    controller.intake.submit(job("open", "a", 1).spec, actor="alice")
+    controller.intake.submit(job("quick", "a", 1, time_limit=5).spec, actor="alice")
+    report = controller.step()
+    kept = diagnostic_of(report, "open")
+    assert kept is not None and kept.reason is PendingReason.RESERVED_FOR_LARGER_GANG
+    assert kept.numbers["held_for"] == "gang"
+    assert JobId("quick") in report.started

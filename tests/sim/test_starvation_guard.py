@@ -108,9 +108,14 @@ def test_short_time_limited_jobs_backfill_into_held_capacity_and_others_wait(
     for event in warm:
         event["submit"]["gpus"] = 8
     path = write_scenario(events, name="backfill", cluster=CLUSTER, policy=BACKFILL_POLICY)
-    log = run_scenario(path).log
+    result = run_scenario(path)
+    log = result.log
     assert first(log, "start", "short").t == 100, "it ends by 700, before the gang's 1200"
     assert first(log, "start", "gang").t == 1200, "the backfilled job did not delay it"
     for late in ("long", "unlimited"):
         assert first(log, "wait", late).reason == "RESERVED_FOR_LARGER_GANG"
         assert first(log, "start", late).t >= 1200 + 600
+    gang_wait = first(log, "wait", "gang")
+    assert gang_wait.eta == 1200, "the gang's ETA: when the warm jobs reach their limits"
+    assert result.eta_error.jobs >= 1 and result.eta_error.mean_abs_s is not None
+    assert result.document()["eta_error"]["jobs"] == result.eta_error.jobs

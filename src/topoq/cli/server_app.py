@@ -186,12 +186,14 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             if as_json:
                 print_json(page)
                 return
-            reasons = {
-                row.id: client.explain(row.id).reason or ""
+            explained = {
+                row.id: client.explain(row.id)
                 for row in page.items
                 if row.phase.value == "pending" and row.visible
             }
-            make_console().print(jobs_table(page.items, reasons))
+            reasons = {job: answer.reason or "" for job, answer in explained.items()}
+            etas = {job: a.eta_at for job, a in explained.items() if a.eta_at is not None}
+            make_console().print(jobs_table(page.items, reasons, etas))
             typer.echo(f"{len(page.items)} of {page.total} jobs")
 
     @app.command()
@@ -210,7 +212,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         as_json: JsonOption = False,
     ) -> None:
         """Why a job waits, with the numbers, and what would change it."""
-        from topoq.cli.server_commands import connected, print_json
+        from topoq.cli.server_commands import connected, eta_text, print_json
 
         with connected(server, token) as client:
             answer = client.explain(job)
@@ -222,6 +224,8 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 + (f" — {answer.reason}" if answer.reason else "")
             )
             typer.echo(f"  {answer.message}")
+            if answer.eta_at is not None:
+                typer.echo(f"  expected to start: {eta_text(answer.eta_at)}")
             for remedy in answer.remedies:
                 typer.echo(f"  would change it: {remedy}")
 

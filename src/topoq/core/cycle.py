@@ -41,6 +41,7 @@ from topoq.core.backfill import (
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
+from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import (
     capacity_by_flavor,
     flavor_values,
@@ -106,6 +107,8 @@ class _Cycle:
     reserved: list[NodeHold] = field(default_factory=list)
     """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
+    eta_teams: set[TeamName] = field(default_factory=set)
+    """Teams whose first waiting job was given an ETA (one per team per cycle)."""
     gaining_teams: set[TeamName] = field(default_factory=set)
     losing_teams: set[TeamName] = field(default_factory=set)
     """Teams that won or lost work to another team's preemption this cycle: neither is turned
@@ -224,7 +227,7 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
     shape = (job.team, priority_of(cycle.policy, job), _shape(job), limit)
     known = cycle.failed_shapes.get(shape)
     if known is not None:
-        cycle.diagnostics.append(replace(known, job=job.id))
+        cycle.diagnostics.append(_alike(known, job))
     else:
         holds = cycle.quota_holds_on(job)
         attempts = _attempts(cycle, job, _book_for(cycle, job))
@@ -478,12 +481,42 @@ def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
     diagnostic = _with_backfill_hint(
         cycle, job, diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
     )
-    expected_start = _expected_start(cycle, job)
-    if expected_start is not None:
-        numbers = dict(diagnostic.numbers) | {"eta_at": math.ceil(expected_start)}
+    expected = _expected_start(cycle, job) if _holds_for(cycle, job) else _eta(cycle, job, attempts)
+    if expected is not None:
+        numbers = dict(diagnostic.numbers) | {ETA_KEY: math.ceil(expected)}
         diagnostic = replace(diagnostic, numbers=numbers)
     cycle.diagnostics.append(diagnostic)
     return diagnostic
+
+
+def _alike(known: Diagnostic, job: JobView) -> Diagnostic:
+    """An earlier job's diagnostic for ``job`` of the same shape (its ETA is the earlier
+    job's, so it is left out)."""
+    numbers = {key: value for key, value in known.numbers.items() if key != ETA_KEY}
+    return replace(known, job=job.id, numbers=numbers)
+
+
+def _holds_for(cycle: _Cycle, job: JobView) -> bool:
+    quota = cycle.team_holds.get(job.team)
+    return (quota is not None and quota.job == job.id) or any(
+        hold.job == job.id for hold in cycle.reserved
+    )
+
+
+def _eta(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> float | None:
+    """A lower bound of the start of a team's first waiting job that holds nothing."""
+    if job.team in cycle.eta_teams or not attempts:
+        return None
+    cycle.eta_teams.add(job.team)
+    attempt = next((a for a in attempts if a.quota.verdict.admissible), attempts[0])
+    if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
+        return None
+    now = cycle.snapshot.now
+    ending = endings(cycle.running(), cycle.policy, now)
+    expected = expected_start(
+        cycle.ledger_for(job), _book_for(cycle, job), job, attempt, ending, now
+    )
+    return expected if expected is not None and expected > now else None  # no job ahead ends
 
 
 def _with_backfill_hint(cycle: _Cycle, job: JobView, diagnostic: Diagnostic) -> Diagnostic:

@@ -13,7 +13,7 @@ pending then are reported with their last diagnostic.
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ from topoq.domain.governance import TeamName
 from topoq.domain.job import FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
+from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
 from topoq.sim.scenario import Scenario, load_scenario
@@ -70,6 +71,8 @@ class SimulationResult:
     end_s: float
     cycles: int
     warnings: tuple[str, ...] = ()
+    eta_error: EtaError = field(default_factory=lambda: EtaError(0))
+    """How far the first ETA each job was given was from its actual start."""
 
     def log_lines(self) -> list[str]:
         return list(json_lines(self.log))
@@ -84,6 +87,7 @@ class SimulationResult:
             "left_pending": [asdict(job) for job in self.left_pending],
             "still_running": list(self.still_running),
             "warnings": list(self.warnings),
+            "eta_error": asdict(self.eta_error),
         }
 
 
@@ -293,4 +297,5 @@ class Simulation:
             self.now,
             self.cycles,
             tuple(self._warnings),
+            eta_error(entries),
         )

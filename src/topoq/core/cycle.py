@@ -14,34 +14,23 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Hashable, Iterator
-from dataclasses import dataclass, field, replace
-
-import numpy as np
+from dataclasses import dataclass, field
 
 from topoq.core.admission import (
     Attempt,
     QuotaHold,
-    could_ever_run,
     flavors_for,
     in_flavor,
     try_flavor,
 )
 from topoq.core.backfill import (
     NodeHold,
-    capacity_to_hold,
     confined_to_unheld,
-    endings,
     may_backfill,
-    node_free_times,
-    nodes_to_hold,
-    quota_free_at,
-    whole_nodes,
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
-from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import (
     capacity_by_flavor,
     flavor_values,
@@ -49,12 +38,20 @@ from topoq.core.holdings import (
     total_demand,
     usage_by_team,
 )
+from topoq.core.holds import (
+    alike,
+    backfill_remedy,
+    hold_domain,
+    hold_for_starving,
+    hold_quota,
+    with_backfill_hint,
+    with_eta,
+    within_guarantee,
+)
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import eviction_order, pending_in_order, priority_of, team_order_key
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
-from topoq.core.reservation import domain_to_reserve
-from topoq.core.starvation import starving
 from topoq.core.time_limits import time_limit_of
 from topoq.core.tree import ExclusionReason, TopologyTree
 from topoq.domain.decisions import (
@@ -67,7 +64,6 @@ from topoq.domain.decisions import (
     Requeue,
     RequeueCause,
 )
-from topoq.domain.durations import format_duration
 from topoq.domain.governance import (
     ClusterPolicy,
     FlavorName,
@@ -131,7 +127,7 @@ class _Cycle:
         may backfill into them (or runs within its guarantee and the gang would borrow)."""
         if not self.reserved:
             return self.ledger
-        within = _within_guarantee(self.book, job)
+        within = within_guarantee(self.book, job)
         binding = [
             hold
             for hold in self.reserved
@@ -149,6 +145,16 @@ class _Cycle:
             for hold in self.team_holds.values()
             if hold.binds(job) and not may_backfill(self.policy, job, now, hold.expected_start)
         ]
+
+    def book_for(self, job: JobView) -> QuotaBook:
+        """The books as ``job`` must see them: with the quota held from it taken."""
+        book = self.book
+        for hold in self.quota_holds_on(job):
+            book = hold.applied_to(book)
+        return book
+
+    def attempts(self, job: JobView, book: QuotaBook) -> list[Attempt]:
+        return _attempts(self, job, book)
 
     def running(self) -> list[JobView]:
         """The jobs holding capacity that are not being evicted."""
@@ -181,7 +187,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
             cycle.diagnostics.append(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
-    _hold_for_starving(cycle, ready)
+    hold_for_starving(cycle, ready)
     for job in pending_in_order(ready, cycle.book):
         _consider(cycle, job)
     return CycleResult(
@@ -227,10 +233,10 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
     shape = (job.team, priority_of(cycle.policy, job), _shape(job), limit)
     known = cycle.failed_shapes.get(shape)
     if known is not None:
-        cycle.diagnostics.append(_alike(known, job))
+        cycle.diagnostics.append(alike(known, job))
     else:
         holds = cycle.quota_holds_on(job)
-        attempts = _attempts(cycle, job, _book_for(cycle, job))
+        attempts = _attempts(cycle, job, cycle.book_for(job))
         admitted = next((a for a in attempts if a.allocation is not None), None)
         if admitted is not None and admitted.allocation is not None:
             _admit(cycle, job, admitted.allocation)
@@ -289,7 +295,7 @@ def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
             PendingReason.RESERVED_FOR_LARGER_GANG,
             f"{holder}; starting this job now would delay that one",
             {"held_for": str(hold.job)},
-            (f"wait for {hold.job} to start", *_backfill_remedy(cycle, hold.expected_start)),
+            (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
         )
     else:
         diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
@@ -470,195 +476,15 @@ def _shape(job: JobView) -> Hashable:
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
-    _hold_quota(cycle, job, attempts)
+    hold_quota(cycle, job, attempts)
     reserved_note = None
     if job.team not in cycle.reserving_teams:
-        hold = _hold_domain(cycle, job, attempts)
+        hold = hold_domain(cycle, job, attempts)
         if hold is not None:
             cycle.reserved.append(hold)
             cycle.reserving_teams.add(job.team)
             reserved_note = hold.name
-    diagnostic = _with_backfill_hint(
-        cycle, job, diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
-    )
-    expected = _expected_start(cycle, job) if _holds_for(cycle, job) else _eta(cycle, job, attempts)
-    if expected is not None:
-        numbers = dict(diagnostic.numbers) | {ETA_KEY: math.ceil(expected)}
-        diagnostic = replace(diagnostic, numbers=numbers)
+    diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
     cycle.diagnostics.append(diagnostic)
     return diagnostic
-
-
-def _alike(known: Diagnostic, job: JobView) -> Diagnostic:
-    """An earlier job's diagnostic for ``job`` of the same shape (its ETA is the earlier
-    job's, so it is left out)."""
-    numbers = {key: value for key, value in known.numbers.items() if key != ETA_KEY}
-    return replace(known, job=job.id, numbers=numbers)
-
-
-def _holds_for(cycle: _Cycle, job: JobView) -> bool:
-    quota = cycle.team_holds.get(job.team)
-    return (quota is not None and quota.job == job.id) or any(
-        hold.job == job.id for hold in cycle.reserved
-    )
-
-
-def _eta(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> float | None:
-    """A lower bound of the start of a team's first waiting job that holds nothing."""
-    if job.team in cycle.eta_teams or not attempts:
-        return None
-    cycle.eta_teams.add(job.team)
-    attempt = next((a for a in attempts if a.quota.verdict.admissible), attempts[0])
-    if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
-        return None
-    now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
-    expected = expected_start(
-        cycle.ledger_for(job), _book_for(cycle, job), job, attempt, ending, now
-    )
-    return expected if expected is not None and expected > now else None  # no job ahead ends
-
-
-def _with_backfill_hint(cycle: _Cycle, job: JobView, diagnostic: Diagnostic) -> Diagnostic:
-    """A job kept out of held nodes learns which gang holds them and the time limit that
-    would let it backfill."""
-    others = [h for h in cycle.reserved if h.job != job.id]
-    if diagnostic.reason is not PendingReason.RESERVED_FOR_LARGER_GANG or not others:
-        return diagnostic
-    first = min(others, key=lambda h: (h.expected_start is None, h.expected_start or 0.0))
-    return replace(
-        diagnostic,
-        numbers=dict(diagnostic.numbers) | {"held_for": str(first.job)},
-        remedies=(*diagnostic.remedies, *_backfill_remedy(cycle, first.expected_start)),
-    )
-
-
-def _expected_start(cycle: _Cycle, job: JobView) -> float | None:
-    """When what is held for ``job`` is expected to be free: the latest of its holds (None:
-    nothing is held for it, or it waits for a job without a time limit)."""
-    starts = [h.expected_start for h in cycle.reserved if h.job == job.id]
-    quota = cycle.team_holds.get(job.team)
-    if quota is not None and quota.job == job.id:
-        starts.append(quota.expected_start)
-    if not starts or any(start is None for start in starts):
-        return None
-    return max(start for start in starts if start is not None)
-
-
-def _hold_for_starving(cycle: _Cycle, ready: list[JobView]) -> None:
-    """Before any job is considered, each team's first starving job that may run holds what
-    it needs, so that no job of the cycle (considered before or after it) takes that: its
-    quota against other teams' borrowing when it would borrow, and the fewest nodes expected
-    to free earliest once its quota allows it. It is admitted in its turn as any job."""
-    for job in starving(ready, cycle.policy, cycle.snapshot.now)[:MAX_STARVING_HOLDS]:
-        attempts = _attempts(cycle, job, _book_for(cycle, job))
-        attempt = next((a for a in attempts if a.quota.verdict.admissible), None)
-        if attempt is None:
-            attempt = attempts[0] if attempts else None
-        if attempt is None or not could_ever_run(cycle.book, cycle.snapshot.tree, job, attempt):
-            continue
-        verdict = attempt.quota.verdict
-        if job.team not in cycle.team_holds and verdict in _MAY_BORROW:
-            cycle.team_holds[job.team] = QuotaHold(
-                job.id,
-                job.team,
-                attempt.flavor,
-                total_demand(job),
-                across_teams=True,
-                expected_start=_quota_free_at(cycle, job, attempt),
-            )
-        if job.team not in cycle.reserving_teams and verdict.admissible:
-            hold = _starving_node_hold(cycle, job, attempt)
-            if hold is not None:
-                cycle.reserved.append(hold)
-                cycle.reserving_teams.add(job.team)
-
-
-def _starving_node_hold(cycle: _Cycle, job: JobView, attempt: Attempt) -> NodeHold | None:
-    """What the starving job's placement takes at its expected start, or — when it waits for
-    a job without a time limit — the fewest whole nodes expected to free earliest."""
-    now = cycle.snapshot.now
-    borrowing = attempt.quota.verdict is QuotaVerdict.BORROWING
-    ending = endings(cycle.running(), cycle.policy, now)
-    found = capacity_to_hold(cycle.ledger_for(job), ending, attempt.workload, now)
-    if found is not None:
-        nodes, amounts, expected = found
-        return NodeHold(job.id, nodes, amounts, f"{len(nodes)} node(s)", expected, borrowing)
-    tree = cycle.snapshot.tree
-    free_at = node_free_times(tree, cycle.running(), cycle.policy, now)
-    whole = nodes_to_hold(tree, np.arange(len(tree.nodes)), free_at, attempt.workload)
-    if whole is None:
-        return None
-    nodes = whole[0]
-    name = f"{len(nodes)} node(s)"
-    return NodeHold(job.id, nodes, whole_nodes(tree, nodes), name, None, borrowing)
-
-
-MAX_STARVING_HOLDS = 1
-"""Starving jobs that hold capacity in one cycle: the first by priority and submission. One
-at a time protects each in turn without idling capacity for many at once."""
-
-_MAY_BORROW = (QuotaVerdict.BORROWING, QuotaVerdict.NO_LENDER)
-"""Verdicts of a job that may borrow: other teams' borrowing is what can starve it."""
-
-
-def _book_for(cycle: _Cycle, job: JobView) -> QuotaBook:
-    book = cycle.book
-    for hold in cycle.quota_holds_on(job):
-        book = hold.applied_to(book)
-    return book
-
-
-def _quota_free_at(cycle: _Cycle, job: JobView, attempt: Attempt) -> float | None:
-    now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
-    return quota_free_at(cycle.book, job, attempt.flavor, ending, now)
-
-
-def _hold_quota(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> None:
-    """A team's first job waiting for quota holds it against the team's later jobs."""
-    if job.team in cycle.team_holds or not attempts:
-        return
-    first = attempts[0]
-    quota_blocked = first.quota.verdict not in (
-        QuotaVerdict.WITHIN_GUARANTEE,
-        QuotaVerdict.BORROWING,
-        QuotaVerdict.UNKNOWN_TEAM,
-    )
-    if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
-        expected = _quota_free_at(cycle, job, first)
-        cycle.team_holds[job.team] = QuotaHold(
-            job.id, job.team, first.flavor, total_demand(job), expected_start=expected
-        )
-
-
-def _hold_domain(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> NodeHold | None:
-    """A gang with quota but no room in any domain of its required level holds the domain
-    closest to fitting, expected to start once the fewest earliest-freeing nodes of it that
-    fit the gang are free."""
-    domain = domain_to_reserve(cycle.ledger, job, attempts)
-    blocked = next(
-        (a for a in attempts if a.placement is not None and not a.placement.admitted), None
-    )
-    if domain is None or blocked is None:
-        return None
-    start, end, name = domain
-    now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
-    found = capacity_to_hold(cycle.ledger, ending, blocked.workload, now, (start, end))
-    nodes = np.arange(start, end)
-    borrowing = blocked.quota.verdict is QuotaVerdict.BORROWING
-    amounts = whole_nodes(cycle.snapshot.tree, nodes)
-    return NodeHold(job.id, nodes, amounts, name, found[2] if found else None, borrowing)
-
-
-def _within_guarantee(book: QuotaBook, job: JobView) -> bool:
-    demand = total_demand(job)
-    return any(book.within_guarantee(job.team, f, demand) for f in flavors_for(job, book))
-
-
-def _backfill_remedy(cycle: _Cycle, expected_start: float | None) -> tuple[str, ...]:
-    window = None if expected_start is None else expected_start - cycle.snapshot.now
-    if window is None or window < 1:
-        return ()
-    return (f"give it a time limit of at most {format_duration(window)} to backfill",)

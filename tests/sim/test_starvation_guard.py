@@ -10,9 +10,12 @@ borrowing, so b's later jobs wait and the gang starts as soon as enough of b's w
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from tests.sim.conftest import WriteScenario, entries, first
+import yaml
+
+from tests.sim.conftest import SCENARIOS, WriteScenario, entries, first
 from topoq.sim import SimulationResult, run_scenario
 
 CLUSTER = {"generate": "2x2x4 p5.48xlarge"}
@@ -20,54 +23,26 @@ GUARD_S = 600
 STREAM = 40
 
 
-def two_teams(guard: object) -> dict[str, Any]:
-    def quota() -> list[dict[str, Any]]:
-        return [{"flavor": "p5.48xlarge", "instances": 4}]
-
-    return {
-        "scheduling": {"prioritization": "fifo", "starvationGuardS": guard},
-        "teams": [
-            {"name": "a", "borrowLimitPercent": 100, "quotas": quota()},
-            {"name": "b", "borrowLimitPercent": 300, "quotas": quota()},
-        ],
-    }
-
-
-def one_node(job_id: str, runtime_s: float, **fields: Any) -> dict[str, Any]:
-    return {"id": job_id, "team": "b", "runtime_s": runtime_s, "pods": 1, "gpus": 8, **fields}
-
-
-def issue_example(write_scenario: WriteScenario, guard: object) -> SimulationResult:
-    warm = [{"at": 0, "submit": one_node(f"warm-{i:02}", 300 + 60 * i)} for i in range(12)]
-    gang = {"id": "gang", "team": "a", "runtime_s": 600, "pods": 8, "gpus": 8}
-    stream = {
-        "team": "b",
-        "id_prefix": "later",
-        "every_s": 60,
-        "count": STREAM,
-        "runtime_s": 900,
-        "pods": 1,
-        "gpus": 8,
-    }
-    events = [*warm, {"at": 30, "submit": gang}, {"at": 60, "stream": stream}]
-    path = write_scenario(events, name=f"guard-{guard}", cluster=CLUSTER, policy=two_teams(guard))
+def issue_example(tmp_path: Path, guard: object) -> SimulationResult:
+    """examples/scenarios/starving-borrower.yaml with the guard set to ``guard``."""
+    document = yaml.safe_load((SCENARIOS / "starving-borrower.yaml").read_text(encoding="utf-8"))
+    document["cluster"] = str(SCENARIOS / "cluster.yaml")
+    document["policy"]["scheduling"]["starvationGuardS"] = guard
+    path = tmp_path / "starving-borrower.yaml"
+    path.write_text(yaml.safe_dump(document), encoding="utf-8")
     return run_scenario(path)
 
 
-def test_without_the_guard_later_single_node_jobs_overtake_the_gang(
-    write_scenario: WriteScenario,
-) -> None:
-    log = issue_example(write_scenario, 0).log
+def test_without_the_guard_later_single_node_jobs_overtake_the_gang(tmp_path: Path) -> None:
+    log = issue_example(tmp_path, 0).log
     gang_start = first(log, "start", "gang").t
     overtook = [e for e in entries(log, "start") if e.job and e.job.startswith("later")]
     assert len([e for e in overtook if e.t < gang_start]) >= STREAM - 8
     assert gang_start > 60 + 60 * (STREAM - 1), "the old behaviour: it waits out the stream"
 
 
-def test_with_the_guard_the_gang_starts_within_the_guard_plus_the_drain(
-    write_scenario: WriteScenario,
-) -> None:
-    result = issue_example(write_scenario, "10m")
+def test_with_the_guard_the_gang_starts_within_the_guard_plus_the_drain() -> None:
+    result = run_scenario(SCENARIOS / "starving-borrower.yaml")  # the guard is 10m
     log = result.log
     gang_start = first(log, "start", "gang").t
     # from t=630 b's borrowing is held back; b must fall from 12 nodes to 8, and its

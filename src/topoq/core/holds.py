@@ -137,11 +137,15 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 
 def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
-    """Before any job is considered, each team's first starving job that may run holds what
-    it needs, so that no job of the cycle (considered before or after it) takes that: its
-    quota against other teams' borrowing when it would borrow, and the fewest nodes expected
-    to free earliest once its quota allows it. It is admitted in its turn as any job."""
-    for job in starving(ready, cycle.policy, cycle.snapshot.now)[:MAX_STARVING_HOLDS]:
+    """Before any job is considered, the first starving job that may ever run (by priority,
+    then submission; ``MAX_STARVING_HOLDS``) holds what it needs, so that no job of the
+    cycle, considered before or after it, takes that: its quota against other teams'
+    borrowing when it may borrow, and the capacity its placement takes at its expected start
+    once its quota allows it. It is admitted in its turn as any job."""
+    holding = 0
+    for job in starving(ready, cycle.policy, cycle.snapshot.now):
+        if holding == MAX_STARVING_HOLDS:
+            return
         attempts = cycle.attempts(job, cycle.book_for(job))
         attempt = next((a for a in attempts if a.quota.verdict.admissible), None)
         if attempt is None:
@@ -158,11 +162,16 @@ def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
                 across_teams=True,
                 expected_start=_quota_free_at(cycle, job, attempt),
             )
+            held = True
+        else:
+            held = False
         if job.team not in cycle.reserving_teams and verdict.admissible:
             hold = _starving_node_hold(cycle, job, attempt)
             if hold is not None:
                 cycle.reserved.append(hold)
                 cycle.reserving_teams.add(job.team)
+                held = True
+        holding += held  # one waiting only for its own team's quota holds nothing here
 
 
 def _starving_node_hold(cycle: HoldingCycle, job: JobView, attempt: Attempt) -> NodeHold | None:

@@ -32,16 +32,24 @@ teams:
 """
 
 
-@pytest.fixture(scope="module")
-def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+def server_with_policy(
+    tmp_path_factory: pytest.TempPathFactory, name: str, policy_text: str
+) -> Iterator[httpx.Client]:
+    """An admin client of a real server on the API tests' cluster with ``policy_text``, its
+    pods sleeping 60 s."""
     data_dir = tmp_path_factory.mktemp("server")
-    policy = data_dir.with_name("time-limits-policy.yaml")
-    policy.write_text(POLICY)
+    policy = data_dir.with_name(f"{name}-policy.yaml")
+    policy.write_text(policy_text)
     environment = os.environ | {"TOPOQ_SLEEP_S": "60"}
     with running_server(
         data_dir, cluster=CLUSTER_FILE, policy=policy, environment=environment
     ) as running:
         yield client(running.url, (data_dir / "admin-token").read_text().strip())
+
+
+@pytest.fixture(scope="module")
+def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
+    yield from server_with_policy(tmp_path_factory, "time-limits", POLICY)
 
 
 def ended(admin: httpx.Client, job: str) -> dict[str, Any]:

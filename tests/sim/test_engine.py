@@ -137,15 +137,16 @@ def test_a_blocked_gang_gets_a_block_held_and_small_jobs_backfill_elsewhere() ->
     assert first(log, "start", "big-gang").t > 590
 
 
-def test_wait_entries_are_logged_only_when_the_reason_changes() -> None:
+def test_wait_entries_are_logged_only_when_the_reason_or_eta_changes() -> None:
     log = example("fair-share").log
-    last: dict[str, str | None] = {}
+    last: dict[str, tuple[str | None, float | None]] = {}
     for entry in log:
         if entry.job is None:
             continue
         if entry.decision == "wait":
-            assert last.get(entry.job) != entry.reason or entry.reason == "WAITING_FOR_VICTIMS"
-            last[entry.job] = entry.reason
+            said = (entry.reason, entry.eta)
+            assert last.get(entry.job) != said or entry.reason == "WAITING_FOR_VICTIMS"
+            last[entry.job] = said
         else:
             last.pop(entry.job, None)
 

@@ -89,6 +89,10 @@ def _term(requirement_list: list[SelectorRequirement]) -> NodeSelectorTerm:
     return NodeSelectorTerm(tuple(requirement_list))
 
 
+limits = st.none() | st.floats(0.5, 1e6, allow_nan=False)
+"""Time limits: none, or a positive number of seconds."""
+
+
 @st.composite
 def workloads(draw: st.DrawFn) -> WorkloadSpec:
     count = draw(st.integers(1, 3))
@@ -99,6 +103,7 @@ def workloads(draw: st.DrawFn) -> WorkloadSpec:
         namespace=draw(names),
         queue=draw(st.none() | names),
         priority_class=draw(st.none() | names),
+        time_limit_s=draw(limits),
     )
 
 
@@ -115,6 +120,7 @@ job_specs = st.builds(
     max_retry=st.integers(0, 5),
     user=st.none() | names,
     runtime_s=st.none() | times,
+    time_limit_s=limits,
 )
 
 assignments = st.builds(
@@ -230,7 +236,9 @@ def cohort_specs(draw: st.DrawFn, teams: tuple[TeamSpec, ...]) -> tuple[CohortSp
 def policies(draw: st.DrawFn) -> ClusterPolicy:
     team_names = draw(st.lists(names, max_size=4, unique=True))
     class_names = draw(st.lists(names, max_size=4, unique=True))
-    classes = tuple(PriorityClass(name, draw(st.integers(0, 100))) for name in class_names)
+    classes = tuple(
+        PriorityClass(name, draw(st.integers(0, 100)), draw(limits)) for name in class_names
+    )
     teams = tuple(draw(team_specs(name)) for name in team_names)
     return ClusterPolicy(
         teams=teams,
@@ -243,6 +251,7 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         idle_allocation=draw(st.sampled_from(IdleAllocation)),
         idle_resource_sharing=draw(st.booleans()),
         preemption_grace_s=draw(st.integers(0, 3600)),
+        starvation_guard_s=draw(st.sampled_from([0.0, 1.5, 600.0, 86400.0])),
     )
 
 

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.dependencies import dependency_status
+from topoq.core.eta import ETA_KEY
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobPhase, JobView
@@ -65,7 +66,14 @@ def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
         message=diagnostic.message,
         numbers=dict(diagnostic.numbers),
         remedies=list(diagnostic.remedies),
+        eta_at=eta_of(diagnostic),
     )
+
+
+def eta_of(diagnostic: Diagnostic | None) -> float | None:
+    """The expected start a cycle gave a waiting job, if any (``topoq.core.eta``)."""
+    value = diagnostic.numbers.get(ETA_KEY) if diagnostic is not None else None
+    return float(value) if isinstance(value, int | float) else None
 
 
 def _undiagnosed(view: JobView, result: CycleResult) -> str:

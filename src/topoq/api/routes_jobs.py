@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from topoq.api.auth import Anyone, JobWriter, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError, conflict
-from topoq.api.explain import explain_job
+from topoq.api.explain import eta_of, explain_job
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.api.submission import job_from_request
@@ -80,7 +80,11 @@ def list_jobs(
 
 @router.get("/{job_id}", summary="One job in full")
 def get_job(job_id: str, principal: Anyone, service: ServiceDep) -> JobDetail:
-    return job_detail(_visible_job(service, principal, job_id, "see"))
+    view = _visible_job(service, principal, job_id, "see")
+    detail = job_detail(view)
+    if view.phase is JobPhase.PENDING:
+        return detail.model_copy(update={"eta_at": eta_of(service.store.diagnostic(view.id))})
+    return detail
 
 
 @router.post("/{job_id}/cancel", summary="Cancel a job")

@@ -115,6 +115,7 @@ def job_from_request(
         dependencies=dependencies,
         max_retry=_max_retry(request),
         user=user,
+        time_limit_s=request.time_limit_s or workload.time_limit_s,
     )
 
 

@@ -135,6 +135,13 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             str | None, typer.Option("--id", help="The job id (default: the document's name).")
         ] = None,
         max_retry: Annotated[int | None, typer.Option(help="Restarts after a failure.")] = None,
+        time_limit: Annotated[
+            str | None,
+            typer.Option(
+                "--time",
+                help="Time limit: seconds, 90m, 2h or 1-00:00:00; stopped when it runs longer.",
+            ),
+        ] = None,
         after_ok: Annotated[
             list[str] | None,
             typer.Option("--after-ok", help="Start only after this job succeeded (repeatable)."),
@@ -163,7 +170,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         }
 
         def run() -> None:
-            request = submission(file, form, team, priority, job_id, max_retry, after)
+            request = submission(file, form, team, priority, job_id, max_retry, after, time_limit)
             with connected(server, token) as client:
                 job = client.submit(request)
                 print_json(job) if as_json else typer.echo(
@@ -192,12 +199,14 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             if as_json:
                 print_json(page)
                 return
-            reasons = {
-                row.id: waiting_reason(client.explain(row.id))
+            explained = {
+                row.id: client.explain(row.id)
                 for row in page.items
                 if row.phase.value == "pending" and row.visible
             }
-            make_console().print(jobs_table(page.items, reasons))
+            reasons = {job: waiting_reason(answer) for job, answer in explained.items()}
+            etas = {job: a.eta_at for job, a in explained.items() if a.eta_at is not None}
+            make_console().print(jobs_table(page.items, reasons, etas))
             typer.echo(f"{len(page.items)} of {page.total} jobs")
 
     @app.command()
@@ -216,7 +225,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         as_json: JsonOption = False,
     ) -> None:
         """Why a job waits, with the numbers, and what would change it."""
-        from topoq.cli.server_commands import connected, dependency_lines, print_json
+        from topoq.cli.server_commands import connected, dependency_lines, eta_text, print_json
 
         with connected(server, token) as client:
             answer = client.explain(job)
@@ -228,6 +237,8 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 + (f" — {answer.reason}" if answer.reason else "")
             )
             typer.echo(f"  {answer.message}")
+            if answer.eta_at is not None:
+                typer.echo(f"  expected to start: {eta_text(answer.eta_at)}")
             for remedy in answer.remedies:
                 typer.echo(f"  would change it: {remedy}")
             if answer.dependencies:

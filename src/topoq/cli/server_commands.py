@@ -18,6 +18,7 @@ from rich.tree import Tree
 
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.documents import read_document
+from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind, DependencyStatus
 from topoq.wire.v1 import Explanation, JobFormat, JobSummary, SubmitJobRequest
@@ -87,6 +88,7 @@ def submission(
     job_id: str | None,
     max_retry: int | None,
     after: Mapping[DependencyKind, Sequence[str]],
+    time_limit: str | None = None,
 ) -> SubmitJobRequest:
     document = read_document(path)
     chosen = JobFormat(form) if form else detect_format(document, str(path))
@@ -100,6 +102,7 @@ def submission(
         dependencies=[
             DependencyModel(kind=kind, job=job) for kind, jobs in after.items() for job in jobs
         ],
+        time_limit_s=None if time_limit is None else duration_s(time_limit, where="--time"),
     )
 
 
@@ -133,9 +136,12 @@ def dependency_lines(answer: Explanation) -> list[str]:
     ]
 
 
-def jobs_table(rows: list[JobSummary], reasons: dict[str, str]) -> Table:
+def jobs_table(
+    rows: list[JobSummary], reasons: dict[str, str], etas: dict[str, float] | None = None
+) -> Table:
     table = Table(box=None, header_style="bold")
-    for column in ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "REASON"):
+    columns = ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "ETA", "REASON")
+    for column in columns:
         table.add_column(column, justify="right" if column == "GPUS" else "left")
     for row in rows:
         span = "/".join(str(count) for count in (row.span or {}).values()) or "-"
@@ -148,9 +154,18 @@ def jobs_table(rows: list[JobSummary], reasons: dict[str, str]) -> Table:
             str(row.gpus),
             age(row.submitted_at),
             span,
+            eta_text((etas or {}).get(row.id)),
             reasons.get(row.id, ""),
         )
     return table
+
+
+def eta_text(eta_at: float | None, now: float | None = None) -> str:
+    """``in 12m`` for an expected start 12 minutes away, ``now`` when due, ``-`` if unknown."""
+    if eta_at is None:
+        return "-"
+    left = eta_at - (time.time() if now is None else now)
+    return f"in {format_duration(left)}" if left >= 1 else "now"
 
 
 def print_logs(

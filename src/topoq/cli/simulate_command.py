@@ -39,6 +39,12 @@ def print_simulation(console: Console, result: SimulationResult) -> None:
         f"GPU utilisation {summary.utilisation:.0%} of {summary.capacity_gpus} GPUs"
     )
     console.print(team_table(summary.teams))
+    eta = result.eta_error
+    if eta.jobs and eta.mean_abs_s is not None and eta.p90_abs_s is not None:
+        console.print(
+            f"ETA error over {eta.jobs} job(s): mean {duration(eta.mean_abs_s)}, "
+            f"p90 {duration(eta.p90_abs_s)} (first ETA given vs. actual start)"
+        )
     if result.still_running:
         console.print(f"{len(result.still_running)} job(s) still running at the end")
     groups = pending_groups(result.left_pending)

@@ -4,7 +4,7 @@ capacity the cycle has left. Returns the admission, or what stood in the way."""
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from topoq.core.holdings import resources_taken, total_demand
 from topoq.core.ledger import CapacityLedger
@@ -102,12 +102,21 @@ def would_be_within_guarantee(attempts: list[Attempt]) -> bool:
 
 @dataclass(frozen=True)
 class QuotaHold:
-    """Quota set aside for a team's waiting queue head."""
+    """Quota set aside for a team's waiting queue head: against the team's own later jobs,
+    and, once it starves waiting for quota it may borrow (``across_teams``), against every
+    other team's borrowing. ``expected_start``: when enough running work ends by its time
+    limits for the head to pass the check (None: unknown); see ``topoq.core.backfill``."""
 
     job: JobId
     team: TeamName
     flavor: FlavorName
     demand: Resources
+    across_teams: bool = False
+    expected_start: float | None = field(default=None, compare=False)
+
+    def binds(self, job: JobView) -> bool:
+        """Whether the hold keeps its quota from ``job``."""
+        return job.id != self.job and (job.team == self.team or self.across_teams)
 
     def applied_to(self, book: QuotaBook) -> QuotaBook:
         """The books as the team's later jobs must see them: with the head's demand taken."""

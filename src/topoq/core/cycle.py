@@ -4,9 +4,12 @@
 2. Resolve dependencies: cancel what can never run, hold back what must wait.
 3. Order pending work: within-guarantee first, then priority, fair-share position, submit time
    (re-evaluated after every admission, team heads first).
-4. For each job: quota, then topology-aware placement on the capacity left; else
-   topology-aware preemption (in-team priority, reclaim, fair share); else a reservation for a
-   blocked gang and a diagnostic that says why it waits.
+4. Hold capacity for jobs that waited longer than the starvation guard (nodes, and quota
+   against other teams' borrowing), binding every job of the cycle but the holder.
+5. For each job: quota, then topology-aware placement on the capacity left (held capacity only
+   to backfill: ``topoq.core.backfill``); else topology-aware preemption (in-team priority,
+   reclaim, fair share); else a hold for a blocked gang and a diagnostic that says why it
+   waits, with its expected start where time limits allow computing it.
 
 Victims still stopping (PREEMPTING) keep their nodes, are never chosen again, and their quota
 counts for the pending job they were evicted for, which waits for them (WAITING_FOR_VICTIMS).
@@ -15,15 +18,19 @@ counts for the pending job they were evicted for, which waits for them (WAITING_
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from topoq.core.admission import (
     Attempt,
     QuotaHold,
-    could_ever_run,
     flavors_for,
     in_flavor,
     try_flavor,
+)
+from topoq.core.backfill import (
+    NodeHold,
+    confined_to_unheld,
+    may_backfill,
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
@@ -34,11 +41,21 @@ from topoq.core.holdings import (
     total_demand,
     usage_by_team,
 )
-from topoq.core.ledger import CapacityLedger, confined_out
+from topoq.core.holds import (
+    alike,
+    backfill_remedy,
+    hold_domain,
+    hold_for_starving,
+    hold_quota,
+    with_backfill_hint,
+    with_eta,
+    within_guarantee,
+)
+from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import eviction_order, pending_in_order, priority_of, team_order_key
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
-from topoq.core.reservation import domain_to_reserve
+from topoq.core.time_limits import time_limit_of
 from topoq.core.tree import ExclusionReason, TopologyTree
 from topoq.domain.decisions import (
     Admit,
@@ -91,9 +108,11 @@ class _Cycle:
     evicting: set[JobId] = field(default_factory=set)
     stopping_for: dict[JobId, list[JobView]] = field(default_factory=dict)
     """The victims still stopping (PREEMPTING) of each pending preemptor."""
-    reserved: list[tuple[int, int, str]] = field(default_factory=list)
-    """Node ranges held for blocked gangs: (start, end, domain name)."""
+    reserved: list[NodeHold] = field(default_factory=list)
+    """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
     reserving_teams: set[TeamName] = field(default_factory=set)
+    eta_teams: set[TeamName] = field(default_factory=set)
+    """Teams whose first waiting job was given an ETA (one per team per cycle)."""
     gaining_teams: set[TeamName] = field(default_factory=set)
     losing_teams: set[TeamName] = field(default_factory=set)
     """Teams that won or lost work to another team's preemption this cycle: neither is turned
@@ -101,7 +120,8 @@ class _Cycle:
     blocked_teams: set[TeamName] = field(default_factory=set)
     team_holds: dict[TeamName, QuotaHold] = field(default_factory=dict)
     """Quota held for each team's first waiting job (its queue head) against the team's own
-    later jobs, so that smaller jobs cannot keep it waiting forever."""
+    later jobs (and other teams' borrowing once it starves), so that smaller jobs cannot keep
+    it waiting forever."""
     failed_shapes: dict[Hashable, Diagnostic] = field(default_factory=dict)
     """Jobs that could not be admitted nor make room, by (team, priority, shape): within a
     cycle capacity and quota only get used up, so an identical job fails the same way."""
@@ -110,9 +130,43 @@ class _Cycle:
     def policy(self) -> ClusterPolicy:
         return self.snapshot.policy
 
-    def ledger_for_others(self) -> CapacityLedger:
-        """The capacity left, minus the domains reserved for blocked gangs."""
-        return confined_out(self.ledger, [(s, e) for s, e, _ in self.reserved])
+    def ledger_for(self, job: JobView) -> CapacityLedger:
+        """The capacity left for ``job``: without the nodes held for other gangs, unless it
+        may backfill into them (or runs within its guarantee and the gang would borrow)."""
+        if not self.reserved:
+            return self.ledger
+        within = within_guarantee(self.book, job)
+        binding = [
+            hold
+            for hold in self.reserved
+            if hold.job != job.id
+            and not (within and hold.borrowing)
+            and not may_backfill(self.policy, job, self.snapshot.now, hold.expected_start)
+        ]
+        return confined_to_unheld(self.ledger, binding)
+
+    def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
+        """The quota holds ``job`` must leave alone (it may backfill into the others)."""
+        now = self.snapshot.now
+        return [
+            hold
+            for hold in self.team_holds.values()
+            if hold.binds(job) and not may_backfill(self.policy, job, now, hold.expected_start)
+        ]
+
+    def book_for(self, job: JobView) -> QuotaBook:
+        """The books as ``job`` must see them: with the quota held from it taken."""
+        book = self.book
+        for hold in self.quota_holds_on(job):
+            book = hold.applied_to(book)
+        return book
+
+    def attempts(self, job: JobView, book: QuotaBook) -> list[Attempt]:
+        return _attempts(self, job, book)
+
+    def running(self) -> list[JobView]:
+        """The jobs holding capacity that are not being evicted."""
+        return [h for h in self.holders.values() if h.id not in self.evicting]
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -142,6 +196,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
             cycle.diagnostics.append(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
+    hold_for_starving(cycle, ready)
     for job in pending_in_order(ready, cycle.book):
         _consider(cycle, job)
     return CycleResult(
@@ -206,21 +261,24 @@ def _consider(cycle: _Cycle, job: JobView) -> None:
             )
         )
         return
-    shape = (job.team, priority_of(cycle.policy, job), _shape(job))
+    limit = time_limit_of(cycle.policy, job)
+    shape = (job.team, priority_of(cycle.policy, job), _shape(job), limit)
     known = cycle.failed_shapes.get(shape)
     if known is not None:
-        cycle.diagnostics.append(replace(known, job=job.id))
+        cycle.diagnostics.append(alike(known, job))
     else:
-        hold = cycle.team_holds.get(job.team)
-        if hold is not None and hold.job == job.id:
-            hold = None
-        attempts = _attempts(cycle, job, hold.applied_to(cycle.book) if hold else cycle.book)
+        holds = cycle.quota_holds_on(job)
+        attempts = _attempts(cycle, job, cycle.book_for(job))
         admitted = next((a for a in attempts if a.allocation is not None), None)
         if admitted is not None and admitted.allocation is not None:
             _admit(cycle, job, admitted.allocation)
             return
-        if hold is not None:
-            cycle.failed_shapes[shape] = _held_back(cycle, job, hold)
+        own = next((h for h in holds if h.team == job.team), None)
+        if own is not None or (holds and _fits_unheld(cycle, job)):
+            cycle.failed_shapes[shape] = _held_back(cycle, job, own or holds[0])
+        elif cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
+            # only held nodes stand in its way: it waits for the gang, evicting nobody
+            cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
         elif not _preempt_for(cycle, job, attempts):
             cycle.failed_shapes[shape] = _wait(cycle, job, attempts)
     if _strict(cycle, job.team):
@@ -248,16 +306,28 @@ def _behind_strict_head(cycle: _Cycle, job: JobView) -> bool:
     )
 
 
+def _fits_unheld(cycle: _Cycle, job: JobView, *, nodes_too: bool = False) -> bool:
+    """Whether the job would be admitted but for the quota holds (and, with ``nodes_too``,
+    the node holds) of other jobs."""
+    attempts = _attempts(cycle, job, cycle.book, cycle.ledger if nodes_too else None)
+    return any(a.allocation is not None for a in attempts)
+
+
 def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
     real = _attempts(cycle, job, cycle.book)
     if any(a.allocation is not None for a in real):
+        holder = (
+            f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
+            if hold.team == job.team
+            else f"quota is held for {hold.job} (team {hold.team}), which has waited longer "
+            "than the starvation guard"
+        )
         diagnostic = Diagnostic(
             job.id,
             PendingReason.RESERVED_FOR_LARGER_GANG,
-            f"team {job.team} holds quota for {hold.job}, which waits ahead of it; "
-            "starting this job now would delay that one",
+            f"{holder}; starting this job now would delay that one",
             {"held_for": str(hold.job)},
-            (f"wait for {hold.job} to start",),
+            (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
         )
     else:
         diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
@@ -265,10 +335,12 @@ def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
     return diagnostic
 
 
-def _attempts(cycle: _Cycle, job: JobView, book: QuotaBook) -> list[Attempt]:
+def _attempts(
+    cycle: _Cycle, job: JobView, book: QuotaBook, ledger: CapacityLedger | None = None
+) -> list[Attempt]:
     snapshot = cycle.snapshot
     values = flavor_values(snapshot.tree, snapshot.flavor_label)
-    ledger = cycle.ledger_for_others() if cycle.reserved else cycle.ledger
+    ledger = ledger or cycle.ledger_for(job)
     attempts = []
     for flavor in flavors_for(job, book):
         workload = in_flavor(job.spec.workload, flavor, values, snapshot.flavor_label)
@@ -460,25 +532,15 @@ def _shape(job: JobView) -> Hashable:
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
-    if job.team not in cycle.team_holds and attempts:
-        first = attempts[0]
-        quota_blocked = first.quota.verdict not in (
-            QuotaVerdict.WITHIN_GUARANTEE,
-            QuotaVerdict.BORROWING,
-            QuotaVerdict.UNKNOWN_TEAM,
-        )
-        # a head waiting for quota holds its team's quota; one waiting for room holds a domain
-        if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
-            cycle.team_holds[job.team] = QuotaHold(
-                job.id, job.team, first.flavor, total_demand(job)
-            )
+    hold_quota(cycle, job, attempts)
     reserved_note = None
     if job.team not in cycle.reserving_teams:
-        reservation = domain_to_reserve(cycle.ledger, job, attempts)
-        if reservation is not None:
-            cycle.reserved.append(reservation)
+        hold = hold_domain(cycle, job, attempts)
+        if hold is not None:
+            cycle.reserved.append(hold)
             cycle.reserving_teams.add(job.team)
-            reserved_note = reservation[2]
+            reserved_note = hold.name
     diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
     cycle.diagnostics.append(diagnostic)
     return diagnostic

@@ -9,6 +9,7 @@ topoq's job file (YAML or JSON; snake_case keys are accepted as well as camelCas
       queueName: nlp-queue                 # optional
       priorityClassName: training-priority # optional
       afterOk: [prep]                      # optional; also afterAny, afterFailed (job_dependencies)
+      timeLimit: 2h                        # optional: seconds, 90m, 2h, 1-00:00:00
       podSets:
       - name: workers
         count: 32
@@ -60,7 +61,7 @@ from topoq.discovery.kubernetes_workload import (
     WORKLOAD_KIND,
     workload_from_kueue,
 )
-from topoq.discovery.own_format_fields import reject_unknown_keys, spelling
+from topoq.discovery.own_format_fields import optional_duration, reject_unknown_keys, spelling
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
@@ -84,7 +85,7 @@ __all__ = [
 JOB_API_VERSION = "topoq.io/v1"
 JOB_KIND = "Job"
 _TOP_KEYS = ("apiVersion", "kind", "metadata", "spec")
-_SPEC_KEYS = ("podSets", "queueName", "priorityClassName", *JOB_FILE_DEPENDENCY_KEYS)
+_SPEC_KEYS = ("podSets", "queueName", "priorityClassName", "timeLimit", *JOB_FILE_DEPENDENCY_KEYS)
 """The dependency keys are read by ``job_dependencies.dependencies_from_job_file``."""
 _POD_SET_KEYS = (
     "name",
@@ -193,9 +194,10 @@ def _job(fields: Fields) -> WorkloadSpec:
     namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
     queue = optional_name(spec, spelling(spec, "queueName"), "queue name")
     priority_class = optional_name(spec, spelling(spec, "priorityClassName"), "priority class name")
+    time_limit = optional_duration(spec, "timeLimit")
     pod_sets = tuple(_pod_set(record) for record in spec.records(spelling(spec, "podSets")))
     try:
-        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
+        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class, time_limit)
     except InvalidInputError as error:
         raise error.located(spec.path(spelling(spec, "podSets"))) from None
 

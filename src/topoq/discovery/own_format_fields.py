@@ -11,6 +11,7 @@ from enum import StrEnum
 from typing import TypeVar
 
 from topoq.discovery.documents import Fields
+from topoq.domain.durations import duration_s
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
 
@@ -69,3 +70,12 @@ def amounts_given(fields: Fields) -> dict[str, int]:
     """Every resource the mapping names, in canonical units, zeros included."""
     parsed = Resources.parse(fields.data, where=fields.where)
     return {str(name): parsed.amount(str(name)) for name in fields.data}
+
+
+def optional_duration(fields: Fields, camel: str, *, allow_zero: bool = False) -> float | None:
+    """A duration field (seconds, ``90m``, ``2h``, ``1-00:00:00``) in seconds, or None when
+    absent; either spelling of ``camel`` is read."""
+    key = spelling(fields, camel)
+    if not fields.has(key):
+        return None
+    return duration_s(fields.raw(key), where=fields.path(key), allow_zero=allow_zero)

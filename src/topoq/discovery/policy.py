@@ -9,8 +9,9 @@
       prioritization: priority            # fifo | priority (default: priority when classes exist)
       priorityClasses:                    # up to 10: name + weight 0-100; FIFO inside a class
       - {name: inference, weight: 100}
-      - {name: training, weight: 10}
+      - {name: training, weight: 10, timeLimit: 1-00:00:00}  # default limit of its jobs
       defaultPriorityClass: training
+      starvationGuardS: 600               # hold capacity for a job waiting longer (0: off)
       idleAllocation: fair-share          # first-come (default) | fair-share
       idleResourceSharing: true           # capacity owned by no team becomes borrowable
       preemption:
@@ -59,6 +60,7 @@ from topoq.discovery.own_format_fields import (
     amounts_given,
     bounded,
     choice,
+    optional_duration,
     reject_unknown_keys,
     spelling,
 )
@@ -76,6 +78,7 @@ from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     DEFAULT_PREEMPTION_GRACE_S,
+    DEFAULT_STARVATION_GUARD_S,
     MAX_COHORTS,
     MAX_PREEMPTION_GRACE_S,
     MAX_PRIORITY_CLASSES,
@@ -118,9 +121,10 @@ _SCHEDULING_KEYS = (
     "idleAllocation",
     "idleResourceSharing",
     "preemption",
+    "starvationGuardS",
 )
 _PREEMPTION_KEYS = ("gracePeriodS",)
-_CLASS_KEYS = ("name", "weight")
+_CLASS_KEYS = ("name", "weight", "timeLimit")
 _TEAM_KEYS = (
     "name",
     "cohort",
@@ -196,6 +200,7 @@ def _policy(fields: Fields) -> ClusterPolicy:
         ),
         preemption_grace_s=_preemption_grace_s(scheduling),
         cohorts=tuple(_cohort_spec(record) for record in _cohort_records(fields)),
+        starvation_guard_s=_starvation_guard(scheduling),
     )
 
 
@@ -204,6 +209,11 @@ def _preemption_grace_s(scheduling: Fields) -> int:
     reject_unknown_keys(preemption, _PREEMPTION_KEYS)
     key = spelling(preemption, "gracePeriodS")
     return bounded(preemption, key, 0, MAX_PREEMPTION_GRACE_S, DEFAULT_PREEMPTION_GRACE_S)
+
+
+def _starvation_guard(scheduling: Fields) -> float:
+    guard = optional_duration(scheduling, "starvationGuardS", allow_zero=True)
+    return DEFAULT_STARVATION_GUARD_S if guard is None else guard
 
 
 def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:
@@ -229,7 +239,8 @@ def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:
                 hint=f"also at {seen[name]}; give every class a distinct name",
             )
         seen[name] = record.path("name")
-        classes.append(PriorityClass(name, bounded(record, "weight", 0, MAX_WEIGHT)))
+        weight = bounded(record, "weight", 0, MAX_WEIGHT)
+        classes.append(PriorityClass(name, weight, optional_duration(record, "timeLimit")))
     return tuple(classes)
 
 

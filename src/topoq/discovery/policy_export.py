@@ -25,6 +25,7 @@ from topoq.domain.governance import (
     CohortQuota,
     CohortSpec,
     FlavorQuota,
+    PriorityClass,
     TeamSpec,
 )
 from topoq.domain.quantity import format_quantity
@@ -84,9 +85,7 @@ def _named_amounts(amounts: Resources, names: Iterable[str]) -> dict[str, int | 
 def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
     document: dict[str, Any] = {
         "prioritization": policy.prioritization.value,
-        "priorityClasses": [
-            {"name": cls.name, "weight": cls.weight} for cls in policy.priority_classes
-        ],
+        "priorityClasses": [_class_document(cls) for cls in policy.priority_classes],
     }
     if policy.default_priority_class:
         document["defaultPriorityClass"] = policy.default_priority_class
@@ -94,6 +93,14 @@ def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
     document["idleResourceSharing"] = policy.idle_resource_sharing
     if policy.preemption_grace_s != DEFAULT_PREEMPTION_GRACE_S:
         document["preemption"] = {"gracePeriodS": policy.preemption_grace_s}
+    document["starvationGuardS"] = policy.starvation_guard_s
+    return document
+
+
+def _class_document(cls: PriorityClass) -> dict[str, Any]:
+    document: dict[str, Any] = {"name": cls.name, "weight": cls.weight}
+    if cls.time_limit_s is not None:
+        document["timeLimit"] = cls.time_limit_s
     return document
 
 

@@ -28,6 +28,8 @@ MAX_TEAMS = 1000
 MAX_WEIGHT = 100
 MAX_COHORTS = 1000
 """Declared cohorts in one policy."""
+DEFAULT_STARVATION_GUARD_S = 600.0
+"""How long a job may wait before the capacity it needs is held for it (0: never held)."""
 
 
 class SharingStrategy(StrEnum):
@@ -240,6 +242,8 @@ def _check_cohorts(teams: tuple[TeamSpec, ...], cohorts: tuple[CohortSpec, ...])
 class PriorityClass:
     name: str
     weight: int
+    time_limit_s: float | None = None
+    """The time limit of the class's jobs that set none themselves (None: unlimited)."""
 
     def __post_init__(self) -> None:
         if not 0 <= self.weight <= MAX_WEIGHT:
@@ -247,6 +251,12 @@ class PriorityClass:
                 f"weight {self.weight}",
                 where=f"priority class {self.name!r}",
                 hint=f"use a weight from 0 to {MAX_WEIGHT}",
+            )
+        if self.time_limit_s is not None and not self.time_limit_s > 0:
+            raise InvalidInputError(
+                f"time limit {self.time_limit_s}",
+                where=f"priority class {self.name!r}",
+                hint="give a time limit of more than 0 seconds, or none",
             )
 
 
@@ -267,6 +277,8 @@ class ClusterPolicy:
     """How long a victim's pods have between SIGTERM and the kill (``preemption.gracePeriodS``)."""
     cohorts: tuple[CohortSpec, ...] = ()
     """Cohorts with a guarantee, limits or weight of their own (others need no spec)."""
+    starvation_guard_s: float = DEFAULT_STARVATION_GUARD_S
+    """After a job has waited this long, the capacity it needs is held for it (0: off)."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
@@ -286,6 +298,11 @@ class ClusterPolicy:
             raise InvalidInputError(
                 f"{len(self.priority_classes)} priority classes",
                 hint=f"use at most {MAX_PRIORITY_CLASSES}",
+            )
+        if not 0 <= self.starvation_guard_s < float("inf"):
+            raise InvalidInputError(
+                f"starvation guard {self.starvation_guard_s}",
+                hint="give 0 (off) or a number of seconds",
             )
         classes = {cls.name: cls.weight for cls in self.priority_classes}
         if len(classes) != len(self.priority_classes):
@@ -307,6 +324,12 @@ class ClusterPolicy:
         object.__setattr__(self, "by_team", MappingProxyType({t.name: t for t in self.teams}))
         object.__setattr__(self, "by_cohort", MappingProxyType({c.path: c for c in self.cohorts}))
         object.__setattr__(self, "weight_of_class", MappingProxyType(classes))
+
+    def class_time_limit_s(self, priority_class: str | None) -> float | None:
+        """The time limit of a job of ``priority_class`` that sets none (the default class's
+        when it names none), or None."""
+        name = priority_class or self.default_priority_class
+        return next((c.time_limit_s for c in self.priority_classes if c.name == name), None)
 
     def priority_of(self, priority_class: str | None) -> int:
         """The weight that orders a job: its class's, the default class's, else 0."""

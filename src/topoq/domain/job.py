@@ -47,6 +47,9 @@ class FailureReason(StrEnum):
     START_FAILED = "START_FAILED"
     """The executor could not start the gang (a bad environment, a work directory that cannot
     be written, ...); none of its pods runs and its capacity is freed."""
+    TIME_LIMIT_REACHED = "TIME_LIMIT_REACHED"
+    """The job ran past its time limit (its own, else its priority class's): it was stopped
+    and failed, without a retry."""
 
 
 @dataclass(frozen=True)
@@ -78,7 +81,12 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
     ),
     PhaseMove(P.ADMITTED, P.CANCELLED, "the user cancelled it"),
     PhaseMove(P.RUNNING, P.SUCCEEDED, "every pod exited 0"),
-    PhaseMove(P.RUNNING, P.FAILED, "a pod failed and no retry is left (max_retry)"),
+    PhaseMove(
+        P.RUNNING,
+        P.FAILED,
+        "a pod failed and no retry is left (max_retry), or it ran past its time limit "
+        "(TIME_LIMIT_REACHED)",
+    ),
     PhaseMove(P.RUNNING, P.PENDING, "a pod failed with retries left, or a node of the gang failed"),
     PhaseMove(
         P.RUNNING,
@@ -161,7 +169,9 @@ class DependencyStatus(StrEnum):
 
 @dataclass(frozen=True)
 class JobSpec:
-    """A submitted job. ``runtime_s`` is how long it runs once started (simulation only)."""
+    """A submitted job. ``runtime_s`` is how long it runs once started (simulation only);
+    ``time_limit_s`` is how long it may run before it is stopped (None: its priority class's
+    default, else unlimited)."""
 
     id: JobId
     team: TeamName
@@ -172,6 +182,7 @@ class JobSpec:
     max_retry: int = 0
     user: str | None = None
     runtime_s: float | None = None
+    time_limit_s: float | None = None
 
 
 @dataclass(frozen=True)

@@ -200,6 +200,8 @@ class WorkloadSpec:
     namespace: str = "default"
     queue: str | None = None
     priority_class: str | None = None
+    time_limit_s: float | None = None
+    """The time limit the document asks for, in seconds (topoq's ``timeLimit``)."""
 
     def __post_init__(self) -> None:
         if not self.pod_sets:

@@ -37,6 +37,8 @@ from topoq.core.cycle import Snapshot, schedule
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
+from topoq.core.starvation import next_time_rule_change
+from topoq.core.time_limits import failed_by_limit, overdue
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
@@ -95,6 +97,8 @@ class StepReport:
     """Victims that had not stopped past their grace period: killed and requeued."""
     start_failed: list[JobId] = field(default_factory=list)
     """Admitted gangs the executor could not start (each failed alone: START_FAILED)."""
+    timed_out: list[JobId] = field(default_factory=list)
+    """Running jobs past their time limit, failed (TIME_LIMIT_REACHED) and stopped."""
     executor_errors: list[str] = field(default_factory=list)
     """What the executor failed to do in this step, one line each (also logged)."""
     conflicted: bool = False
@@ -149,6 +153,9 @@ class Controller:
         """Nodes not ready as of the last step (None before the first step)."""
         self._settled: _CycleInputs | None = None
         """The inputs of the last cycle that changed no job (its decisions are all stored)."""
+        self._settled_until: float | None = None
+        """When a time-based rule (a time limit, the starvation guard) next changes what a
+        cycle on the settled inputs decides (None: never)."""
         self._unapplied: deque[ExecutorEvent] = deque()
         """Executor events polled (or made, START_FAILED) and not yet stored, oldest first."""
         self._event_failures = 0
@@ -165,15 +172,19 @@ class Controller:
             nodes = self.store.nodes()  # the executor lost a node: it is marked failed now
         now = self.clock()
         jobs = self.store.jobs()
-        self._stop_unbooked(jobs, report)
         policy = self.store.policy() or ClusterPolicy()
+        if self._fail_overdue(jobs, now, policy, report):
+            jobs = self.store.jobs()
+        self._stop_unbooked(jobs, report)
         if self._stop_victims(jobs, policy.preemption_grace_s, now, report):
             jobs = self.store.jobs()  # a victim past its grace period was requeued
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
-        if not report.events and inputs.same_as(self._settled):
-            # the cycle (which time does not enter) would decide what it decided last time,
-            # and all of that is stored: a queue that waits costs a read, not a cycle
+        due = self._settled_until is not None and now >= self._settled_until
+        if not report.events and not due and inputs.same_as(self._settled):
+            # the cycle would decide what it decided last time (time enters it only through
+            # time limits and the starvation guard, and none of them is due), and all of that
+            # is stored: a queue that waits costs a read, not a cycle
             report.settled = True
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
@@ -195,6 +206,7 @@ class Controller:
                 report.conflicted = True
                 return report
         self._settled = None if changed else inputs
+        self._settled_until = next_time_rule_change(after.values(), now, policy)
         self._dispatch(result, after, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
         if self.metrics is not None:
@@ -276,6 +288,21 @@ class Controller:
         report.executor_errors.append(message)
 
     # --- reconciling the executor with the store ----------------------------------------
+    def _fail_overdue(
+        self, jobs: Mapping[JobId, JobView], now: float, policy: ClusterPolicy, report: StepReport
+    ) -> bool:
+        """Fail every running job past its time limit (TIME_LIMIT_REACHED, no retry); the
+        store first, so that ``_stop_unbooked`` then stops its pods (and tries again while
+        that fails). Whether any job failed."""
+        for reached in overdue(jobs.values(), now, policy):
+            # read again: it may have moved meanwhile (ended, cancelled, requeued)
+            moved = self._change_job(
+                reached.job, lambda job: failed_by_limit(job, now, policy), now=now
+            )
+            if moved is not None:
+                report.timed_out.append(reached.job)
+        return bool(report.timed_out)
+
     def _stop_unbooked(self, jobs: Mapping[JobId, JobView], report: StepReport) -> None:
         """Stop the pods of every gang this controller started that the store no longer books
         at that attempt: cancelled, drained or requeued by a user (the API only writes the

@@ -16,20 +16,22 @@ jobs still pending then are reported with their last diagnostic.
 from __future__ import annotations
 
 import heapq
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import TeamName
-from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.job import FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
+from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
 from topoq.sim.scenario import Scenario, load_scenario
@@ -43,6 +45,8 @@ MAX_CYCLES_PER_INSTANT = 100
 class _RunEnds:
     job: JobId
     run: int
+    by_limit: bool = False
+    """The run ends at the job's time limit, before its run time."""
 
 
 @dataclass(frozen=True)
@@ -78,6 +82,8 @@ class SimulationResult:
     end_s: float
     cycles: int
     warnings: tuple[str, ...] = ()
+    eta_error: EtaError = field(default_factory=lambda: EtaError(0))
+    """How far the first ETA each job was given was from its actual start."""
 
     def log_lines(self) -> list[str]:
         return list(json_lines(self.log))
@@ -92,6 +98,7 @@ class SimulationResult:
             "left_pending": [asdict(job) for job in self.left_pending],
             "still_running": list(self.still_running),
             "warnings": list(self.warnings),
+            "eta_error": asdict(self.eta_error),
         }
 
 
@@ -144,7 +151,7 @@ class Simulation:
     def _handle(self, item: _Item) -> None:
         if isinstance(item, _RunEnds):
             if self._runs.get(item.job) == item.run:
-                self._run_ended(item.job)
+                self._run_ended(item.job, item.by_limit)
         elif isinstance(item, _VictimStops):
             self._victim_stopped(item.job, item.attempt)
         elif isinstance(item, _Tick):
@@ -203,13 +210,26 @@ class Simulation:
         self._last_wait.pop(job_id, None)
         run = self._pushed
         self._runs[job_id] = run
-        runtime = self.jobs[job_id].spec.runtime_s or 0.0
-        self._push(self.now + runtime, _RunEnds(job_id, run))
+        job = self.jobs[job_id]
+        runtime = job.spec.runtime_s or 0.0
+        limit = time_limit_of(self.scenario.policy, job)
+        if limit is not None and limit < runtime:  # stopped at its limit (TIME_LIMIT_REACHED)
+            self._push(self.now + limit, _RunEnds(job_id, run, by_limit=True))
+        else:
+            self._push(self.now + runtime, _RunEnds(job_id, run))
 
     # --- the executor's reports -----------------------------------------------------
-    def _run_ended(self, job_id: JobId) -> None:
+    def _run_ended(self, job_id: JobId, by_limit: bool) -> None:
         del self._runs[job_id]
         job = self.jobs[job_id]
+        if by_limit:
+            failed = failed_by_limit(job, self.now, self.scenario.policy)
+            if failed is not None:
+                self.jobs[job_id] = failed
+                entry = LogEntry(self.now, Decision.FAIL, job_id, job.team)
+                reason = FailureReason.TIME_LIMIT_REACHED.value
+                self.log.add(replace(entry, reason=reason, message=failed.history[-1].cause))
+                return
         codes = self._exit_codes[job_id]
         code = codes[min(job.failures, len(codes) - 1)]
         moved = self._report(job, ExecutorEventKind.EXITED, exit_code=code)
@@ -312,4 +332,5 @@ class Simulation:
             self.now,
             self.cycles,
             tuple(self._warnings),
+            eta_error(entries),
         )

@@ -8,7 +8,8 @@ Each line is an object::
      "flavor": "p5.48xlarge", "gpus": 32, "borrowed_gpus": 0, "reason": "WITHIN_GUARANTEE"}
 
 Decisions: submit, admit (with the placement and its span per level), start, wait (only when
-the job's reason changes; with ``victims`` when it waits for preemptions), preempt (``for``
+the job's reason or ETA changes; with ``victims`` when it waits for preemptions, ``eta`` when
+its expected start can be computed), preempt (``for``
 names the preemptor), requeue, cancel, finish, retry, fail, hold, release, node_failed and
 node_recovered (with ``node``). ``reason`` is a code (the core's pending reasons and preemption
 causes, or :class:`Outcome`), ``message`` the human text.
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
+from topoq.core.eta import ETA_KEY
 from topoq.core.tree import natural_key
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason
 from topoq.domain.governance import TeamName
@@ -89,6 +91,8 @@ class LogEntry:
     victims: tuple[JobId, ...] = ()
     for_job: JobId | None = None
     node: str | None = None
+    eta: float | None = None
+    """A waiting job's expected start (``topoq.core.eta``), when one can be computed."""
 
     def document(self) -> dict[str, Any]:
         """The JSON object of the entry; absent fields are left out."""
@@ -107,6 +111,7 @@ class LogEntry:
             "message": self.message,
             "victims": list(self.victims),
             "for": self.for_job,
+            "eta": self.eta,
         }
         return {key: value for key, value in values.items() if value not in (None, {}, [])}
 
@@ -121,7 +126,7 @@ class DecisionLog:
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
-        self._waiting: dict[JobId, str] = {}
+        self._waiting: dict[JobId, tuple[str, float | None]] = {}
 
     def add(self, entry: LogEntry) -> None:
         self.entries.append(entry)
@@ -176,12 +181,14 @@ class DecisionLog:
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
     ) -> None:
         reason = diagnostic.reason.value
-        repeated = self._waiting.get(diagnostic.job) == reason
+        eta = diagnostic.numbers.get(ETA_KEY)
+        said = (reason, float(eta) if isinstance(eta, int | float) else None)
+        repeated = self._waiting.get(diagnostic.job) == said
         if repeated and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
             return
         entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
-        self.add(replace(entry, victims=victims))
-        self._waiting[diagnostic.job] = reason
+        self.add(replace(entry, victims=victims, eta=said[1]))
+        self._waiting[diagnostic.job] = said
 
 
 def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:

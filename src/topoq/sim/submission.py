@@ -17,6 +17,7 @@ from topoq.discovery.jobfile import (
     load_workload,
     workload_from_job_file,
 )
+from topoq.domain.durations import duration_s
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobSpec
@@ -36,6 +37,7 @@ JOB_KEYS = (
     "priority",
     "user",
     "runtime_s",
+    "time_limit",
     "exit_code",
     "max_retry",
     "job",
@@ -92,8 +94,16 @@ def read_submit(fields: Fields, at_s: float, context: JobContext, job_id: str) -
         max_retry=count(fields, "max_retry", 0, least=0, most=MAX_RETRY_LIMIT),
         user=fields.optional_text("user"),
         runtime_s=seconds(fields, "runtime_s"),
+        time_limit_s=_time_limit(fields, workload),
     )
     return Submit(spec, _exit_codes(fields))
+
+
+def _time_limit(fields: Fields, workload: WorkloadSpec) -> float | None:
+    """``time_limit`` (seconds or a duration such as ``2h``), else the job file's."""
+    if fields.has("time_limit"):
+        return duration_s(fields.raw("time_limit"), where=fields.path("time_limit"))
+    return workload.time_limit_s
 
 
 def _workload(fields: Fields, context: JobContext, name: str) -> WorkloadSpec:

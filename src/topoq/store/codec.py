@@ -85,6 +85,7 @@ def encode_workload(workload: WorkloadSpec) -> Document:
         "namespace": workload.namespace,
         "queue": workload.queue,
         "priority_class": workload.priority_class,
+        "time_limit_s": workload.time_limit_s,
         "pod_sets": [_encode_pod_set(pod_set) for pod_set in workload.pod_sets],
     }
 
@@ -96,6 +97,7 @@ def decode_workload(data: Mapping[str, Any]) -> WorkloadSpec:
         namespace=data.get("namespace", "default"),
         queue=data.get("queue"),
         priority_class=data.get("priority_class"),
+        time_limit_s=data.get("time_limit_s"),
     )
 
 
@@ -199,6 +201,7 @@ def encode_job_spec(spec: JobSpec) -> Document:
         "max_retry": spec.max_retry,
         "user": spec.user,
         "runtime_s": spec.runtime_s,
+        "time_limit_s": spec.time_limit_s,
     }
 
 
@@ -216,6 +219,7 @@ def decode_job_spec(data: Mapping[str, Any]) -> JobSpec:
         max_retry=int(data.get("max_retry", 0)),
         user=data.get("user"),
         runtime_s=data.get("runtime_s"),
+        time_limit_s=data.get("time_limit_s"),
     )
 
 

@@ -18,6 +18,7 @@ from topoq.domain.decisions import (
 )
 from topoq.domain.governance import (
     DEFAULT_PREEMPTION_GRACE_S,
+    DEFAULT_STARVATION_GUARD_S,
     ClusterPolicy,
     CohortQuota,
     CohortSpec,
@@ -42,12 +43,15 @@ def encode_policy(policy: ClusterPolicy) -> Document:
     return {
         "teams": [_encode_team(team) for team in policy.teams],
         "prioritization": policy.prioritization.value,
-        "priority_classes": [[cls.name, cls.weight] for cls in policy.priority_classes],
+        "priority_classes": [
+            [cls.name, cls.weight, cls.time_limit_s] for cls in policy.priority_classes
+        ],
         "default_priority_class": policy.default_priority_class,
         "idle_allocation": policy.idle_allocation.value,
         "idle_resource_sharing": policy.idle_resource_sharing,
         "preemption_grace_s": policy.preemption_grace_s,
         "cohorts": [_encode_cohort(cohort) for cohort in policy.cohorts],
+        "starvation_guard_s": policy.starvation_guard_s,
     }
 
 
@@ -56,7 +60,8 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
         teams=tuple(_decode_team(item) for item in data.get("teams", ())),
         prioritization=Prioritization(data.get("prioritization", Prioritization.PRIORITY.value)),
         priority_classes=tuple(
-            PriorityClass(name, int(weight)) for name, weight in data.get("priority_classes", ())
+            PriorityClass(name, int(weight), *limit)
+            for name, weight, *limit in data.get("priority_classes", ())
         ),
         default_priority_class=data.get("default_priority_class"),
         idle_allocation=IdleAllocation(
@@ -65,6 +70,7 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
         idle_resource_sharing=bool(data.get("idle_resource_sharing", True)),
         preemption_grace_s=int(data.get("preemption_grace_s", DEFAULT_PREEMPTION_GRACE_S)),
         cohorts=tuple(_decode_cohort(item) for item in data.get("cohorts", ())),
+        starvation_guard_s=float(data.get("starvation_guard_s", DEFAULT_STARVATION_GUARD_S)),
     )
 
 

@@ -116,6 +116,7 @@ def job(
     depends: Iterable[Dependency] = (),
     runtime: float | None = None,
     max_retry: int = 0,
+    time_limit: float | None = None,
     **topology: Any,
 ) -> JobView:
     pod_set = gpu_pods(pods, gpus=gpus, **topology)
@@ -128,6 +129,7 @@ def job(
         tuple(depends),
         max_retry,
         runtime_s=runtime,
+        time_limit_s=time_limit,
     )
     return JobView(spec)
 

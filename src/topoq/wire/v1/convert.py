@@ -55,6 +55,7 @@ def job_summary(view: JobView, *, visible: bool = True) -> JobSummary:
             "held": view.held,
             "submitted_at": spec.submitted_at,
             "span": allocation_span(view.allocation) if view.allocation else None,
+            "time_limit_s": spec.time_limit_s,
         }
     )
 

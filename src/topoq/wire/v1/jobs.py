@@ -5,8 +5,9 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, StrictInt, StrictStr
+from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
+from topoq.domain.durations import MAX_DURATION_S
 from topoq.domain.job import DependencyKind, DependencyStatus, JobPhase
 from topoq.wire.v1.base import ResourceAmounts, WireModel
 
@@ -48,6 +49,13 @@ class SubmitJobRequest(WireModel):
         ge=0,
         le=MAX_RETRY_LIMIT,
         description="Restarts after a failure. Default: the document's `max_retry`, else 0.",
+    )
+    time_limit_s: StrictInt | StrictFloat | None = Field(
+        default=None,
+        gt=0,
+        le=MAX_DURATION_S,
+        description="Seconds the job may run before it is stopped (TIME_LIMIT_REACHED). "
+        "Default: the document's `timeLimit`, else its priority class's, else unlimited.",
     )
     dependencies: list[DependencyModel] = Field(default_factory=list)
 
@@ -117,6 +125,9 @@ class JobSummary(WireModel):
     held: bool | None = None
     submitted_at: float | None = None
     span: dict[str, int] | None = None
+    time_limit_s: float | None = Field(
+        default=None, description="The job's own time limit (null: its class's, or none)."
+    )
 
 
 class JobDetail(JobSummary):
@@ -132,6 +143,11 @@ class JobDetail(JobSummary):
     )
     max_retry: int = 0
     dependencies: list[DependencyModel] = Field(default_factory=list)
+    eta_at: float | None = Field(
+        default=None,
+        description="When a pending job is expected to start (seconds since the epoch), "
+        "where the time limits of running jobs allow computing it.",
+    )
 
 
 class JobList(WireModel):
@@ -166,6 +182,11 @@ class Explanation(WireModel):
     remedies: list[str] = Field(default_factory=list)
     dependencies: list[DependencyStatusModel] = Field(
         default_factory=list, description="Each dependency of the job, in the order given."
+    )
+    eta_at: float | None = Field(
+        default=None,
+        description="When it is expected to start (seconds since the epoch), where the time "
+        "limits of running jobs allow computing it.",
     )
 
 

@@ -1,0 +1,196 @@
+"""Holding capacity for a waiting gang, its expected start, and backfill into it.
+
+A **node hold** keeps capacity on some nodes for a gang that has quota: a domain of its
+required level (:mod:`topoq.core.reservation`, the whole domain), or — once it starves — the
+resources its placement takes at its expected start (:func:`capacity_to_hold`). A **quota
+hold** (``admission.QuotaHold``) keeps a waiting job's demand in the books.
+
+The **expected start** of a hold is computed from the time limits of running jobs (each ends
+by ``started_at + limit``): the earliest of those ends after which the gang fits (placed on
+the capacity free now plus what the jobs ended by then free; for quota: the check passes).
+It is unknown (None) when the gang fits only once a job without a time limit ends; a starving
+gang then holds the fewest whole nodes expected to free earliest (:func:`nodes_to_hold`).
+
+**Backfill** (Slurm's rule): another job may use held capacity only if its own time limit
+ends by the hold's expected start (``now + limit <= expected start``), so it can never delay
+the gang. A job without a time limit never backfills, and nothing backfills into a hold whose
+expected start is unknown.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from topoq.core.holdings import release
+from topoq.core.ledger import CapacityLedger, confined
+from topoq.core.placement import place_workload
+from topoq.core.quota import QuotaBook
+from topoq.core.time_limits import end_by_limit, time_limit_of
+from topoq.core.tree import IntArray, TopologyTree
+from topoq.domain.governance import ClusterPolicy, FlavorName
+from topoq.domain.job import JobId, JobView
+from topoq.domain.node import NodeName
+from topoq.domain.workload import WorkloadSpec
+
+NEVER = float("inf")
+"""The free time of a node a job without a time limit runs on."""
+
+Ending = tuple[float, JobView]
+"""A job holding capacity and when it ends by its time limit."""
+
+
+@dataclass(frozen=True, eq=False)
+class NodeHold:
+    """Capacity kept for ``job``: other jobs of the cycle use it only to backfill."""
+
+    job: JobId
+    nodes: IntArray
+    """Node indexes of the tree, distinct."""
+    amounts: IntArray
+    """A resource vector per node of ``nodes``: what is held there (its capacity: all)."""
+    name: str
+    """What is held, for messages: a domain's name, or ``4 node(s)``."""
+    expected_start: float | None
+    borrowing: bool = False
+    """The gang would borrow: jobs that run within their team's guarantee are not bound."""
+
+
+def may_backfill(
+    policy: ClusterPolicy, job: JobView, now: float, expected_start: float | None
+) -> bool:
+    """Whether ``job`` may use capacity held for a gang expected to start at
+    ``expected_start``: only when its time limit ends by then."""
+    limit = time_limit_of(policy, job)
+    return expected_start is not None and limit is not None and now + limit <= expected_start
+
+
+def endings(holders: Iterable[JobView], policy: ClusterPolicy, now: float) -> list[Ending]:
+    """The holders that have a time limit, with the end it promises, earliest first."""
+    ends = [(end, job) for job in holders if (end := end_by_limit(policy, job, now)) is not None]
+    return sorted(ends, key=lambda pair: (pair[0], pair[1].id))
+
+
+def node_free_times(
+    tree: TopologyTree, holders: Iterable[JobView], policy: ClusterPolicy, now: float
+) -> np.ndarray:
+    """Per node of the tree, when the jobs holding it have all ended by their time limits
+    (``now`` when none holds it, ``NEVER`` when one has no limit)."""
+    free_at = np.full(len(tree.nodes), now, dtype=np.float64)
+    for job in holders:
+        if job.allocation is None:
+            continue
+        ends = end_by_limit(policy, job, now)
+        for name in job.allocation.resources_on_node:
+            index = tree.node_index.get(NodeName(name))
+            if index is not None:
+                free_at[index] = max(free_at[index], NEVER if ends is None else ends)
+    return free_at
+
+
+def first_fitting(count: int, fits: Callable[[int], bool]) -> int | None:
+    """The least ``k`` in ``0..count`` with ``fits(k)``, for a ``fits`` that stays true once
+    true; None when even ``fits(count)`` is false. A binary search."""
+    if fits(0):
+        return 0
+    if not count or not fits(count):
+        return None
+    low, high = 1, count
+    while low < high:
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
+def capacity_to_hold(
+    ledger: CapacityLedger,
+    ending: Sequence[Ending],
+    workload: WorkloadSpec,
+    now: float,
+    region: tuple[int, int] | None = None,
+) -> tuple[IntArray, IntArray, float] | None:
+    """(nodes, amounts, expected start): what ``workload``'s placement (on the nodes
+    ``region[0]:region[1]`` only, when given) takes once the earliest of ``ending`` have
+    ended — as few as make it fit; the expected start is the last of their ends (``now`` when
+    it fits now). None when it does not fit even once all have."""
+
+    def future(count: int) -> CapacityLedger:
+        trial = ledger.scratch()
+        for _, job in ending[:count]:
+            if job.allocation is not None:
+                release(trial, job.allocation.resources_on_node)
+        return trial if region is None else confined(trial, *region)
+
+    count = first_fitting(len(ending), lambda k: place_workload(future(k), workload)[0].admitted)
+    if count is None:
+        return None
+    before = future(count)
+    after = place_workload(before, workload)[1]
+    taken = before.free - after.free
+    nodes = np.flatnonzero(taken.any(axis=1))
+    start = ending[count - 1][0] if count else now
+    return nodes, np.asarray(taken[nodes], dtype=np.int64), max(start, now)
+
+
+def nodes_to_hold(
+    tree: TopologyTree, candidates: IntArray, free_at: np.ndarray, workload: WorkloadSpec
+) -> tuple[IntArray, float | None] | None:
+    """The fewest of ``candidates``, earliest-freeing first, on which ``workload`` fits once
+    they are empty, and when they are all free (None: unknown); None when it fits on none
+    of them even empty (fitting on more nodes never fails where fitting on fewer did not)."""
+    order = candidates[np.lexsort((candidates, free_at[candidates]))]
+
+    def fits(count: int) -> bool:
+        free = np.zeros_like(tree.capacity)
+        chosen = order[:count]
+        free[chosen] = tree.capacity[chosen]
+        return place_workload(CapacityLedger(tree, free), workload)[0].admitted
+
+    count = first_fitting(len(order), fits)
+    if count is None:
+        return None
+    held = np.sort(order[:count])
+    start = float(free_at[held].max()) if len(held) else NEVER
+    return held, None if start == NEVER else start
+
+
+def whole_nodes(tree: TopologyTree, nodes: IntArray) -> IntArray:
+    """The amounts of a hold that keeps ``nodes`` whole."""
+    return np.asarray(tree.capacity[nodes], dtype=np.int64)
+
+
+def confined_to_unheld(ledger: CapacityLedger, holds: Sequence[NodeHold]) -> CapacityLedger:
+    """A copy of ``ledger`` without the capacity ``holds`` keep."""
+    if not holds:
+        return ledger
+    free = ledger.free.copy()
+    for hold in holds:
+        free[hold.nodes] = np.maximum(free[hold.nodes] - hold.amounts, 0)
+    return CapacityLedger(ledger.tree, free)
+
+
+def quota_free_at(
+    book: QuotaBook, job: JobView, flavor: FlavorName, ending: Sequence[Ending], now: float
+) -> float | None:
+    """The earliest end among ``ending`` after which ``job``'s demand passes the quota check
+    (the jobs ended by then release their quota; ``now`` when it passes now); None when it
+    never does."""
+    demand = job.spec.workload.total_requests
+
+    def passes(count: int) -> bool:
+        trial = book.copy()
+        for _, other in ending[:count]:
+            if other.allocation is not None:
+                for used_flavor, amount in other.allocation.usage.items():
+                    trial.release(other.team, used_flavor, amount)
+        return trial.check(job.team, flavor, demand).verdict.admissible
+
+    count = first_fitting(len(ending), passes)
+    if count is None:
+        return None
+    return max(ending[count - 1][0], now) if count else now

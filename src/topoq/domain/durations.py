@@ -1,0 +1,79 @@
+"""Durations as users write them: whole seconds (``90``), a number with a unit (``90s``,
+``30m``, ``2h``, ``1d``, or a sum of them as Go writes it: ``1h30m``), or Slurm's clock forms
+(``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``). One parser for time limits
+and the starvation guard, so a file, an option and the API read them alike."""
+
+from __future__ import annotations
+
+import math
+import re
+
+from topoq.domain.errors import InvalidInputError
+
+MAX_DURATION_S = 366 * 24 * 3600
+"""The longest duration accepted (a year): a longer time limit is a typo, not a plan."""
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+_GO_FORM = re.compile(r"(?:(\d+(?:\.\d+)?)([smhd]))+")
+_GO_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_SLURM_FORM = re.compile(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?")
+FORMS = "seconds (90), 90s, 30m, 2h, 1d, 1h30m, or Slurm's HH:MM:SS and D-HH:MM:SS"
+
+
+def duration_s(value: object, *, where: str, allow_zero: bool = False) -> float:
+    """The duration ``value`` says, in seconds; ``InvalidInputError`` naming ``where``."""
+    seconds = _parsed(value)
+    if seconds is None:
+        raise InvalidInputError(
+            f"expected a duration, got {value!r:.40}", where=where, hint=f"write {FORMS}"
+        )
+    least = "0" if allow_zero else "more than 0"
+    if seconds < 0 or (seconds == 0 and not allow_zero) or seconds > MAX_DURATION_S:
+        raise InvalidInputError(
+            f"duration {value!r:.40} is out of range",
+            where=where,
+            hint=f"give {least} and at most {MAX_DURATION_S // 86400} days",
+        )
+    return seconds
+
+
+def _parsed(value: object) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return None if math.isnan(value) else float(value)
+    if not isinstance(value, str):
+        return None
+    text = value.strip().lower()
+    if text.isascii() and text.isdecimal():
+        return float(text)
+    if _GO_FORM.fullmatch(text):
+        return sum(float(number) * _UNITS[unit] for number, unit in _GO_PART.findall(text))
+    return _slurm(text)
+
+
+def _slurm(text: str) -> float | None:
+    """Slurm's forms: ``MM:SS``, ``HH:MM:SS``, ``D-HH``, ``D-HH:MM``, ``D-HH:MM:SS``."""
+    match = _SLURM_FORM.fullmatch(text)
+    if match is None or (":" not in text and "-" not in text):
+        return None
+    days, first, second, third = match.groups()
+    numbers = [int(part) for part in (first, second, third) if part is not None]
+    if days is None:  # MM:SS or HH:MM:SS
+        weights = [60, 1] if len(numbers) == 2 else [3600, 60, 1]
+    else:  # D-HH, D-HH:MM, D-HH:MM:SS
+        weights = [3600, 60, 1][: len(numbers)]
+    return float(int(days or 0) * 86400 + sum(n * w for n, w in zip(numbers, weights, strict=True)))
+
+
+def format_duration(seconds: float) -> str:
+    """``2h``, ``1h30m``, ``45s``: the shortest exact Go-like form (whole seconds)."""
+    left = round(seconds)
+    if left <= 0:
+        return "0s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60), ("s", 1)):
+        if left >= size:
+            parts.append(f"{left // size}{unit}")
+            left %= size
+    return "".join(parts)

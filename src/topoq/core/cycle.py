@@ -361,6 +361,21 @@ def _admit(cycle: _Cycle, job: JobView, allocation: Allocation) -> None:
     for flavor, amount in allocation.usage.items():
         cycle.book.charge(job.team, flavor, amount)
     cycle.holders[job.id] = job
+    _release_holds_of(cycle, job)
+
+
+def _release_holds_of(cycle: _Cycle, job: JobView) -> None:
+    """A job admitted needs its holds no longer (a starving job holds before the loop and may
+    be admitted in its turn): jobs after it see the capacity, and failures remembered while the
+    hold stood are forgotten."""
+    kept = [hold for hold in cycle.reserved if hold.job != job.id]
+    quota = cycle.team_holds.get(job.team)
+    if quota is not None and quota.job == job.id:
+        del cycle.team_holds[job.team]
+    elif len(kept) == len(cycle.reserved):
+        return
+    cycle.reserved = kept
+    cycle.failed_shapes.clear()
 
 
 def _preempt_for(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> bool:

@@ -13,6 +13,7 @@
       defaultPriorityClass: training
       idleAllocation: fair-share          # first-come (default) | fair-share
       idleResourceSharing: true           # capacity owned by no team becomes borrowable
+      fairShare: {usageHalfLifeS: 86400}  # fair-share usage history fades (0: none)
     teams:
     - name: nlp
       cohort: [research, language]        # optional org → division path (outermost first)
@@ -66,8 +67,10 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import normalize_flavor
 from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
+    DEFAULT_USAGE_HALF_LIFE_S,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
+    MAX_USAGE_HALF_LIFE_S,
     MAX_WEIGHT,
     ClusterPolicy,
     FlavorName,
@@ -102,7 +105,9 @@ _SCHEDULING_KEYS = (
     "defaultPriorityClass",
     "idleAllocation",
     "idleResourceSharing",
+    "fairShare",
 )
+_FAIR_SHARE_KEYS = ("usageHalfLifeS",)
 _CLASS_KEYS = ("name", "weight")
 _TEAM_KEYS = (
     "name",
@@ -169,7 +174,17 @@ def _policy(fields: Fields) -> ClusterPolicy:
         idle_resource_sharing=scheduling.boolean(
             spelling(scheduling, "idleResourceSharing"), default=True
         ),
+        fair_share_usage_half_life_s=_usage_half_life_s(scheduling),
     )
+
+
+def _usage_half_life_s(scheduling: Fields) -> float:
+    """``fairShare.usageHalfLifeS``: whole seconds, 0 (no usage history) to a year."""
+    fair_share = scheduling.mapping(spelling(scheduling, "fairShare"))
+    reject_unknown_keys(fair_share, _FAIR_SHARE_KEYS)
+    key = spelling(fair_share, "usageHalfLifeS")
+    default = int(DEFAULT_USAGE_HALF_LIFE_S)
+    return float(bounded(fair_share, key, 0, int(MAX_USAGE_HALF_LIFE_S), default))
 
 
 def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:

@@ -55,7 +55,13 @@ def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
         document["defaultPriorityClass"] = policy.default_priority_class
     document["idleAllocation"] = policy.idle_allocation.value
     document["idleResourceSharing"] = policy.idle_resource_sharing
+    document["fairShare"] = {"usageHalfLifeS": _whole(policy.fair_share_usage_half_life_s)}
     return document
+
+
+def _whole(seconds: float) -> int | float:
+    """Seconds as the file gives them: whole (a policy read from a file always is)."""
+    return int(seconds) if seconds == int(seconds) else seconds
 
 
 def _team_document(team: TeamSpec) -> dict[str, Any]:

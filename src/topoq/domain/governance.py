@@ -26,6 +26,9 @@ MAX_PRIORITY_CLASSES = 10
 MAX_TEAMS = 1000
 """Teams in one policy (each is a queue the cycle visits and a row of every report)."""
 MAX_WEIGHT = 100
+DEFAULT_USAGE_HALF_LIFE_S = 86400.0
+"""How fast a team's fair-share usage history fades: halved in a day (0 turns history off)."""
+MAX_USAGE_HALF_LIFE_S = 365 * 86400.0
 
 
 class SharingStrategy(StrEnum):
@@ -145,6 +148,9 @@ class ClusterPolicy:
     idle_allocation: IdleAllocation = IdleAllocation.FIRST_COME
     idle_resource_sharing: bool = True
     """Capacity that no team is guaranteed may be borrowed."""
+    fair_share_usage_half_life_s: float = DEFAULT_USAGE_HALF_LIFE_S
+    """Under fair share, how fast each team's usage of borrowed capacity is forgotten (see
+    ``topoq.core.fair_share``); 0: only what teams borrow now counts."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
 
@@ -163,6 +169,12 @@ class ClusterPolicy:
             raise InvalidInputError(
                 f"{len(self.priority_classes)} priority classes",
                 hint=f"use at most {MAX_PRIORITY_CLASSES}",
+            )
+        if not 0 <= self.fair_share_usage_half_life_s <= MAX_USAGE_HALF_LIFE_S:
+            raise InvalidInputError(
+                f"usage half-life {self.fair_share_usage_half_life_s} s",
+                where="scheduling.fairShare.usageHalfLifeS",
+                hint=f"use 0 (no history) to {MAX_USAGE_HALF_LIFE_S:.0f} seconds",
             )
         classes = {cls.name: cls.weight for cls in self.priority_classes}
         if len(classes) != len(self.priority_classes):

@@ -23,17 +23,18 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.fair_share import TeamUsage, borrowed_fractions, recheck_due, shares_of, usage_at
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.topology import TopologySpec
@@ -56,6 +57,9 @@ log = logging.getLogger(__name__)
 MAX_EVENT_STEPS = 10
 """Steps in a row in which an event failed to be stored (with the store otherwise working: a
 step reads the nodes first) before it is dropped as one that never can be."""
+USAGE_SAVE_INTERVAL_S = 60.0
+"""The longest the teams' fair-share usage stays unsaved (it is also saved when a step changed
+jobs, and when the server stops): a crash forgets at most this much of it."""
 
 
 class ControlPlaneMetricsLike(Protocol):
@@ -135,6 +139,15 @@ class Controller:
         """Executor events polled (or made, START_FAILED) and not yet stored, oldest first."""
         self._event_failures = 0
         """In how many steps in a row storing the oldest unapplied event failed."""
+        self._settled_at = 0.0
+        """When the settled cycle ran (usage history moves on with time alone)."""
+        self._usage: dict[TeamName, TeamUsage] | None = None
+        """Each team's decayed fair-share usage as of the last step (read at the first)."""
+        self._held: dict[TeamName, float] = {}
+        """Each team's borrowed fraction as the last step left the books: what it holds until
+        the next step accounts for the time in between."""
+        self._accounted_at: float | None = None
+        self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
@@ -151,14 +164,22 @@ class Controller:
         policy = self.store.policy() or ClusterPolicy()
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
-        if not report.events and inputs.same_as(self._settled):
-            # the cycle (which time does not enter) would decide what it decided last time,
-            # and all of that is stored: a queue that waits costs a read, not a cycle
+        usage = self._usage_now(now, policy)
+        if (
+            not report.events
+            and inputs.same_as(self._settled)
+            and not recheck_due(policy, self._settled_at, now)
+        ):
+            # the cycle (which time enters only through usage history, rechecked now and
+            # then) would decide what it decided last time, and all of that is stored: a
+            # queue that waits costs a read, not a cycle
             report.settled = True
+            self._save_usage(now, changed=False)
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
             return report
-        result = schedule(Snapshot(now, tree, tuple(jobs.values()), policy))
+        snapshot = Snapshot(now, tree, tuple(jobs.values()), policy)
+        result = schedule(replace(snapshot, fair_share_usage=shares_of(usage)))
         report.result = result
         after = apply_cycle(jobs, result, now=now, evict_at_once=True)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]
@@ -172,11 +193,48 @@ class Controller:
                 report.conflicted = True
                 return report
         self._settled = None if changed else inputs
+        self._settled_at = now
         self._dispatch(result, after, tree, report)
         self._apply_events(report)  # the start failures of this dispatch
+        self._held = borrowed_fractions(_book_of(after, tree, policy))
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
+        self._save_usage(now, changed=bool(changed))
         return report
+
+    # --- fair-share usage history ---------------------------------------------------------
+    def _usage_now(self, now: float, policy: ClusterPolicy) -> dict[TeamName, TeamUsage]:
+        """The teams' usage brought forward to ``now``: what the last step left them holding,
+        for the time since (at the first step, the stored usage only decays: after a restart
+        nothing ran in between, ``recover`` requeues what the store said was running)."""
+        if self._usage is None:
+            self._usage = self.store.fair_share_usage()
+        since = now if self._accounted_at is None else self._accounted_at
+        self._usage = usage_at(
+            self._usage,
+            self._held,
+            since_s=since,
+            now_s=now,
+            half_life_s=policy.fair_share_usage_half_life_s,
+        )
+        self._accounted_at = now
+        return self._usage
+
+    def _save_usage(self, now: float, *, changed: bool) -> None:
+        """Save the usage when the step changed jobs or ``USAGE_SAVE_INTERVAL_S`` passed, and
+        only when it differs from what was saved."""
+        saved = self._usage_saved
+        due = changed or saved is None or now - saved[0] >= USAGE_SAVE_INTERVAL_S
+        if due and (saved is None or saved[1] != self._usage):
+            self.save_fair_share_usage()
+
+    def save_fair_share_usage(self) -> None:
+        """Write the teams' usage as of the last step to the store (and when the server
+        stops, so that a restart goes on from it)."""
+        if self._usage is None or self._accounted_at is None:
+            return
+        self.store.save_fair_share_usage(self._usage)
+        self._usage_saved = (self._accounted_at, dict(self._usage))
 
     def _observe(
         self,
@@ -188,10 +246,7 @@ class Controller:
     ) -> None:
         if self.metrics is None:
             return
-        holders = [view for view in after.values() if view.phase.holds_capacity]
-        book = QuotaBook(
-            policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
-        )
+        book = _book_of(after, tree, policy)
         self.metrics.observe_step(report, duration_s, after)
         self.metrics.observe_state(after, book)
 
@@ -381,3 +436,11 @@ class Controller:
 
         ids = list(self.store.holding_jobs())
         return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]
+
+
+def _book_of(
+    jobs: Mapping[JobId, JobView], tree: TopologyTree, policy: ClusterPolicy
+) -> QuotaBook:
+    """The quota books of the jobs that hold capacity."""
+    holders = [view for view in jobs.values() if view.phase.holds_capacity]
+    return QuotaBook(policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders))

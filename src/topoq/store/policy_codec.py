@@ -17,6 +17,7 @@ from topoq.domain.decisions import (
     RequeueCause,
 )
 from topoq.domain.governance import (
+    DEFAULT_USAGE_HALF_LIFE_S,
     ClusterPolicy,
     FlavorName,
     FlavorQuota,
@@ -43,6 +44,7 @@ def encode_policy(policy: ClusterPolicy) -> Document:
         "default_priority_class": policy.default_priority_class,
         "idle_allocation": policy.idle_allocation.value,
         "idle_resource_sharing": policy.idle_resource_sharing,
+        "fair_share_usage_half_life_s": policy.fair_share_usage_half_life_s,
     }
 
 
@@ -58,6 +60,9 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
             data.get("idle_allocation", IdleAllocation.FIRST_COME.value)
         ),
         idle_resource_sharing=bool(data.get("idle_resource_sharing", True)),
+        fair_share_usage_half_life_s=float(
+            data.get("fair_share_usage_half_life_s", DEFAULT_USAGE_HALF_LIFE_S)
+        ),
     )
 
 

@@ -23,8 +23,8 @@ from topoq.core.admission import (
     try_flavor,
 )
 from topoq.core.dependencies import resolve_dependencies
-from topoq.core.fair_share import fair_share_position
 from topoq.core.diagnostics import diagnose_waiting
+from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import (
     capacity_by_flavor,
     flavor_values,

@@ -24,11 +24,15 @@ and brings it forward with :func:`usage_at`; the cycle sees it as of ``snapshot.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.quota import QuotaBook, dominant_share
+from topoq.core.tree import TopologyTree
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
+from topoq.domain.job import JobView
+from topoq.domain.node import INSTANCE_TYPE_LABEL
 
 RECHECK_FRACTION = 1 / 1000
 """While the queue waits on unchanged inputs, the cycle is run again once this fraction of the
@@ -69,6 +73,19 @@ def borrowed_fractions(book: QuotaBook) -> dict[TeamName, float]:
     """Every team's borrowed fraction, for the teams that borrow."""
     fractions = {team: borrowed_fraction(book, team) for team in book.usage}
     return {team: fraction for team, fraction in fractions.items() if fraction > 0}
+
+
+def held_fractions(
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    jobs: Iterable[JobView],
+    flavor_label: str = INSTANCE_TYPE_LABEL,
+) -> dict[TeamName, float]:
+    """The borrowed fraction of every team that borrows, from the jobs that hold capacity:
+    what each team accrues usage at until the holdings change."""
+    holders = [job for job in jobs if job.phase.holds_capacity]
+    book = QuotaBook(policy, capacity_by_flavor(tree, flavor_label), usage_by_team(holders))
+    return borrowed_fractions(book)
 
 
 def decayed(share: float, held: float, elapsed_s: float, half_life_s: float) -> float:

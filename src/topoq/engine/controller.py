@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import TeamUsage, borrowed_fractions, recheck_due, shares_of, usage_at
+from topoq.core.fair_share import TeamUsage, held_fractions, recheck_due, shares_of, usage_at
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
@@ -196,7 +196,7 @@ class Controller:
         self._settled_at = now
         self._dispatch(result, after, tree, report)
         self._apply_events(report)  # the start failures of this dispatch
-        self._held = borrowed_fractions(_book_of(after, tree, policy))
+        self._held = held_fractions(policy, tree, after.values())
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
         self._save_usage(now, changed=bool(changed))
@@ -246,7 +246,10 @@ class Controller:
     ) -> None:
         if self.metrics is None:
             return
-        book = _book_of(after, tree, policy)
+        holders = [view for view in after.values() if view.phase.holds_capacity]
+        book = QuotaBook(
+            policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
+        )
         self.metrics.observe_step(report, duration_s, after)
         self.metrics.observe_state(after, book)
 
@@ -436,11 +439,3 @@ class Controller:
 
         ids = list(self.store.holding_jobs())
         return [job_id for job_id in ids if self._change_job(job_id, requeued, now=now)]
-
-
-def _book_of(
-    jobs: Mapping[JobId, JobView], tree: TopologyTree, policy: ClusterPolicy
-) -> QuotaBook:
-    """The quota books of the jobs that hold capacity."""
-    holders = [view for view in jobs.values() if view.phase.holds_capacity]
-    return QuotaBook(policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders))

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.fair_share import TeamUsage, held_fractions, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult, Diagnostic
@@ -107,6 +108,10 @@ class Simulation:
         self._last_wait: dict[JobId, Diagnostic] = {}
         self._tick_queued = False
         self._warnings: list[str] = list(scenario.warnings)
+        self.fair_share_usage: dict[TeamName, TeamUsage] = {}
+        """Each team's decayed fair-share usage as of the last cycle (``core.fair_share``)."""
+        self._held: dict[TeamName, float] = {}
+        self._accounted_at = 0.0
 
     # --- the loop -------------------------------------------------------------------
     def run(self) -> SimulationResult:
@@ -166,13 +171,29 @@ class Simulation:
     def _cycle(self) -> CycleResult:
         if self._tree is None:
             self._tree = build_tree(self._nodes.values(), self.scenario.topology)
-        snapshot = Snapshot(self.now, self._tree, tuple(self.jobs.values()), self.scenario.policy)
+        policy = self.scenario.policy
+        self.fair_share_usage = usage_at(
+            self.fair_share_usage,
+            self._held,
+            since_s=self._accounted_at,
+            now_s=self.now,
+            half_life_s=policy.fair_share_usage_half_life_s,
+        )
+        self._accounted_at = self.now
+        snapshot = Snapshot(
+            self.now,
+            self._tree,
+            tuple(self.jobs.values()),
+            policy,
+            fair_share_usage=shares_of(self.fair_share_usage),
+        )
         result = schedule(snapshot)
         self.cycles += 1
         self.log.cycle(self.now, result, self.jobs)
         self.jobs = apply_cycle(
             self.jobs, result, now=self.now, start_at_once=True, evict_at_once=True
         )
+        self._held = held_fractions(policy, self._tree, self.jobs.values())
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)

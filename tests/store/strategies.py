@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
 from topoq.domain.governance import (
+    MAX_USAGE_HALF_LIFE_S,
     ClusterPolicy,
     FlavorName,
     FlavorQuota,
@@ -207,6 +208,9 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         else None,
         idle_allocation=draw(st.sampled_from(IdleAllocation)),
         idle_resource_sharing=draw(st.booleans()),
+        fair_share_usage_half_life_s=draw(
+            st.sampled_from([0.0, 86400.0]) | st.floats(0, MAX_USAGE_HALF_LIFE_S)
+        ),
     )
 
 

@@ -24,7 +24,13 @@ from topoq.discovery.policy import load_policy, policy_document
 from topoq.discovery.policy_hyperpod import load_hyperpod_policy
 from topoq.discovery.sources import LoadedCluster, load_cluster
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.governance import ClusterPolicy, FlavorQuota, TeamName, TeamSpec
+from topoq.domain.governance import (
+    ClusterPolicy,
+    FlavorQuota,
+    IdleAllocation,
+    TeamName,
+    TeamSpec,
+)
 from topoq.domain.lint import LintFinding, accelerators_first, readable_amount
 from topoq.domain.names import check_label_name
 from topoq.domain.node import INSTANCE_TYPE_LABEL
@@ -209,6 +215,10 @@ def print_policy(console: Console, policy: ClusterPolicy) -> None:
         if policy.idle_resource_sharing
         else "; capacity no team owns is not lent"
     )
+    if policy.idle_allocation is IdleAllocation.FAIR_SHARE:
+        half_life = policy.fair_share_usage_half_life_s
+        history = f"usage halves in {half_life:g} s" if half_life else "none (half-life 0)"
+        console.print(f"fair-share usage history: {history}")
     headers = ("team", "sharing", "weight", "flavor", "guarantee", "borrow limit", "lends")
     rows = [row for team in policy.teams for row in _team_rows(team)]
     console.file.write(text_table(headers, rows) + "\n")

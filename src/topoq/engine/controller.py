@@ -141,6 +141,8 @@ class Controller:
         """In how many steps in a row storing the oldest unapplied event failed."""
         self._settled_at = 0.0
         """When the settled cycle ran (usage history moves on with time alone)."""
+        self._settled_waiting = False
+        """Whether jobs waited after the settled cycle (only then can time change a decision)."""
         self._usage: dict[TeamName, TeamUsage] | None = None
         """Each team's decayed fair-share usage as of the last step (read at the first)."""
         self._held: dict[TeamName, float] = {}
@@ -168,7 +170,7 @@ class Controller:
         if (
             not report.events
             and inputs.same_as(self._settled)
-            and not recheck_due(policy, self._settled_at, now)
+            and not (self._settled_waiting and recheck_due(policy, self._settled_at, now))
         ):
             # the cycle (which time enters only through usage history, rechecked now and
             # then) would decide what it decided last time, and all of that is stored: a
@@ -194,6 +196,7 @@ class Controller:
                 return report
         self._settled = None if changed else inputs
         self._settled_at = now
+        self._settled_waiting = bool(result.diagnostics)
         self._dispatch(result, after, tree, report)
         self._apply_events(report)  # the start failures of this dispatch
         self._held = held_fractions(policy, tree, after.values())

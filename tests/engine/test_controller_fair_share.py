@@ -60,7 +60,7 @@ def test_usage_accrues_while_a_team_borrows_and_is_saved_once_a_minute() -> None
     c, _ = controller(store, clock, fair())
     submit(c, "a1", "a", pods=2)  # 2 of 8 nodes: a borrows a quarter of the cluster
     c.step()
-    assert store.fair_share_usage() == {}  # nothing was held before this step
+    assert store.fair_share_usage() == {A: TeamUsage(0.0, 0.0)}  # it holds from this step
     clock.now = HALF_LIFE_S
     c.step()
     usage = store.fair_share_usage()
@@ -82,7 +82,7 @@ def test_after_a_restart_usage_goes_on_from_the_store_decayed_over_the_gap() -> 
     submit(c, "b1", "b")
     c.step()
     assert store.fair_share_usage()[A].share == pytest.approx(0.2)
-    assert B not in store.fair_share_usage()  # b holds from this step on
+    assert store.fair_share_usage()[B] == TeamUsage(0.0, 2 * HALF_LIFE_S)  # holds from now
 
 
 @pytest.mark.parametrize(("half_life_s", "first"), [(HALF_LIFE_S, ["b1", "b2"]), (0, ["a1"])])

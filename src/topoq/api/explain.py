@@ -1,35 +1,96 @@
 """Why a job waits: the diagnostic of the latest cycle that considered it, or, when no cycle
 has yet, a read-only scheduling cycle on the current state (nothing of it is committed; the
-controller's own next cycle decides)."""
+controller's own next cycle decides). Under fair share, a pending job's explanation also shows
+each team's standing: borrowed share now, decayed usage, weight and position."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
+
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.fair_share import held_fractions, shares_of, standings, usage_at
+from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult, Diagnostic
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
 from topoq.domain.job import JobPhase, JobView
-from topoq.wire.v1 import Explanation
+from topoq.wire.v1 import Explanation, FairShareStandingModel
+
+MAX_STANDINGS = 50
+"""Teams listed in a fair-share section at most (the job's own team always among them)."""
 
 
 def explain_job(service: Service, view: JobView) -> Explanation:
     if view.phase is not JobPhase.PENDING:
         return _not_waiting(view)
-    stored = service.store.diagnostic(view.id)
-    if stored is not None:
-        return _waiting(view, stored)
-    jobs = tuple(service.store.jobs().values())
     policy = service.store.policy() or ClusterPolicy()
     tree = service.tree()
+    now = service.clock()
+    fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
+    holders = list(service.store.holding_jobs().values()) if fair else []
+    usage = _usage_now(service, policy, tree, holders, now) if fair else {}
+    fair_share = _fair_share(policy, tree, holders, usage, view.team) if fair else []
+    stored = service.store.diagnostic(view.id)
+    if stored is not None:
+        return _waiting(view, stored, fair_share)
+    jobs = tuple(service.store.jobs().values())
+    snapshot = Snapshot(now, tree, jobs, policy, fair_share_usage=usage)
     with service.cycle_lock:  # the cycle places on the tree, which other requests share
-        result = schedule(Snapshot(service.clock(), tree, jobs, policy))
+        result = schedule(snapshot)
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:
-        return _waiting(view, diagnostic)
-    return Explanation(job=view.id, phase=view.phase, message=_undiagnosed(view, result))
+        return _waiting(view, diagnostic, fair_share)
+    message = _undiagnosed(view, result)
+    return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
 
 
-def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
+def _usage_now(
+    service: Service,
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    holders: Sequence[JobView],
+    now: float,
+) -> dict[TeamName, float]:
+    """The stored usage brought to ``now`` as if the teams held what they hold now since it
+    was saved (the controller saves it at least once a minute); empty without history."""
+    held = held_fractions(policy, tree, holders)
+    brought = usage_at(
+        service.store.fair_share_usage(),
+        held,
+        since_s=now,
+        now_s=now,
+        half_life_s=policy.fair_share_usage_half_life_s,
+    )
+    return shares_of(brought)
+
+
+def _fair_share(
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    holders: Sequence[JobView],
+    usage: Mapping[TeamName, float],
+    team: TeamName,
+) -> list[FairShareStandingModel]:
+    rows = standings(policy, tree, holders, usage, also=[team])
+    shown = rows[:MAX_STANDINGS]
+    if all(row.team != team for row in shown):
+        shown[-1:] = [row for row in rows if row.team == team]
+    return [
+        FairShareStandingModel(
+            team=row.team,
+            weight=row.weight,
+            borrowed_share=row.borrowed_now,
+            usage=row.usage,
+            position=None if math.isinf(row.position) else row.position,
+        )
+        for row in shown
+    ]
+
+
+def _waiting(
+    view: JobView, diagnostic: Diagnostic, fair_share: list[FairShareStandingModel]
+) -> Explanation:
     return Explanation(
         job=view.id,
         phase=view.phase,
@@ -37,6 +98,7 @@ def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
         message=diagnostic.message,
         numbers=dict(diagnostic.numbers),
         remedies=list(diagnostic.remedies),
+        fair_share=fair_share,
     )
 
 

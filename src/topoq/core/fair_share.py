@@ -143,3 +143,42 @@ def recheck_due(policy: ClusterPolicy, settled_at_s: float, now_s: float) -> boo
     if not history_on(policy):
         return False
     return now_s - settled_at_s >= policy.fair_share_usage_half_life_s * RECHECK_FRACTION
+
+
+@dataclass(frozen=True)
+class TeamStanding:
+    """One team's fair-share figures, for explanations."""
+
+    team: TeamName
+    weight: int
+    borrowed_now: float
+    """Its borrowed fraction now (unweighted)."""
+    usage: float
+    """Its decayed usage (unweighted)."""
+    position: float
+    """``(borrowed_now + usage) / weight``; infinite for weight 0 with either above 0."""
+
+
+def standings(
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    holders: Iterable[JobView],
+    usage: Mapping[TeamName, float],
+    *,
+    also: Iterable[TeamName] = (),
+) -> list[TeamStanding]:
+    """The standing of every team of the policy that borrows now or has usage (and of the
+    teams in ``also``), lowest position — the next to be served — first."""
+    holding = [job for job in holders if job.phase.holds_capacity]
+    book = QuotaBook(policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holding))
+    wanted = set(also)
+    rows = []
+    for spec in policy.teams:
+        borrowed = borrowed_fraction(book, spec.name)
+        history = usage.get(spec.name, 0.0)
+        if borrowed > 0 or history > 0 or spec.name in wanted:
+            position = fair_share_position(book, spec.name, usage)
+            rows.append(
+                TeamStanding(spec.name, spec.fair_share_weight, borrowed, history, position)
+            )
+    return sorted(rows, key=lambda row: (row.position, row.team))

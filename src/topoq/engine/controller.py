@@ -200,6 +200,9 @@ class Controller:
         self._dispatch(result, after, tree, report)
         self._apply_events(report)  # the start failures of this dispatch
         self._held = held_fractions(policy, tree, after.values())
+        if policy.fair_share_usage_half_life_s > 0:
+            for team in self._held:  # known from now on: what they hold counts from now
+                usage.setdefault(team, TeamUsage(0.0, now))
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
         self._save_usage(now, changed=bool(changed))

@@ -14,6 +14,7 @@ import yaml
 
 from tests.api.conftest import CLUSTER_FILE, TEAM, small_job
 from tests.api.test_server import client, wait_for
+from tests.cli.test_server_cli import topoq
 from topoq.domain.governance import TeamName
 from topoq.store import open_store
 from topoq.testing.server import running_server
@@ -65,6 +66,11 @@ def test_usage_is_explained_and_survives_a_restart(tmp_path: Path, policy_file: 
         assert row["borrowedShare"] == 0.25 and row["weight"] == 2
         assert row["usage"] > 0.001
         assert row["position"] == pytest.approx((0.25 + row["usage"]) / 2)
+        cli = {"TOPOQ_SERVER": first.url, "TOPOQ_TOKEN_FILE": str(data_dir / "admin-token")}
+        printed = topoq(cli, "explain", "wide")
+        assert printed.returncode == 0, printed.stderr
+        assert "fair share (the lowest position is served first):" in printed.stdout
+        assert f"{TEAM}: weight 2, borrows 25.0% now, usage " in printed.stdout
         explained = admin.get("/jobs/wide/explain").json()
         assert explained["reason"] == "TOPOLOGY_UNSATISFIABLE"
         assert [r["team"] for r in explained["fairShare"]] == [TEAM]  # vision has no usage

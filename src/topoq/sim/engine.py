@@ -158,7 +158,7 @@ class Simulation:
 
     def _schedule_tick(self) -> None:
         """The next interval tick, while jobs wait and something else is still to come (a tick
-        alone changes nothing: the cycle is a function of the snapshot)."""
+        alone changes nothing but the teams' fair-share usage, which moves with time)."""
         interval = self.scenario.cycle_interval_s
         if interval is None or self._tick_queued:
             return

@@ -4,6 +4,7 @@ cycle's order and its fair-share victims use it."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 from hypothesis import given
@@ -106,6 +107,12 @@ def test_usage_adds_to_the_share_now_divided_by_the_weight() -> None:
     assert fair_share_position(book, A, usage) == pytest.approx(0.25 + 0.5)
     assert fair_share_position(book, B, usage) == pytest.approx(0.25 + 0.25)
     assert fair_share_position(book, C, usage) == 0.0  # unknown to the books: no share
+
+
+def test_with_a_half_life_of_zero_usage_is_ignored_whatever_the_snapshot_says() -> None:
+    book = book_with({A: 16}, 1, 1)
+    off = QuotaBook(replace(book.policy, fair_share_usage_half_life_s=0), book.capacity, book.usage)
+    assert fair_share_position(off, A, {A: 0.5}) == 0.25
 
 
 def test_a_team_of_weight_zero_with_usage_stands_last() -> None:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from topoq.core.fair_share import TeamUsage
-from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
 from topoq.domain.job import JobId, JobPhase
 from topoq.domain.topology import TopologySpec
 from topoq.engine.controller import USAGE_SAVE_INTERVAL_S, Controller
@@ -168,3 +168,12 @@ def test_a_settled_cycle_with_nothing_waiting_is_not_rerun_for_usage() -> None:
     assert not c.step().settled  # the first cycle after a change
     clock.now = 2 * HALF_LIFE_S
     assert c.step().settled
+
+
+def test_first_come_keeps_no_usage_and_switching_to_it_clears_the_history() -> None:
+    clock, store = Clock(), MemoryStore()
+    store.save_fair_share_usage({A: TeamUsage(0.5, 0.0)})
+    c, _ = controller(store, clock, replace(fair(), idle_allocation=IdleAllocation.FIRST_COME))
+    submit(c, "a1", "a")
+    c.step()
+    assert store.fair_share_usage() == {}

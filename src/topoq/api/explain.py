@@ -10,7 +10,13 @@ from collections.abc import Mapping, Sequence
 
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import held_fractions, shares_of, standings, usage_at
+from topoq.core.fair_share import (
+    held_fractions,
+    kept_half_life_s,
+    shares_of,
+    standings,
+    usage_at,
+)
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
@@ -60,7 +66,7 @@ def _usage_now(
         held,
         since_s=now,
         now_s=now,
-        half_life_s=policy.fair_share_usage_half_life_s,
+        half_life_s=kept_half_life_s(policy),
     )
     return shares_of(brought)
 

@@ -57,6 +57,12 @@ def history_on(policy: ClusterPolicy) -> bool:
     )
 
 
+def kept_half_life_s(policy: ClusterPolicy) -> float:
+    """The half-life usage is kept with: the policy's under fair share, else 0 (first-come
+    keeps no usage, so switching to it clears the history)."""
+    return policy.fair_share_usage_half_life_s if history_on(policy) else 0.0
+
+
 def borrowed_fraction(book: QuotaBook, team: TeamName) -> float:
     """The largest fraction of any covered resource of any flavor the team holds above its
     guarantee (unweighted; 0 when it borrows nothing)."""
@@ -126,10 +132,11 @@ def shares_of(usage: Mapping[TeamName, TeamUsage]) -> dict[TeamName, float]:
 
 def fair_share_position(book: QuotaBook, team: TeamName, usage: Mapping[TeamName, float]) -> float:
     """``(borrowed fraction now + decayed usage) / weight``: ``dominant_share`` (the weighted
-    share now) plus the team's usage over its weight. A weight of 0 sorts last once the team
-    borrows or has usage; a team with neither stands at 0."""
+    share now) plus the team's usage over its weight (none when the policy's half-life is 0,
+    whatever ``usage`` says). A weight of 0 sorts last once the team borrows or has usage; a
+    team with neither stands at 0."""
     now = dominant_share(book, team)
-    history = usage.get(team, 0.0)
+    history = usage.get(team, 0.0) if book.policy.fair_share_usage_half_life_s > 0 else 0.0
     if history <= 0:
         return now
     spec = book.policy.by_team.get(team)
@@ -140,9 +147,8 @@ def fair_share_position(book: QuotaBook, team: TeamName, usage: Mapping[TeamName
 def recheck_due(policy: ClusterPolicy, settled_at_s: float, now_s: float) -> bool:
     """Whether enough time passed since a settled cycle for usage alone to matter
     (:data:`RECHECK_FRACTION` of the half-life); never when history is off."""
-    if not history_on(policy):
-        return False
-    return now_s - settled_at_s >= policy.fair_share_usage_half_life_s * RECHECK_FRACTION
+    half_life_s = kept_half_life_s(policy)
+    return half_life_s > 0 and now_s - settled_at_s >= half_life_s * RECHECK_FRACTION
 
 
 @dataclass(frozen=True)

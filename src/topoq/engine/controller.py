@@ -23,11 +23,18 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import TeamUsage, held_fractions, recheck_due, shares_of, usage_at
+from topoq.core.fair_share import (
+    TeamUsage,
+    held_fractions,
+    kept_half_life_s,
+    recheck_due,
+    shares_of,
+    usage_at,
+)
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
@@ -180,8 +187,10 @@ class Controller:
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
             return report
-        snapshot = Snapshot(now, tree, tuple(jobs.values()), policy)
-        result = schedule(replace(snapshot, fair_share_usage=shares_of(usage)))
+        snapshot = Snapshot(
+            now, tree, tuple(jobs.values()), policy, fair_share_usage=shares_of(usage)
+        )
+        result = schedule(snapshot)
         report.result = result
         after = apply_cycle(jobs, result, now=now, evict_at_once=True)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]
@@ -200,7 +209,7 @@ class Controller:
         self._dispatch(result, after, tree, report)
         self._apply_events(report)  # the start failures of this dispatch
         self._held = held_fractions(policy, tree, after.values())
-        if policy.fair_share_usage_half_life_s > 0:
+        if kept_half_life_s(policy) > 0:
             for team in self._held:  # known from now on: what they hold counts from now
                 usage.setdefault(team, TeamUsage(0.0, now))
         if self.metrics is not None:
@@ -215,13 +224,14 @@ class Controller:
         nothing ran in between, ``recover`` requeues what the store said was running)."""
         if self._usage is None:
             self._usage = self.store.fair_share_usage()
+            self._usage_saved = (now, dict(self._usage))
         since = now if self._accounted_at is None else self._accounted_at
         self._usage = usage_at(
             self._usage,
             self._held,
             since_s=since,
             now_s=now,
-            half_life_s=policy.fair_share_usage_half_life_s,
+            half_life_s=kept_half_life_s(policy),
         )
         self._accounted_at = now
         return self._usage

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import TeamUsage, held_fractions, shares_of, usage_at
+from topoq.core.fair_share import TeamUsage, held_fractions, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult, Diagnostic
@@ -177,7 +177,7 @@ class Simulation:
             self._held,
             since_s=self._accounted_at,
             now_s=self.now,
-            half_life_s=policy.fair_share_usage_half_life_s,
+            half_life_s=kept_half_life_s(policy),
         )
         self._accounted_at = self.now
         snapshot = Snapshot(

@@ -1,5 +1,6 @@
 """``explain`` under fair share: every team that borrows or has usage, and the job's own team,
-with its borrowed share now, decayed usage, weight and position, lowest position first."""
+with its borrowed share now, decayed usage, weight and position, lowest position first; and
+each team's decayed usage in ``/teams``."""
 
 from __future__ import annotations
 
@@ -48,3 +49,17 @@ def test_without_fair_share_there_is_no_fair_share_section(api: Api) -> None:
     api.client.post(f"{V1}/jobs", json=small_job("wide", pods=4), headers=api.headers("member"))
     explained = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer")).json()
     assert explained["fairShare"] == []
+
+
+def test_teams_show_each_team_s_decayed_usage(api: Api) -> None:
+    fair_share(api)
+    for name in ("run-1", "run-2"):
+        api.client.post(f"{V1}/jobs", json=small_job(name), headers=api.headers("member"))
+    api.controller.step()
+    teams = api.client.get(f"{V1}/teams", headers=api.headers("viewer")).json()
+    usage = {row["name"]: row["fairShareUsage"] for row in teams}
+    assert usage[OTHER_TEAM] == pytest.approx(0.5, rel=1e-3)  # stored, barely decayed
+    assert 0 < usage[TEAM] < 0.001  # borrowing a quarter of the cluster for a few seconds
+    fair_share(api, idle=IdleAllocation.FIRST_COME)
+    teams = api.client.get(f"{V1}/teams", headers=api.headers("viewer")).json()
+    assert {row["fairShareUsage"] for row in teams} == {0.0}  # first-come keeps no usage

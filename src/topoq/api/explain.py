@@ -10,13 +10,7 @@ from collections.abc import Mapping, Sequence
 
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import (
-    held_fractions,
-    kept_half_life_s,
-    shares_of,
-    standings,
-    usage_at,
-)
+from topoq.core.fair_share import estimated_usage, kept_half_life_s, standings
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
@@ -35,7 +29,8 @@ def explain_job(service: Service, view: JobView) -> Explanation:
     now = service.clock()
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
     holders = list(service.store.holding_jobs().values()) if fair else []
-    usage = _usage_now(service, policy, tree, holders, now) if fair else {}
+    usage_stored = service.store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
+    usage = estimated_usage(policy, tree, holders, usage_stored, now)
     fair_share = _fair_share(policy, tree, holders, usage, view.team) if fair else []
     stored = service.store.diagnostic(view.id)
     if stored is not None:
@@ -49,26 +44,6 @@ def explain_job(service: Service, view: JobView) -> Explanation:
         return _waiting(view, diagnostic, fair_share)
     message = _undiagnosed(view, result)
     return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
-
-
-def _usage_now(
-    service: Service,
-    policy: ClusterPolicy,
-    tree: TopologyTree,
-    holders: Sequence[JobView],
-    now: float,
-) -> dict[TeamName, float]:
-    """The stored usage brought to ``now`` as if the teams held what they hold now since it
-    was saved (the controller saves it at least once a minute); empty without history."""
-    held = held_fractions(policy, tree, holders)
-    brought = usage_at(
-        service.store.fair_share_usage(),
-        held,
-        since_s=now,
-        now_s=now,
-        half_life_s=kept_half_life_s(policy),
-    )
-    return shares_of(brought)
 
 
 def _fair_share(

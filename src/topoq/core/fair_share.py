@@ -125,6 +125,24 @@ def usage_at(
     return brought
 
 
+def estimated_usage(
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    holders: Iterable[JobView],
+    stored: Mapping[TeamName, TeamUsage],
+    now_s: float,
+) -> dict[TeamName, float]:
+    """For readers of the store (the API): each team's usage brought from what was stored to
+    ``now_s`` as if it held what ``holders`` hold since (the controller saves at least once a
+    minute, so the estimate is at most that old). Empty when the policy keeps no usage."""
+    half_life_s = kept_half_life_s(policy)
+    if half_life_s <= 0:
+        return {}
+    held = held_fractions(policy, tree, holders)
+    brought = usage_at(stored, held, since_s=now_s, now_s=now_s, half_life_s=half_life_s)
+    return shares_of(brought)
+
+
 def shares_of(usage: Mapping[TeamName, TeamUsage]) -> dict[TeamName, float]:
     """The decayed shares alone, as a snapshot carries them."""
     return {team: entry.share for team, entry in usage.items()}

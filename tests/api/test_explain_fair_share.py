@@ -63,3 +63,17 @@ def test_teams_show_each_team_s_decayed_usage(api: Api) -> None:
     fair_share(api, idle=IdleAllocation.FIRST_COME)
     teams = api.client.get(f"{V1}/teams", headers=api.headers("viewer")).json()
     assert {row["fairShareUsage"] for row in teams} == {0.0}  # first-come keeps no usage
+
+
+def test_the_job_s_own_team_is_listed_even_past_the_first_fifty(api: Api) -> None:
+    others = [team(f"t{index:02}", 0, borrow_gpus=64) for index in range(60)]
+    rules = policy(team(TEAM, 0, borrow_gpus=64), *others, fair_share=True)
+    api.store.save_policy(rules, actor="test", now=0)
+    api.store.save_fair_share_usage(
+        {TeamName(f"t{index:02}"): TeamUsage(0.01, 1_000_000.0) for index in range(60)}
+        | {TeamName(TEAM): TeamUsage(0.5, 1_000_000.0)}
+    )
+    api.client.post(f"{V1}/jobs", json=small_job("wide", pods=4), headers=api.headers("member"))
+    rows = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer")).json()
+    teams = [row["team"] for row in rows["fairShare"]]
+    assert len(teams) == 50 and teams[-1] == TEAM and teams[:49] == [f"t{i:02}" for i in range(49)]

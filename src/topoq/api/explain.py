@@ -55,8 +55,9 @@ def _fair_share(
 ) -> list[FairShareStandingModel]:
     rows = standings(policy, tree, holders, usage, also=[team])
     shown = rows[:MAX_STANDINGS]
-    if all(row.team != team for row in shown):
-        shown[-1:] = [row for row in rows if row.team == team]
+    own = [row for row in rows[MAX_STANDINGS:] if row.team == team]
+    if own:  # the job's team (when the policy has it) is always listed
+        shown[-1:] = own
     return [
         FairShareStandingModel(
             team=row.team,

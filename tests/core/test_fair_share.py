@@ -7,9 +7,11 @@ import math
 from dataclasses import replace
 
 import pytest
-from hypothesis import given
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
+from tests.core.test_cycle_properties import CLASSES, check_books
+from topoq.core.cycle import Snapshot, schedule
 from topoq.core.fair_share import (
     TeamUsage,
     borrowed_fraction,
@@ -19,9 +21,12 @@ from topoq.core.fair_share import (
     recheck_due,
     usage_at,
 )
+from topoq.core.holdings import capacity_by_flavor, total_demand, usage_by_team
 from topoq.core.quota import QuotaBook, dominant_share
+from topoq.domain.decisions import PreemptionCause
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
 from topoq.domain.job import JobPhase
+from topoq.domain.node import INSTANCE_TYPE_LABEL
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.testing.governance import P5, Cluster, job, policy, team
@@ -188,3 +193,64 @@ def test_usage_does_not_let_a_team_preempt_one_that_stays_below_it() -> None:
     c.fair_share_usage = {A: 0.7, B: 0.1}  # a used more: it may not take b's work
     assert c.cycle().preemptions == ()
     assert c.phase("a3") is JobPhase.PENDING
+
+
+@st.composite
+def borrowing_clusters(draw: st.DrawFn) -> Cluster:
+    """Two teams that borrow most of the 64 GPUs under fair share, with random weights."""
+    shares = draw(st.sampled_from([(0, 0), (16, 0), (8, 8), (0, 24)]))
+    weights = draw(st.sampled_from([(1, 1), (1, 2), (3, 1), (0, 1)]))
+    teams = [
+        team(name, gpus, borrow_gpus=64, weight=weight)
+        for name, gpus, weight in zip("ab", shares, weights, strict=True)
+    ]
+    return Cluster.of([1, 2, 4], policy(*teams, classes=CLASSES, fair_share=True, fifo=True))
+
+
+def check_fair_share_victims(
+    c: Cluster, usage: dict[TeamName, float], arrivals: list[tuple[str, int, int]]
+) -> None:
+    """Submit each arrival (team, pods, GPUs per pod) and run a cycle: a fair-share victim's
+    team, without the victim, stands at least as high as the preemptor's team with its job;
+    the books balance and the same snapshot gives the same result."""
+    c.fair_share_usage = usage
+    for count, (team_name, pods, gpus) in enumerate(arrivals):
+        c.submit(job(f"j{count}", team_name, pods, gpus))
+        before = dict(c.jobs)
+        holders = [v for v in before.values() if v.phase.holds_capacity]
+        capacity = capacity_by_flavor(c.tree, INSTANCE_TYPE_LABEL)
+        book = QuotaBook(c.policy, capacity, usage_by_team(holders))
+        snapshot = Snapshot(c.now, c.tree, tuple(before.values()), c.policy, fair_share_usage=usage)
+        assert schedule(snapshot) == schedule(snapshot)
+        for preempt in c.cycle().preemptions:
+            if preempt.cause is not PreemptionCause.PREEMPTED_FOR_FAIR_SHARE:
+                continue  # reclaim, for a team with a guarantee
+            event("a fair-share preemption")
+            victim, winner = before[preempt.victim], before[preempt.for_job]
+            assert victim.allocation is not None and victim.team != winner.team
+            without = book.copy()
+            for flavor, amount in victim.allocation.usage.items():
+                without.release(victim.team, flavor, amount)
+            with_job = book.copy()
+            with_job.charge(winner.team, P5, total_demand(winner))
+            mine = fair_share_position(with_job, winner.team, usage)
+            theirs = fair_share_position(without, victim.team, usage)
+            assert theirs >= mine
+        check_books(c)
+        c.now += 10
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    borrowing_clusters(),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.lists(
+        st.tuples(st.sampled_from("ab"), st.integers(1, 2), st.sampled_from([4, 8])), max_size=12
+    ),
+)
+def test_with_any_usage_fair_share_victims_stand_higher_and_the_books_balance(
+    c: Cluster, usage_a: float, usage_b: float, arrivals: list[tuple[str, int, int]]
+) -> None:
+    """The cluster starts full of a's work; then a and b submit more, whatever their usage."""
+    check_fair_share_victims(c, {A: usage_a, B: usage_b}, [("a", 1, 8)] * 8 + arrivals)

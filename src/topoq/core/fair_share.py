@@ -36,9 +36,10 @@ from topoq.domain.node import INSTANCE_TYPE_LABEL
 
 RECHECK_FRACTION = 1 / 1000
 """While the queue waits on unchanged inputs, the cycle is run again once this fraction of the
-half-life has passed (86 s with the default day): positions move by at most ``ln 2`` times
-this fraction of the cluster in between (0.07 %), so a decision that time alone changes comes
-at most that late, and a waiting queue costs a cycle per recheck, not one per step."""
+half-life has passed (86 s with the default day): usage moves by at most ``ln 2`` times this
+fraction of the cluster in between (0.07 %; a position by that over the team's weight), so a
+decision that time alone changes comes at most that late, and a waiting queue costs a cycle
+per recheck, not one per step."""
 
 
 @dataclass(frozen=True)

@@ -172,6 +172,10 @@ class Server:
 
     def close(self) -> None:
         self.loop.stop()
+        try:
+            self.controller.save_fair_share_usage()
+        except Exception:  # the store may be away: the usage of the last minute is lost
+            log.exception("could not save the teams' fair-share usage")
         self.executor.close()
         self.store.close()
 

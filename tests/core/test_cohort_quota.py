@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoq.core.quota import QuotaBook, QuotaVerdict, fair_share_position
+from topoq.core.quota import QuotaBook, QuotaVerdict, cohort_shares, dominant_share
 from topoq.domain.governance import TeamName
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -106,19 +106,21 @@ def test_teams_without_a_cohort_reclaim_from_each_other_and_only_so_from_cohorts
     assert book.reclaimable(TeamName("a"), TeamName("f"), P5, gpus(8))
 
 
-def test_fair_share_position_compares_cohorts_first_then_teams() -> None:
+def test_fair_share_standing_compares_cohorts_first_then_teams() -> None:
     teams = (
         team("a", 8, borrow_gpus=32, cohort=["org"]),
         team("b", 8, borrow_gpus=32, cohort=["org"]),
         team("c", 8, borrow_gpus=32, cohort=["lab"]),
     )
     book = book_of(*teams, idle_sharing=True, usage={"a": 24, "b": 8, "c": 16})
-    a, b, c = (fair_share_position(book, TeamName(t)) for t in "abc")
+    a, b, c = (
+        (*cohort_shares(book, TeamName(t)), dominant_share(book, TeamName(t))) for t in "abc"
+    )
     assert a == (16 / 64, 16 / 64) and b == (16 / 64, 0.0) and c == (8 / 64, 8 / 64)
     assert c < b < a  # lab borrows less than org; inside org, b less than a
     weighted = book_of(*teams, cohorts=[cohort(["org"], weight=4)], idle_sharing=True)
     weighted.charge(TeamName("a"), P5, gpus(24))
-    assert fair_share_position(weighted, TeamName("b"))[0] == 8 / 64 / 4
+    assert cohort_shares(weighted, TeamName("b"))[0] == 8 / 64 / 4
 
 
 @settings(max_examples=80, deadline=None)

@@ -54,6 +54,7 @@ scheduling:
   idleAllocation: fair-share
   idleResourceSharing: true
   preemption: {gracePeriodS: 45}
+  fairShare: {usageHalfLifeS: 43200}
 teams:
 - name: nlp
   cohort: [research, language]
@@ -109,6 +110,7 @@ def test_the_documented_example_reads_with_every_field() -> None:
     assert policy.idle_allocation is IdleAllocation.FAIR_SHARE
     assert policy.idle_resource_sharing is True
     assert policy.preemption_grace_s == 45
+    assert policy.fair_share_usage_half_life_s == 43200
     nlp = policy.by_team[TeamName("nlp")]
     assert nlp.cohort == ("research", "language")
     assert nlp.fair_share_weight == 50
@@ -341,6 +343,38 @@ def test_the_written_document_reads_back_as_the_same_policy(policy: ClusterPolic
 
     assert read(through_yaml) == policy
     assert through_yaml["metadata"] == {"name": "prod"}
+
+
+def test_the_usage_half_life_defaults_to_a_day_and_0_turns_history_off() -> None:
+    assert read(minimal()).fair_share_usage_half_life_s == 86400
+    document = minimal()
+    document["scheduling"] = {"fair_share": {"usage_half_life_s": 0}}
+    assert read(document).fair_share_usage_half_life_s == 0
+    assert policy_document(read(document))["scheduling"]["fairShare"] == {"usageHalfLifeS": 0}
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (-1, "policy.yaml: scheduling.fairShare.usageHalfLifeS: -1 is out of range (use 0 to"),
+        (1.5, "policy.yaml: scheduling.fairShare.usageHalfLifeS: expected a whole number"),
+        (10**9, "policy.yaml: scheduling.fairShare.usageHalfLifeS: 1000000000 is out of range"),
+        ("a day", "policy.yaml: scheduling.fairShare.usageHalfLifeS: expected a whole number"),
+    ],
+)
+def test_a_bad_usage_half_life_names_the_field(value: Any, message: str) -> None:
+    document = minimal()
+    document["scheduling"] = {"fairShare": {"usageHalfLifeS": value}}
+    with pytest.raises(InvalidInputError) as raised:
+        read(document)
+    assert str(raised.value).startswith(message)
+
+
+def test_an_unknown_fair_share_key_suggests_the_known_one() -> None:
+    document = minimal()
+    document["scheduling"] = {"fairShare": {"usageHalfLife": 60}}
+    with pytest.raises(InvalidInputError, match="did you mean 'usageHalfLifeS'"):
+        read(document)
 
 
 def test_guarantees_are_written_in_their_shortest_form() -> None:

@@ -119,6 +119,7 @@ def test_the_scheduler_config_sets_classes_fair_share_and_idle_sharing() -> None
     assert policy.idle_allocation is IdleAllocation.FAIR_SHARE
     assert policy.idle_resource_sharing is True
     assert policy.default_priority_class is None
+    assert policy.fair_share_usage_half_life_s == 0  # HyperPod keeps no usage history
 
 
 def test_a_compute_quota_becomes_a_team() -> None:
@@ -168,6 +169,7 @@ def test_without_a_scheduler_config_hyperpods_defaults_apply() -> None:
     assert policy.priority_classes == ()
     assert policy.idle_allocation is IdleAllocation.FAIR_SHARE
     assert policy.idle_resource_sharing is True
+    assert policy.fair_share_usage_half_life_s == 0
 
 
 def test_disabled_fair_share_and_idle_sharing() -> None:

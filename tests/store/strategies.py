@@ -6,6 +6,7 @@ from hypothesis import strategies as st
 
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
 from topoq.domain.governance import (
+    MAX_USAGE_HALF_LIFE_S,
     ClusterPolicy,
     CohortQuota,
     CohortSpec,
@@ -252,6 +253,9 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         idle_resource_sharing=draw(st.booleans()),
         preemption_grace_s=draw(st.integers(0, 3600)),
         starvation_guard_s=draw(st.sampled_from([0.0, 1.5, 600.0, 86400.0])),
+        fair_share_usage_half_life_s=draw(
+            st.sampled_from([0.0, 86400.0]) | st.floats(0, MAX_USAGE_HALF_LIFE_S)
+        ),
     )
 
 

@@ -34,6 +34,7 @@ TABLES = {
     "nodes",
     "api_tokens",
     "audit_log",
+    "team_usage",
     "alembic_version",
 }
 

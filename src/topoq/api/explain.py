@@ -1,20 +1,28 @@
 """Why a job waits: the diagnostic of the latest cycle that considered it, or, when no cycle
 has yet, a read-only scheduling cycle on the current state (nothing of it is committed; the
-controller's own next cycle decides)."""
+controller's own next cycle decides). Under fair share, a pending job's explanation also shows
+each team's standing: borrowed share now, decayed usage, weight and position."""
 
 from __future__ import annotations
 
+import math
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.dependencies import dependency_status
 from topoq.core.eta import ETA_KEY
+from topoq.core.fair_share import estimated_usage, kept_half_life_s, standings
+from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult, Diagnostic
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
 from topoq.domain.job import JobPhase, JobView
 from topoq.engine.upstream import upstream_phases
-from topoq.wire.v1 import DependencyStatusModel, Explanation
+from topoq.wire.v1 import DependencyStatusModel, Explanation, FairShareStandingModel
+
+MAX_STANDINGS = 50
+"""Teams listed in a fair-share section at most (the job's own team always among them)."""
 
 
 def explain_job(service: Service, view: JobView) -> Explanation:
@@ -42,23 +50,56 @@ def dependency_statuses(service: Service, view: JobView) -> list[DependencyStatu
 def _explanation(service: Service, view: JobView) -> Explanation:
     if view.phase is not JobPhase.PENDING:
         return _not_waiting(view)
-    stored = service.store.diagnostic(view.id)
-    if stored is not None:
-        return _waiting(view, stored)
-    jobs = tuple(service.store.jobs().values())
-    upstream = upstream_phases(service.store, jobs)
     policy = service.store.policy() or ClusterPolicy()
     tree = service.tree()
+    now = service.clock()
+    fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
+    holders = list(service.store.holding_jobs().values()) if fair else []
+    usage_stored = service.store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
+    usage = estimated_usage(policy, tree, holders, usage_stored, now)
+    fair_share = _fair_share(policy, tree, holders, usage, view.team) if fair else []
+    stored = service.store.diagnostic(view.id)
+    if stored is not None:
+        return _waiting(view, stored, fair_share)
+    jobs = tuple(service.store.jobs().values())
+    upstream = upstream_phases(service.store, jobs)
+    snapshot = Snapshot(now, tree, jobs, policy, upstream_phases=upstream, fair_share_usage=usage)
     with service.cycle_lock:  # the cycle places on the tree, which other requests share
-        snapshot = Snapshot(service.clock(), tree, jobs, policy, upstream_phases=upstream)
         result = schedule(snapshot)
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:
-        return _waiting(view, diagnostic)
-    return Explanation(job=view.id, phase=view.phase, message=_undiagnosed(view, result))
+        return _waiting(view, diagnostic, fair_share)
+    message = _undiagnosed(view, result)
+    return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
 
 
-def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
+def _fair_share(
+    policy: ClusterPolicy,
+    tree: TopologyTree,
+    holders: Sequence[JobView],
+    usage: Mapping[TeamName, float],
+    team: TeamName,
+) -> list[FairShareStandingModel]:
+    rows = standings(policy, tree, holders, usage, also=[team])
+    shown = rows[:MAX_STANDINGS]
+    own = [row for row in rows[MAX_STANDINGS:] if row.team == team]
+    if own:  # the job's team (when the policy has it) is always listed
+        shown[-1:] = own
+    return [
+        FairShareStandingModel(
+            team=row.team,
+            weight=row.weight,
+            borrowed_share=row.borrowed_now,
+            usage=row.usage,
+            position=None if math.isinf(row.position) else row.position,
+        )
+        for row in shown
+    ]
+
+
+def _waiting(
+    view: JobView, diagnostic: Diagnostic, fair_share: list[FairShareStandingModel]
+) -> Explanation:
     return Explanation(
         job=view.id,
         phase=view.phase,
@@ -67,6 +108,7 @@ def _waiting(view: JobView, diagnostic: Diagnostic) -> Explanation:
         numbers=dict(diagnostic.numbers),
         remedies=list(diagnostic.remedies),
         eta_at=eta_of(diagnostic),
+        fair_share=fair_share,
     )
 
 

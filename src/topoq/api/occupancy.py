@@ -14,10 +14,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topoq.api.service import Service
+from topoq.core.fair_share import estimated_usage, kept_half_life_s
 from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree, build_tree
-from topoq.domain.governance import FlavorName, TeamSpec
+from topoq.domain.governance import FlavorName, TeamName, TeamSpec
 from topoq.domain.job import JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
@@ -154,14 +155,20 @@ def team_models(service: Service) -> list[TeamModel]:
     policy = service.store.policy()
     if policy is None:
         return []
-    capacity = capacity_by_flavor(service.tree(), INSTANCE_TYPE_LABEL)
-    book = QuotaBook(policy, capacity, usage_by_team(holding(service)))
+    tree = service.tree()
+    running = holding(service)
+    book = QuotaBook(policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(running))
     phases = service.store.count_jobs_by_team_and_phase([team.name for team in policy.teams])
-    return [_team_model(team, book, phases) for team in policy.teams]
+    stored = service.store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
+    usage = estimated_usage(policy, tree, running, stored, service.clock())
+    return [_team_model(team, book, phases, usage) for team in policy.teams]
 
 
 def _team_model(
-    team: TeamSpec, book: QuotaBook, phases: Mapping[tuple[str, JobPhase], int]
+    team: TeamSpec,
+    book: QuotaBook,
+    phases: Mapping[tuple[str, JobPhase], int],
+    usage: Mapping[TeamName, float],
 ) -> TeamModel:
     flavors = [quota.flavor for quota in team.quotas]
     flavors += sorted(f for f in book.usage.get(team.name, {}) if f not in flavors)
@@ -173,6 +180,7 @@ def _team_model(
         cohort=list(team.cohort),
         flavors=[_flavor_model(team, flavor, book) for flavor in flavors],
         jobs={phase: count for (name, phase), count in phases.items() if name == team.name},
+        fair_share_usage=usage.get(team.name, 0.0),
     )
 
 

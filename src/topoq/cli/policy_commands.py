@@ -29,6 +29,7 @@ from topoq.domain.governance import (
     CohortQuota,
     CohortSpec,
     FlavorQuota,
+    IdleAllocation,
     TeamName,
     TeamSpec,
 )
@@ -216,6 +217,10 @@ def print_policy(console: Console, policy: ClusterPolicy) -> None:
         if policy.idle_resource_sharing
         else "; capacity no team owns is not lent"
     )
+    if policy.idle_allocation is IdleAllocation.FAIR_SHARE:
+        half_life = policy.fair_share_usage_half_life_s
+        history = f"usage halves in {half_life:g} s" if half_life else "none (half-life 0)"
+        console.print(f"fair-share usage history: {history}")
     headers = ("team", "sharing", "weight", "flavor", "guarantee", "borrow limit", "lends")
     rows = [row for team in policy.teams for row in _team_rows(team)]
     console.file.write(text_table(headers, rows) + "\n")

@@ -245,6 +245,14 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 typer.echo("depends on:")
                 for line in dependency_lines(answer):
                     typer.echo(line)
+            if answer.fair_share:
+                typer.echo("  fair share (the lowest position is served first):")
+            for row in answer.fair_share:
+                place = "last (weight 0)" if row.position is None else f"{row.position:.3f}"
+                typer.echo(
+                    f"    {row.team}: weight {row.weight}, borrows {row.borrowed_share:.1%} "
+                    f"now, usage {row.usage:.1%}, position {place}"
+                )
 
     for verb in ("cancel", "hold", "release"):
         _job_action(app, verb)

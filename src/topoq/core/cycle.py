@@ -34,6 +34,7 @@ from topoq.core.backfill import (
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
+from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import (
     capacity_by_flavor,
     flavor_values,
@@ -54,7 +55,7 @@ from topoq.core.holds import (
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import eviction_order, pending_in_order, priority_of, team_order_key
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
-from topoq.core.quota import QuotaBook, QuotaVerdict, dominant_share
+from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.time_limits import time_limit_of
 from topoq.core.tree import ExclusionReason, TopologyTree
 from topoq.domain.decisions import (
@@ -92,6 +93,9 @@ class Snapshot:
     upstream_phases: Mapping[JobId, JobPhase] = field(default_factory=dict)
     """The phase of each job a pending job depends on that is not in ``jobs`` (a shell that
     holds only unfinished jobs gives the finished ones here; ``core.dependencies``)."""
+    fair_share_usage: Mapping[TeamName, float] = field(default_factory=dict)
+    """Each team's decayed usage of borrowed capacity as of ``now`` (``core.fair_share``):
+    part of its fair-share position. Empty: no history, only what teams borrow now."""
 
 
 @dataclass
@@ -197,7 +201,7 @@ def schedule(snapshot: Snapshot) -> CycleResult:
             continue
         ready.append(job)
     hold_for_starving(cycle, ready)
-    for job in pending_in_order(ready, cycle.book):
+    for job in pending_in_order(ready, cycle.book, snapshot.fair_share_usage):
         _consider(cycle, job)
     return CycleResult(
         admissions=tuple(cycle.admissions),
@@ -418,24 +422,27 @@ def _preemption_rules(cycle: _Cycle, job: JobView, attempt: Attempt) -> Iterator
             lambda victim, book: book.reclaimable(job.team, victim.team, flavor, total_demand(job)),
         )
     elif policy.idle_allocation is IdleAllocation.FAIR_SHARE:
+        usage = cycle.snapshot.fair_share_usage
         after = cycle.book.copy()
         after.charge(job.team, flavor, total_demand(job))
-        mine_after = dominant_share(after, job.team)
+        mine_after = fair_share_position(after, job.team, usage)
         richer = [
             h
             for h in running
             if h.team != job.team
             and cycle.book.borrowed(h.team, flavor)
-            and _share_without(cycle.book, h) >= mine_after
+            and _share_without(cycle.book, h, usage) >= mine_after
         ]
-        share = {team: dominant_share(cycle.book, team) for team in {h.team for h in richer}}
+        share = {
+            team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
+        }
         richest_first = sorted(eviction_order(policy, richer), key=lambda h: -share[h.team])
         yield (
             PreemptionCause.PREEMPTED_FOR_FAIR_SHARE,
             richest_first,
             lambda victim, book: (
                 bool(book.borrowed(victim.team, flavor))
-                and _share_without(book, victim) >= mine_after
+                and _share_without(book, victim, usage) >= mine_after
             ),
         )
 
@@ -455,15 +462,16 @@ def _reclaim_candidates(
     return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
 
 
-def _share_without(book: QuotaBook, victim: JobView) -> float:
-    """The victim's team's weighted share once the victim is gone: fair-share preemption only
-    evicts while the victim's team stays at least as high as the preemptor's team will be, so
-    the two never trade places back and forth."""
+def _share_without(book: QuotaBook, victim: JobView, usage: Mapping[TeamName, float]) -> float:
+    """The victim's team's fair-share position once the victim is gone (its decayed usage
+    stays: the past does not change): fair-share preemption only evicts while the victim's
+    team stays at least as high as the preemptor's team will be, so the two never trade
+    places back and forth."""
     trial = book.copy()
     if victim.allocation is not None:
         for flavor, amount in victim.allocation.usage.items():
             trial.release(victim.team, flavor, amount)
-    return dominant_share(trial, victim.team)
+    return fair_share_position(trial, victim.team, usage)
 
 
 def _always(victim: JobView, book: QuotaBook) -> bool:

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
 
 from topoq.core.admission import flavors_for
+from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import total_demand
-from topoq.core.quota import QuotaBook, fair_share_position
+from topoq.core.quota import QuotaBook, cohort_shares
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
 from topoq.domain.job import JobView
 from topoq.domain.resources import Resources
+
+NO_USAGE: Mapping[TeamName, float] = MappingProxyType({})
+"""No usage history: the fair-share position is the weighted borrowed share now."""
 
 _Standing = tuple[int, int, tuple[float, ...]]
 """Within guarantee, priority, fair-share position (cohorts from the top, then the team)."""
@@ -23,30 +28,38 @@ def priority_of(policy: ClusterPolicy, job: JobView) -> int:
     return policy.priority_of(job.spec.priority_class)
 
 
-def next_job_key(book: QuotaBook, job: JobView) -> _Key:
+def next_job_key(book: QuotaBook, job: JobView, usage: Mapping[TeamName, float] = NO_USAGE) -> _Key:
     """Jobs that fit their team's guarantee first (a guarantee is honoured before anyone
-    borrows), then by priority, then by the team's fair-share position (lowest weighted
-    borrowed share first, when idle compute is shared fairly), then by submission time.
-    Computed against the books as they stand, so each admission moves its team back."""
-    within, priority, share = _standing(book, job, total_demand(job))
+    borrows), then by priority, then by the team's fair-share position (lowest first, when
+    idle compute is shared fairly: its weighted borrowed share now plus its decayed ``usage``
+    over its weight, ``core.fair_share``), then by submission time. Computed against the
+    books as they stand, so each admission moves its team back."""
+    within, priority, share = _standing(book, job, total_demand(job), usage)
     return (within, priority, share, job.spec.submitted_at, job.id)
 
 
-def _standing(book: QuotaBook, job: JobView, demand: Resources) -> _Standing:
+def _standing(
+    book: QuotaBook, job: JobView, demand: Resources, usage: Mapping[TeamName, float]
+) -> _Standing:
     policy = book.policy
     within = any(
         book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
     )
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
-    share = fair_share_position(book, job.team) if fair else ()  # cohorts first, then the team
+    share = (
+        (*cohort_shares(book, job.team), fair_share_position(book, job.team, usage)) if fair else ()
+    )  # cohorts first, then the team (its share now and its decayed usage)
     return (0 if within else 1, -priority_of(policy, job), share)
 
 
-def pending_in_order(jobs: Iterable[JobView], book: QuotaBook) -> Iterator[JobView]:
+def pending_in_order(
+    jobs: Iterable[JobView], book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
+) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
-    :func:`next_job_key` on the books *as admissions so far left them*. A head's key depends
-    only on its own team's usage, so it is computed again only when that usage changed."""
+    :func:`next_job_key` on the books *as admissions so far left them* (and each team's
+    decayed ``usage``, constant within the cycle). A head's key depends only on its own
+    team's figures, so it is computed again only when its usage of the books changed."""
     queues: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         queues.setdefault(job.team, []).append(job)
@@ -63,7 +76,7 @@ def pending_in_order(jobs: Iterable[JobView], book: QuotaBook) -> Iterator[JobVi
             demand = total_demand(head)
             alike = (team, stamp[1], head.spec.priority_class, demand)
             if alike not in standing:  # jobs of one team and shape stand alike
-                standing[alike] = _standing(book, head, demand)
+                standing[alike] = _standing(book, head, demand, usage)
             cached = (*stamp, (*standing[alike], head.spec.submitted_at, head.id))
             known[team] = cached
         return cached[2]

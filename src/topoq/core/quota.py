@@ -488,15 +488,15 @@ def dominant_share(book: QuotaBook, team: TeamName) -> float:
     return _weighted(largest, spec.fair_share_weight if spec is not None else 0)
 
 
-def fair_share_position(book: QuotaBook, team: TeamName) -> tuple[float, ...]:
-    """Where the team stands under fair share, level by level from the top: the weighted
-    share of each cohort on its path (what its subtree uses above its subtree's guarantee,
-    as :func:`dominant_share` measures a team), then the team's own :func:`dominant_share`.
-    Compared as a tuple, cohorts compete with their siblings first, then teams inside them."""
+def cohort_shares(book: QuotaBook, team: TeamName) -> tuple[float, ...]:
+    """Where the team's cohorts stand under fair share, level by level from the top: the
+    weighted share of each cohort on its path (what its subtree uses above its subtree's
+    guarantee, as :func:`dominant_share` measures a team). The ordering puts the team's own
+    position (``core.fair_share.fair_share_position``) after them: compared as a tuple,
+    cohorts compete with their siblings first, then teams inside them."""
     spec = book.policy.by_team.get(team)
     path = spec.cohort if spec is not None else ()
-    cohorts = tuple(book.cohort_share(level) for level in levels(path))
-    return (*cohorts, dominant_share(book, team))
+    return tuple(book.cohort_share(level) for level in levels(path))
 
 
 def _largest_fraction(book: QuotaBook, borrowed: Callable[[FlavorName], Resources]) -> float:

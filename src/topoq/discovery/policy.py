@@ -16,6 +16,7 @@
       idleResourceSharing: true           # capacity owned by no team becomes borrowable
       preemption:
         gracePeriodS: 30                  # 0-3600: SIGTERM, then SIGKILL for a victim's pods
+      fairShare: {usageHalfLifeS: 86400}  # fair-share usage history fades (0: none)
     teams:
     - name: nlp
       cohort: [research, language]        # optional org → division path (outermost first)
@@ -79,10 +80,12 @@ from topoq.domain.governance import (
     DEFAULT_BORROW_LIMIT_PERCENT,
     DEFAULT_PREEMPTION_GRACE_S,
     DEFAULT_STARVATION_GUARD_S,
+    DEFAULT_USAGE_HALF_LIFE_S,
     MAX_COHORTS,
     MAX_PREEMPTION_GRACE_S,
     MAX_PRIORITY_CLASSES,
     MAX_TEAMS,
+    MAX_USAGE_HALF_LIFE_S,
     MAX_WEIGHT,
     ClusterPolicy,
     CohortPath,
@@ -122,8 +125,10 @@ _SCHEDULING_KEYS = (
     "idleResourceSharing",
     "preemption",
     "starvationGuardS",
+    "fairShare",
 )
 _PREEMPTION_KEYS = ("gracePeriodS",)
+_FAIR_SHARE_KEYS = ("usageHalfLifeS",)
 _CLASS_KEYS = ("name", "weight", "timeLimit")
 _TEAM_KEYS = (
     "name",
@@ -201,6 +206,7 @@ def _policy(fields: Fields) -> ClusterPolicy:
         preemption_grace_s=_preemption_grace_s(scheduling),
         cohorts=tuple(_cohort_spec(record) for record in _cohort_records(fields)),
         starvation_guard_s=_starvation_guard(scheduling),
+        fair_share_usage_half_life_s=_usage_half_life_s(scheduling),
     )
 
 
@@ -214,6 +220,15 @@ def _preemption_grace_s(scheduling: Fields) -> int:
 def _starvation_guard(scheduling: Fields) -> float:
     guard = optional_duration(scheduling, "starvationGuardS", allow_zero=True)
     return DEFAULT_STARVATION_GUARD_S if guard is None else guard
+
+
+def _usage_half_life_s(scheduling: Fields) -> float:
+    """``fairShare.usageHalfLifeS``: whole seconds, 0 (no usage history) to a year."""
+    fair_share = scheduling.mapping(spelling(scheduling, "fairShare"))
+    reject_unknown_keys(fair_share, _FAIR_SHARE_KEYS)
+    key = spelling(fair_share, "usageHalfLifeS")
+    default = int(DEFAULT_USAGE_HALF_LIFE_S)
+    return float(bounded(fair_share, key, 0, int(MAX_USAGE_HALF_LIFE_S), default))
 
 
 def _priority_classes(scheduling: Fields) -> tuple[PriorityClass, ...]:

@@ -94,6 +94,7 @@ def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
     if policy.preemption_grace_s != DEFAULT_PREEMPTION_GRACE_S:
         document["preemption"] = {"gracePeriodS": policy.preemption_grace_s}
     document["starvationGuardS"] = policy.starvation_guard_s
+    document["fairShare"] = {"usageHalfLifeS": _whole(policy.fair_share_usage_half_life_s)}
     return document
 
 
@@ -102,6 +103,11 @@ def _class_document(cls: PriorityClass) -> dict[str, Any]:
     if cls.time_limit_s is not None:
         document["timeLimit"] = cls.time_limit_s
     return document
+
+
+def _whole(seconds: float) -> int | float:
+    """Seconds as the file gives them: whole (a policy read from a file always is)."""
+    return int(seconds) if seconds == int(seconds) else seconds
 
 
 def _team_document(team: TeamSpec) -> dict[str, Any]:

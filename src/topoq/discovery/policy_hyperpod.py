@@ -8,6 +8,8 @@ output (``{"ComputeQuotaSummaries": [...]}``) or a JSON list of quotas counts as
   ``priority`` when there are classes, else ``fifo``. ``FairShare`` Enabled (HyperPod's default)
   → idle allocation ``fair-share``, Disabled → ``first-come``. ``IdleResourceSharing``
   Enabled (default) | Disabled. Without a scheduler config, HyperPod's defaults apply.
+  HyperPod's fair share weighs what teams borrow now (Kueue's fair sharing) and keeps no usage
+  history, so the imported policy's usage half-life is 0.
 * ``ComputeQuotaTarget.TeamName`` → the team; ``FairShareWeight`` (HyperPod's default 0).
 * ``ComputeQuotaConfig.ComputeQuotaResources[]``: per ``InstanceType``, ``Count`` whole
   instances, or ``Accelerators`` / ``VCpu`` / ``MemoryInGiB`` with what is not given in the same
@@ -62,6 +64,8 @@ from topoq.domain.quantity import CPU, EFA, MEMORY, NEURON_DEVICE, NVIDIA_GPU, p
 from topoq.domain.resources import Resources
 
 HYPERPOD_DEFAULT_FAIR_SHARE_WEIGHT = 0
+HYPERPOD_USAGE_HALF_LIFE_S = 0.0
+"""HyperPod keeps no fair-share usage history."""
 _SCHEDULER_KEYS = ("PriorityClasses", "FairShare", "IdleResourceSharing")
 _CLASS_KEYS = ("Name", "Weight")
 _TARGET_KEYS = ("TeamName", "FairShareWeight")
@@ -131,6 +135,7 @@ def _hyperpod_policy(
             teams=tuple(teams),
             prioritization=Prioritization.FIFO,
             idle_allocation=IdleAllocation.FAIR_SHARE,
+            fair_share_usage_half_life_s=HYPERPOD_USAGE_HALF_LIFE_S,
         )
     document, source = config
     try:
@@ -185,6 +190,7 @@ def _cluster_policy(config: Fields, teams: tuple[TeamSpec, ...]) -> ClusterPolic
             IdleAllocation.FAIR_SHARE if fair_share is Toggle.ENABLED else IdleAllocation.FIRST_COME
         ),
         idle_resource_sharing=sharing is Toggle.ENABLED,
+        fair_share_usage_half_life_s=HYPERPOD_USAGE_HALF_LIFE_S,
     )
 
 

@@ -30,6 +30,9 @@ MAX_COHORTS = 1000
 """Declared cohorts in one policy."""
 DEFAULT_STARVATION_GUARD_S = 600.0
 """How long a job may wait before the capacity it needs is held for it (0: never held)."""
+DEFAULT_USAGE_HALF_LIFE_S = 86400.0
+"""How fast a team's fair-share usage history fades: halved in a day (0 turns history off)."""
+MAX_USAGE_HALF_LIFE_S = 365 * 86400.0
 
 
 class SharingStrategy(StrEnum):
@@ -279,6 +282,9 @@ class ClusterPolicy:
     """Cohorts with a guarantee, limits or weight of their own (others need no spec)."""
     starvation_guard_s: float = DEFAULT_STARVATION_GUARD_S
     """After a job has waited this long, the capacity it needs is held for it (0: off)."""
+    fair_share_usage_half_life_s: float = DEFAULT_USAGE_HALF_LIFE_S
+    """Under fair share, how fast each team's usage of borrowed capacity is forgotten (see
+    ``topoq.core.fair_share``); 0: only what teams borrow now counts."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
@@ -303,6 +309,12 @@ class ClusterPolicy:
             raise InvalidInputError(
                 f"starvation guard {self.starvation_guard_s}",
                 hint="give 0 (off) or a number of seconds",
+            )
+        if not 0 <= self.fair_share_usage_half_life_s <= MAX_USAGE_HALF_LIFE_S:
+            raise InvalidInputError(
+                f"usage half-life {self.fair_share_usage_half_life_s} s",
+                where="scheduling.fairShare.usageHalfLifeS",
+                hint=f"use 0 (no history) to {MAX_USAGE_HALF_LIFE_S:.0f} seconds",
             )
         classes = {cls.name: cls.weight for cls in self.priority_classes}
         if len(classes) != len(self.priority_classes):

@@ -34,6 +34,14 @@ from functools import partial
 from typing import Protocol
 
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.fair_share import (
+    TeamUsage,
+    held_fractions,
+    kept_half_life_s,
+    recheck_due,
+    shares_of,
+    usage_at,
+)
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.quota import QuotaBook
@@ -42,7 +50,7 @@ from topoq.core.time_limits import failed_by_limit, overdue
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.topology import TopologySpec
@@ -70,6 +78,9 @@ pods killed and requeues the victim itself."""
 MAX_EVENT_STEPS = 10
 """Steps in a row in which an event failed to be stored (with the store otherwise working: a
 step reads the nodes first) before it is dropped as one that never can be."""
+USAGE_SAVE_INTERVAL_S = 60.0
+"""The longest the teams' fair-share usage stays unsaved (it is also saved when a step changed
+jobs, and when the server stops): a crash forgets at most this much of it."""
 
 
 class ControlPlaneMetricsLike(Protocol):
@@ -160,6 +171,17 @@ class Controller:
         """Executor events polled (or made, START_FAILED) and not yet stored, oldest first."""
         self._event_failures = 0
         """In how many steps in a row storing the oldest unapplied event failed."""
+        self._settled_at = 0.0
+        """When the settled cycle ran (usage history moves on with time alone)."""
+        self._settled_waiting = False
+        """Whether jobs waited after the settled cycle (only then can time change a decision)."""
+        self._usage: dict[TeamName, TeamUsage] | None = None
+        """Each team's decayed fair-share usage as of the last step (read at the first)."""
+        self._held: dict[TeamName, float] = {}
+        """Each team's borrowed fraction as the last step left the books: what it holds until
+        the next step accounts for the time in between."""
+        self._accounted_at: float | None = None
+        self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
@@ -180,19 +202,33 @@ class Controller:
             jobs = self.store.jobs()  # a victim past its grace period was requeued
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
+        usage = self._usage_now(now, policy)
         due = self._settled_until is not None and now >= self._settled_until
-        if not report.events and not due and inputs.same_as(self._settled):
+        if (
+            not report.events
+            and not due
+            and inputs.same_as(self._settled)
+            and not (self._settled_waiting and recheck_due(policy, self._settled_at, now))
+        ):
             # the cycle would decide what it decided last time (time enters it only through
-            # time limits and the starvation guard, and none of them is due), and all of that
-            # is stored: a queue that waits costs a read, not a cycle
+            # time limits, the starvation guard — none of them is due — and usage history,
+            # rechecked now and then), and all of that is stored: a queue that waits costs a
+            # read, not a cycle
             report.settled = True
+            self._save_usage(now, changed=False)
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
             return report
         upstream = upstream_phases(self.store, jobs.values())  # finished jobs depended on
-        result = schedule(
-            Snapshot(now, tree, tuple(jobs.values()), policy, upstream_phases=upstream)
+        snapshot = Snapshot(
+            now,
+            tree,
+            tuple(jobs.values()),
+            policy,
+            upstream_phases=upstream,
+            fair_share_usage=shares_of(usage),
         )
+        result = schedule(snapshot)
         report.result = result
         after = apply_cycle(jobs, result, now=now)
         changed = [view for job_id, view in after.items() if view != jobs[job_id]]
@@ -207,11 +243,53 @@ class Controller:
                 return report
         self._settled = None if changed else inputs
         self._settled_until = next_time_rule_change(after.values(), now, policy)
+        self._settled_at = now
+        self._settled_waiting = bool(result.diagnostics)
         self._dispatch(result, after, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
+        self._held = held_fractions(policy, tree, after.values())
+        if kept_half_life_s(policy) > 0:
+            for team in self._held:  # known from now on: what they hold counts from now
+                usage.setdefault(team, TeamUsage(0.0, now))
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
+        self._save_usage(now, changed=bool(changed))
         return report
+
+    # --- fair-share usage history ---------------------------------------------------------
+    def _usage_now(self, now: float, policy: ClusterPolicy) -> dict[TeamName, TeamUsage]:
+        """The teams' usage brought forward to ``now``: what the last step left them holding,
+        for the time since (at the first step, the stored usage only decays: after a restart
+        nothing ran in between, ``recover`` requeues what the store said was running)."""
+        if self._usage is None:
+            self._usage = self.store.fair_share_usage()
+            self._usage_saved = (now, dict(self._usage))
+        since = now if self._accounted_at is None else self._accounted_at
+        self._usage = usage_at(
+            self._usage,
+            self._held,
+            since_s=since,
+            now_s=now,
+            half_life_s=kept_half_life_s(policy),
+        )
+        self._accounted_at = now
+        return self._usage
+
+    def _save_usage(self, now: float, *, changed: bool) -> None:
+        """Save the usage when the step changed jobs or ``USAGE_SAVE_INTERVAL_S`` passed, and
+        only when it differs from what was saved."""
+        saved = self._usage_saved
+        due = changed or saved is None or now - saved[0] >= USAGE_SAVE_INTERVAL_S
+        if due and (saved is None or saved[1] != self._usage):
+            self.save_fair_share_usage()
+
+    def save_fair_share_usage(self) -> None:
+        """Write the teams' usage as of the last step to the store (and when the server
+        stops, so that a restart goes on from it)."""
+        if self._usage is None or self._accounted_at is None:
+            return
+        self.store.save_fair_share_usage(self._usage)
+        self._usage_saved = (self._accounted_at, dict(self._usage))
 
     def _observe(
         self,

@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Protocol
 
+from topoq.core.fair_share import TeamUsage
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import InvalidInputError, TopoqError
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import Allocation, JobId, JobPhase, JobSpec, JobView
 from topoq.domain.limits import DEFAULT_LOG_READ_BYTES
 from topoq.domain.node import NodeSpec
@@ -107,6 +108,12 @@ class Store(Protocol):
         """Atomically set the fields given (health, cordon state) of one node and nothing
         else, so that concurrent changes of other nodes or other fields all stick; the node
         as it is now, or None when there is no node of that name."""
+
+    def fair_share_usage(self) -> dict[TeamName, TeamUsage]:
+        """Each team's decayed fair-share usage as last saved (empty before any)."""
+
+    def save_fair_share_usage(self, usage: Mapping[TeamName, TeamUsage]) -> None:
+        """Replace every team's decayed fair-share usage (teams not given are removed)."""
 
     def audit(self, entry: AuditEntry) -> None:
         """Append one entry to the append-only audit log."""

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Snapshot, schedule
+from topoq.core.fair_share import TeamUsage, held_fractions, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
@@ -125,6 +126,10 @@ class Simulation:
         self._last_wait: dict[JobId, Diagnostic] = {}
         self._tick_queued = False
         self._warnings: list[str] = list(scenario.warnings)
+        self.fair_share_usage: dict[TeamName, TeamUsage] = {}
+        """Each team's decayed fair-share usage as of the last cycle (``core.fair_share``)."""
+        self._held: dict[TeamName, float] = {}
+        self._accounted_at = 0.0
 
     # --- the loop -------------------------------------------------------------------
     def run(self) -> SimulationResult:
@@ -173,7 +178,7 @@ class Simulation:
 
     def _schedule_tick(self) -> None:
         """The next interval tick, while jobs wait and something else is still to come (a tick
-        alone changes nothing: the cycle is a function of the snapshot)."""
+        alone changes nothing but the teams' fair-share usage, which moves with time)."""
         interval = self.scenario.cycle_interval_s
         if interval is None or self._tick_queued:
             return
@@ -186,11 +191,27 @@ class Simulation:
     def _cycle(self) -> CycleResult:
         if self._tree is None:
             self._tree = build_tree(self._nodes.values(), self.scenario.topology)
-        snapshot = Snapshot(self.now, self._tree, tuple(self.jobs.values()), self.scenario.policy)
+        policy = self.scenario.policy
+        self.fair_share_usage = usage_at(
+            self.fair_share_usage,
+            self._held,
+            since_s=self._accounted_at,
+            now_s=self.now,
+            half_life_s=kept_half_life_s(policy),
+        )
+        self._accounted_at = self.now
+        snapshot = Snapshot(
+            self.now,
+            self._tree,
+            tuple(self.jobs.values()),
+            policy,
+            fair_share_usage=shares_of(self.fair_share_usage),
+        )
         result = schedule(snapshot)
         self.cycles += 1
         self.log.cycle(self.now, result, self.jobs)
         self.jobs = apply_cycle(self.jobs, result, now=self.now, start_at_once=True)
+        self._held = held_fractions(policy, self._tree, self.jobs.values())
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)

@@ -19,6 +19,7 @@ from topoq.domain.decisions import (
 from topoq.domain.governance import (
     DEFAULT_PREEMPTION_GRACE_S,
     DEFAULT_STARVATION_GUARD_S,
+    DEFAULT_USAGE_HALF_LIFE_S,
     ClusterPolicy,
     CohortQuota,
     CohortSpec,
@@ -52,6 +53,7 @@ def encode_policy(policy: ClusterPolicy) -> Document:
         "preemption_grace_s": policy.preemption_grace_s,
         "cohorts": [_encode_cohort(cohort) for cohort in policy.cohorts],
         "starvation_guard_s": policy.starvation_guard_s,
+        "fair_share_usage_half_life_s": policy.fair_share_usage_half_life_s,
     }
 
 
@@ -71,6 +73,9 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
         preemption_grace_s=int(data.get("preemption_grace_s", DEFAULT_PREEMPTION_GRACE_S)),
         cohorts=tuple(_decode_cohort(item) for item in data.get("cohorts", ())),
         starvation_guard_s=float(data.get("starvation_guard_s", DEFAULT_STARVATION_GUARD_S)),
+        fair_share_usage_half_life_s=float(
+            data.get("fair_share_usage_half_life_s", DEFAULT_USAGE_HALF_LIFE_S)
+        ),
     )
 
 

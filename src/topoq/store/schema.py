@@ -178,3 +178,14 @@ class AuditRow(Base):
     action: Mapped[str] = mapped_column(String(NAME_LENGTH))
     target: Mapped[str] = mapped_column(String(NAME_LENGTH))
     detail: Mapped[dict[str, Any]] = mapped_column(Json)
+
+
+class TeamUsageRow(Base):
+    """Each team's decayed fair-share usage (``topoq.core.fair_share.TeamUsage``): one row per
+    team, replaced as the controller brings it forward."""
+
+    __tablename__ = "team_usage"
+
+    team: Mapped[str] = mapped_column(String(NAME_LENGTH), primary_key=True)
+    share: Mapped[float] = mapped_column(Double)
+    as_of: Mapped[float] = mapped_column(Double)

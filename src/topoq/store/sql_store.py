@@ -20,12 +20,13 @@ from types import TracebackType
 from sqlalchemy import asc, desc, func, select
 from sqlalchemy.engine import Connection
 
+from topoq.core.fair_share import TeamUsage
 from topoq.domain.decisions import CycleResult, Diagnostic
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
-from topoq.store import audit_log, inventory, job_events, job_rows, tokens
+from topoq.store import audit_log, inventory, job_events, job_rows, team_usage, tokens
 from topoq.store.cycle_log import RecordedCycle, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.group_commit import GroupCommit
@@ -362,6 +363,15 @@ class SqlStore:
                 c, name, ready=ready, unschedulable=unschedulable, now=now
             )
         )
+
+    # --- fair-share usage ---------------------------------------------------------------
+    def fair_share_usage(self) -> dict[TeamName, TeamUsage]:
+        """Each team's decayed fair-share usage as last saved (one statement)."""
+        return self._query(team_usage.read_usage)
+
+    def save_fair_share_usage(self, usage: Mapping[TeamName, TeamUsage]) -> None:
+        """Replace every team's usage in one transaction (teams not given are removed)."""
+        self._write(lambda c: team_usage.replace_usage(c, usage))
 
     # --- audit --------------------------------------------------------------------------
     def audit(self, entry: AuditEntry) -> None:

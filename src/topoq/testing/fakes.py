@@ -3,11 +3,12 @@ store (SQLite, PostgreSQL) and the local executor have their own contract tests.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from topoq.core.fair_share import TeamUsage
 from topoq.domain.decisions import CycleResult
-from topoq.domain.governance import ClusterPolicy
+from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import (
@@ -30,6 +31,7 @@ class MemoryStore:
     node_rows: list[NodeSpec] = field(default_factory=list)
     audit_rows: list[AuditEntry] = field(default_factory=list)
     cycles: list[CycleResult] = field(default_factory=list)
+    usage_rows: dict[TeamName, TeamUsage] = field(default_factory=dict)
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
@@ -94,6 +96,12 @@ class MemoryStore:
                 )
                 return self.node_rows[index]
         return None
+
+    def fair_share_usage(self) -> dict[TeamName, TeamUsage]:
+        return dict(self.usage_rows)
+
+    def save_fair_share_usage(self, usage: Mapping[TeamName, TeamUsage]) -> None:
+        self.usage_rows = dict(usage)
 
     def audit(self, entry: AuditEntry) -> None:
         self.audit_rows.append(entry)

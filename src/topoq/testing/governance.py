@@ -144,6 +144,8 @@ class Cluster:
     jobs: dict[JobId, JobView] = field(default_factory=dict)
     now: float = 0.0
     last: CycleResult = field(default_factory=CycleResult)
+    fair_share_usage: dict[TeamName, float] = field(default_factory=dict)
+    """Each team's decayed fair-share usage the cycles see (none unless a test sets it)."""
 
     @classmethod
     def of(cls, shape: Sequence[int], policy: ClusterPolicy, *jobs: JobView) -> Cluster:
@@ -155,7 +157,13 @@ class Cluster:
             self.jobs[new.id] = replace(new, spec=replace(new.spec, submitted_at=self.now))
 
     def cycle(self) -> CycleResult:
-        snapshot = Snapshot(self.now, self.tree, tuple(self.jobs.values()), self.policy)
+        snapshot = Snapshot(
+            self.now,
+            self.tree,
+            tuple(self.jobs.values()),
+            self.policy,
+            fair_share_usage=self.fair_share_usage,
+        )
         self.last = schedule(snapshot)
         self.jobs = apply_cycle(
             self.jobs, self.last, now=self.now, start_at_once=True, evict_at_once=True

@@ -77,6 +77,11 @@ class TeamModel(WireModel):
     cohort: list[str]
     flavors: list[TeamFlavorModel]
     jobs: dict[JobPhase, int] = Field(description="Unfinished jobs by phase.")
+    fair_share_usage: float = Field(
+        default=0.0,
+        description="Under fair share, the team's decayed usage of borrowed capacity: the "
+        "decayed average of its borrowed share of the cluster (0 without history).",
+    )
 
 
 class PolicyModel(WireModel):

@@ -171,6 +171,25 @@ class DependencyStatusModel(WireModel):
     )
 
 
+class FairShareStandingModel(WireModel):
+    """One team's place in fair share: borrowed capacity now, decayed usage and weight."""
+
+    team: str
+    weight: int
+    borrowed_share: float = Field(
+        description="The largest fraction of any resource of the cluster it holds above its "
+        "guarantee now."
+    )
+    usage: float = Field(
+        description="Its decayed usage: the decayed average of its borrowed share over the "
+        "recent past (scheduling.fairShare.usageHalfLifeS)."
+    )
+    position: float | None = Field(
+        description="(borrowed_share + usage) / weight: the lowest is served first and the "
+        "highest is the first fair-share victim; null is last of all (weight 0)."
+    )
+
+
 class Explanation(WireModel):
     job: str
     phase: JobPhase
@@ -187,6 +206,11 @@ class Explanation(WireModel):
         default=None,
         description="When it is expected to start (seconds since the epoch), where the time "
         "limits of running jobs allow computing it.",
+    )
+    fair_share: list[FairShareStandingModel] = Field(
+        default_factory=list,
+        description="Under fair-share idle allocation, for a pending job: its team and every "
+        "team that borrows or has usage, lowest position first (empty otherwise).",
     )
 
 

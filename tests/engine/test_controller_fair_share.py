@@ -34,10 +34,11 @@ class Clock:
 
 
 def fair(half_life_s: float = HALF_LIFE_S) -> ClusterPolicy:
-    """Teams a and b, no guarantee, each may borrow all 8 nodes (64 GPUs)."""
+    """Teams a and b, no guarantee, each may borrow all 8 nodes (64 GPUs); no starvation
+    guard, so that time enters the cycle only through usage history."""
     teams = (team("a", 0, borrow_gpus=64), team("b", 0, borrow_gpus=64))
     rules = policy(*teams, fair_share=True, fifo=True)
-    return replace(rules, fair_share_usage_half_life_s=half_life_s)
+    return replace(rules, fair_share_usage_half_life_s=half_life_s, starvation_guard_s=0)
 
 
 def controller(

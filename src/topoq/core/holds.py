@@ -6,6 +6,7 @@ hint a job kept out of held capacity gets. The rules: ``topoq.core.backfill``, A
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -24,6 +25,7 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
+from topoq.core.ordering import next_job_key
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
 from topoq.core.starvation import starving
@@ -40,6 +42,9 @@ class Instant(Protocol):
 
     @property
     def tree(self) -> TopologyTree: ...
+
+    @property
+    def fair_share_usage(self) -> Mapping[TeamName, float]: ...
 
 
 class HoldingCycle(Protocol):
@@ -137,13 +142,18 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 
 def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
-    """Before any job is considered, the first starving job that may ever run (by priority,
-    then submission; ``MAX_STARVING_HOLDS``) holds what it needs, so that no job of the
-    cycle, considered before or after it, takes that: its quota against other teams'
-    borrowing when it may borrow, and the capacity its placement takes at its expected start
-    once its quota allows it. It is admitted in its turn as any job."""
+    """Before any job is considered, the first starving job that may ever run
+    (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
+    then priority, fair-share position, submission (``ordering.next_job_key`` on the books as
+    the cycle starts) — holds what it needs, so that no job of the cycle, considered before or
+    after it, takes that: its quota against other teams' borrowing when it may borrow, and the
+    capacity its placement takes at its expected start once its quota allows it. It is
+    admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
+    overriding fair share: of two starving teams, the one fair share serves first is held for."""
     holding = 0
-    for job in starving(ready, cycle.policy, cycle.snapshot.now):
+    usage = cycle.snapshot.fair_share_usage
+    candidates = starving(ready, cycle.policy, cycle.snapshot.now)
+    for job in sorted(candidates, key=lambda job: next_job_key(cycle.book, job, usage)):
         if holding == MAX_STARVING_HOLDS:
             return
         attempts = cycle.attempts(job, cycle.book_for(job))

@@ -10,10 +10,11 @@ import numpy as np
 
 from topoq.core.eligibility import Eligibility, eligibility_of
 from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.descent import descend, place_in_topology
 from topoq.core.placement.diagnosis import diagnose
 from topoq.core.placement.fit import Room, pods_per_leaf, room_by_level
 from topoq.core.placement.request import Demand, SearchPlan, demand_of, plan_search
-from topoq.core.placement.search import LeafTake, descend, place_in_topology, rank_domains
+from topoq.core.placement.search import LeafTake, rank_domains
 from topoq.domain.errors import InvalidRequestError
 from topoq.domain.placement import (
     DomainAssignment,

@@ -75,7 +75,7 @@ def try_flavor(
     check = book.check(job.team, flavor, demand)
     if not check.verdict.admissible:
         return Attempt(flavor, check, workload)
-    result, after = place_workload(ledger, workload)
+    result, after = place_workload(ledger, workload, previous_nodes=job.previous_nodes)
     if not result.admitted:
         return Attempt(flavor, check, workload, result)
     borrowed = _borrowed_after(book, job, flavor, demand)

@@ -179,6 +179,9 @@ class JobView:
     failures: int = 0
     preemptions: int = 0
     held: bool = False
+    previous_nodes: frozenset[str] = frozenset()
+    """The nodes it held when it was last requeued for a node failure (placement prefers
+    them: a restart keeps its domains where they still have room); empty otherwise."""
 
     @property
     def id(self) -> JobId:

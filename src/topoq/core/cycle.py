@@ -21,6 +21,7 @@ from topoq.core.admission import (
     flavors_for,
     in_flavor,
     try_flavor,
+    workload_shape,
 )
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.diagnostics import diagnose_waiting
@@ -228,7 +229,9 @@ def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
             (f"wait for {hold.job} to start",),
         )
     else:
-        diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
+        diagnostic = diagnose_waiting(
+            job, real, cycle.ledger, None, cycle.book, cycle.holders.values()
+        )
     cycle.diagnostics.append(diagnostic)
     return diagnostic
 
@@ -390,17 +393,7 @@ def _issue_preemptions(
 
 def _shape(job: JobView) -> Hashable:
     """What decides where a job can go, without its name."""
-    return tuple(
-        (
-            ps.count,
-            ps.requests,
-            tuple(sorted(ps.node_selector.items())),
-            ps.affinity_terms,
-            ps.tolerations,
-            ps.topology,
-        )
-        for ps in job.spec.workload.pod_sets
-    )
+    return workload_shape(job.spec.workload)
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
@@ -423,6 +416,8 @@ def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
             cycle.reserved.append(reservation)
             cycle.reserving_teams.add(job.team)
             reserved_note = reservation[2]
-    diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    diagnostic = diagnose_waiting(
+        job, attempts, cycle.ledger, reserved_note, cycle.book, cycle.holders.values()
+    )
     cycle.diagnostics.append(diagnostic)
     return diagnostic

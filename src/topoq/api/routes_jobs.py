@@ -47,6 +47,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
         now=service.clock(),
     )
     require_team(principal, spec.team, "submit")
+    service.limits.check(spec)  # a job the cluster could never hold is refused, naming why
     view = service.intake.submit(spec, actor=principal.name)
     service.wake()
     return job_detail(view)

@@ -213,6 +213,8 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 + (f" — {answer.reason}" if answer.reason else "")
             )
             typer.echo(f"  {answer.message}")
+            if answer.numbers:
+                typer.echo("  numbers: " + ", ".join(f"{k} {v}" for k, v in answer.numbers.items()))
             for remedy in answer.remedies:
                 typer.echo(f"  would change it: {remedy}")
 

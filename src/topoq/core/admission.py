@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, replace
 
-from topoq.core.holdings import resources_taken, total_demand
+from topoq.core.holdings import flavor_values, resources_taken, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook, QuotaCheck, QuotaVerdict
@@ -122,7 +122,7 @@ def could_ever_run(book: QuotaBook, tree: TopologyTree, job: JobView, attempt: A
     empty cluster; a job that never could must not hold anything for itself."""
     if book.policy.by_team.get(job.team) is None:
         return False
-    return never_fits(book, tree, job, attempt) is None
+    return never_fits(book, tree, job, attempt.flavor, attempt.workload) is None
 
 
 @dataclass(frozen=True)
@@ -134,33 +134,54 @@ class NeverFits:
     message: str
     numbers: Mapping[str, int | str]
     remedies: tuple[str, ...]
+    about: str
+    """What sets the limit: ``team`` (its quota) or ``pod set 'name'`` (its topology)."""
+
+
+def never_admissible(
+    book: QuotaBook, tree: TopologyTree, job: JobView, flavor_label: str
+) -> list[NeverFits] | None:
+    """None when some flavor could admit the job once enough is free, else why each flavor
+    never could (empty when no flavor matches the job's node selectors)."""
+    values = flavor_values(tree, flavor_label)
+    reasons = []
+    for flavor in flavors_for(job, book):
+        workload = in_flavor(job.spec.workload, flavor, values, flavor_label)
+        if workload is None:
+            continue
+        reason = never_fits(book, tree, job, flavor, workload)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return reasons
 
 
 def never_fits(
-    book: QuotaBook, tree: TopologyTree, job: JobView, attempt: Attempt
+    book: QuotaBook, tree: TopologyTree, job: JobView, flavor: FlavorName, workload: WorkloadSpec
 ) -> NeverFits | None:
-    """None when the job could be admitted in ``attempt.flavor`` once enough is free: its
-    demand within the team's guarantee plus its borrow limit (for the resources the flavor's
-    quotas cover) and its workload placeable on ``tree`` with every node free. An unknown team
-    has no limit here (``UNKNOWN_TEAM`` says why it waits)."""
-    flavor = attempt.flavor
+    """None when the job could be admitted in ``flavor`` once enough is free: its demand
+    within the team's guarantee plus its borrow limit (for the resources the flavor's quotas
+    cover) and ``workload`` (the job's, restricted to the flavor) placeable on ``tree`` with
+    every node free. An unknown team has no limit here (``UNKNOWN_TEAM`` says why it waits)."""
     over_quota = _over_ceiling(book, job, flavor)
     if over_quota is not None:
         return over_quota
-    key = ("never-fits", flavor, workload_shape(attempt.workload))
+    key = ("never-fits", flavor, workload_shape(workload))
     known = tree.memo(key)
     if known is None:
-        known = _empty_cluster_verdict(tree, attempt.workload)
+        known = _empty_cluster_verdict(tree, workload)
         tree.remember(key, known)
     if not isinstance(known, tuple):
         return None
     index, diagnosis = known
-    name = attempt.workload.pod_sets[index].name
+    name = workload.pod_sets[index].name
     return NeverFits(
         flavor,
         f"it never fits in {flavor} even with every node free: pod set {name}: {diagnosis.message}",
         dict(diagnosis.numbers) | {"flavor": str(flavor)},
-        diagnosis.relaxations,
+        tuple(r for r in diagnosis.relaxations if not r.startswith("wait"))
+        or ("add nodes, or ask for fewer or smaller pods",),
+        f"pod set {name!r}",
     )
 
 
@@ -208,6 +229,7 @@ def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFit
             f"{readable_amount(name, asked)} or let it borrow",
             f"reduce the job to {readable_amount(name, has + extra)}",
         ),
+        "team",
     )
 
 

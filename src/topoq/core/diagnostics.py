@@ -80,7 +80,7 @@ def _never_fits(
         return None
     reasons = []
     for attempt in attempts:
-        reason = never_fits(book, tree, job, attempt)
+        reason = never_fits(book, tree, job, attempt.flavor, attempt.workload)
         if reason is None:
             return None
         reasons.append(reason)

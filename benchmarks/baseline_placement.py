@@ -9,7 +9,10 @@ free resources as a plain tuple — and answers a required/preferred request by 
 2. Pick the candidate that needs the fewest children one level down, then the tightest (least
    room left over), then the first in natural label order: the same rules as topoq.
 3. Inside it, descend level by level: scan each child's nodes the same way, take one child that
-   holds everything, or else the roomiest children whole and the tightest one for the rest.
+   holds everything, or else the roomiest children whole and the tightest one for the rest;
+   when the domains chosen at one level (a split) would together use more children than their
+   pods need, pool those children and pick the roomiest whole and the tightest for the rest
+   over all of them (topoq's rule, where nothing caps a domain below its children's sum).
 
 ``required`` tries only its level; ``preferred`` tries its level, then each level above it (each
 one a fresh scan), then splits the gang over layer-1 domains. Nothing is cached between

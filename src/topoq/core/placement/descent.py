@@ -91,25 +91,28 @@ def _next_level(
     assert child_start is not None
     previous = affinity.at(level + 1) if affinity is not None else None
     picks: list[Share] = []
+    largest = 0
+    """The roomiest child of the group, when every domain split (its first pick is whole)."""
     for domain, pods in group:
         children = np.arange(child_start[domain], child_start[domain + 1])
         single = pick_one(tree, room, level + 1, children, pods, affinity)
-        several = (
-            [(single, pods)]
-            if single is not None
-            else pick_several(room.at(level + 1), children, pods, previous)
-        )
+        if single is not None:
+            picks.append((single, pods))
+            largest = -1
+            continue
+        several = pick_several(room.at(level + 1), children, pods, previous)
         if several is None:  # cannot happen: a domain's room is at most its children's sum
             raise RuntimeError(f"room accounting broke at level {level + 1}, domain {domain}")
         picks.extend(several)
+        largest = max(largest, several[0][1]) if largest >= 0 else largest
     if len(group) == 1:
+        return picks
+    pods = sum(take for _, take in group)
+    if largest > 0 and len(picks) * largest < pods + largest:  # none could hold more
         return picks
     domains = np.fromiter((domain for domain, _ in group), dtype=np.int64, count=len(group))
     items = _children_of(child_start, domains)
     rooms = room.at(level + 1)[items]
-    pods = sum(take for _, take in group)
-    if len(picks) * int(rooms.max()) < pods + int(rooms.max()):  # none could hold more
-        return picks
     if len(picks) == _fewest_covering(rooms, pods):
         return picks
     pooled = _pooled(tree, room, top, level, items, pods, previous)

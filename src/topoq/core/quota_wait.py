@@ -6,6 +6,7 @@ job would then pass the quota check."""
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Iterable
 from dataclasses import replace
 
@@ -17,7 +18,7 @@ from topoq.domain.lint import accelerators_first, readable_amount
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
-MAX_JOBS_TRIED = 64
+MAX_JOBS_TRIED = 16
 """Running jobs considered, largest first, when looking for the ones to wait for."""
 MAX_JOBS_NAMED = 8
 """More jobs than this to wait for is no remedy worth naming."""
@@ -112,18 +113,21 @@ def jobs_to_wait_for(
     brings the job closer: the team's own jobs for a guarantee or a borrow limit, any job of
     the flavor when lenders lack room. None when ``MAX_JOBS_NAMED`` do not suffice."""
     headline = (accelerators_first(demand) or [NVIDIA_GPU])[0]
-    candidates = [
-        (usage, other)
+    anyone = verdict is QuotaVerdict.NO_LENDER
+    using = {
+        other.id: (other, other.allocation.usage[flavor])
         for other in running
-        if other.id != job.id and other.allocation is not None
-        if verdict is QuotaVerdict.NO_LENDER or other.team == job.team
-        for usage in [book.covered(flavor, other.allocation.usage.get(flavor, Resources()))]
-        if usage
-    ]
-    candidates.sort(key=lambda pair: (-pair[0].amount(headline), pair[1].id))
+        if other.allocation is not None and flavor in other.allocation.usage
+        if other.id != job.id and (anyone or other.team == job.team)
+    }
+    largest = heapq.nsmallest(
+        MAX_JOBS_TRIED, using, key=lambda key: (-using[key][1].amount(headline), key)
+    )
     trial, chosen, freed = book, [], Resources()
     gap = _gap(trial, job, flavor, demand, verdict)
-    for usage, other in candidates[:MAX_JOBS_TRIED]:
+    for key in largest:
+        other, used = using[key]
+        usage = book.covered(flavor, used)
         attempt = trial.copy()
         attempt.release(other.team, flavor, usage)
         narrower = _gap(attempt, job, flavor, demand, verdict)

@@ -91,8 +91,7 @@ def _next_level(
     assert child_start is not None
     previous = affinity.at(level + 1) if affinity is not None else None
     picks: list[Share] = []
-    largest = 0
-    """The roomiest child of the group, when every domain split (its first pick is whole)."""
+    largest = 0  # the group's roomiest child while every domain splits (its first pick, whole)
     for domain, pods in group:
         children = np.arange(child_start[domain], child_start[domain + 1])
         single = pick_one(tree, room, level + 1, children, pods, affinity)

@@ -155,3 +155,36 @@ def test_a_job_id_cannot_reach_another_route(server: dict[str, str]) -> None:
         line for line in topoq(server, "nodes").stdout.splitlines() if line.split()[:1] == [node]
     )
     assert row.split()[2] == "-"  # NODE READY CORDONED …: not cordoned
+
+
+HOG_FILE = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: hog, namespace: hyperpod-ns-nlp}
+spec:
+  podSets:
+  - name: workers
+    count: 6
+    requests: {nvidia.com/gpu: 8}
+    command: [sleep, "300"]
+"""
+ONE_MORE_FILE = OVER_QUOTA_FILE.replace("over-quota", "one-more").replace("count: 7", "count: 1")
+
+
+def test_explain_names_the_borrow_limit_and_the_job_to_wait_for(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    """nlp: 32 GPUs guaranteed, 16 borrowable. ``hog`` takes 48; one more node would borrow 24."""
+    for name, text in (("hog", HOG_FILE), ("one-more", ONE_MORE_FILE)):
+        (tmp_path / f"{name}.yaml").write_text(text)
+        assert topoq(server, "submit", tmp_path / f"{name}.yaml").returncode == 0
+    deadline = time.monotonic() + 30
+    while "BORROW_LIMIT_REACHED" not in (explained := topoq(server, "explain", "one-more")).stdout:
+        assert time.monotonic() < deadline, explained.stdout
+        time.sleep(0.5)
+    out = explained.stdout
+    assert "used 48, guarantee 32, borrowed 16, borrow_limit 16" in out, out
+    assert "would change it: raise nlp's borrow limit on p5.48xlarge to 24 nvidia.com/gpu" in out
+    assert "would change it: wait for hog to end (they free 48 nvidia.com/gpu)" in out
+    for name in ("hog", "one-more"):
+        assert topoq(server, "cancel", name).returncode == 0

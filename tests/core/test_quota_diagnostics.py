@@ -16,7 +16,7 @@ def diagnostic(c: Cluster, job_id: str) -> Diagnostic:
 
 
 def test_a_borrow_limit_wait_names_the_limit_and_the_guarantee_that_would_admit_it() -> None:
-    c = Cluster.of(SHAPE, policy(team("a", 32, borrow_gpus=8), team("b", 32)), job("a1", "a", 4))
+    c = Cluster.of(SHAPE, policy(team("a", 32, borrow_gpus=8), team("b", 24)), job("a1", "a", 4))
     c.cycle()
     c.submit(job("a2", "a", 2))
     c.cycle()
@@ -29,6 +29,7 @@ def test_a_borrow_limit_wait_names_the_limit_and_the_guarantee_that_would_admit_
         "used": 32,
         "guarantee": 32,
     }
+    # b lends its unused 24 and 8 GPUs nobody is guaranteed are idle
     assert (numbers["borrowed"], numbers["borrow_limit"], numbers["free_to_lend"]) == (0, 8, 32)
     assert found.remedies == (
         "raise a's borrow limit on p5.48xlarge to 16 nvidia.com/gpu",
@@ -39,7 +40,7 @@ def test_a_borrow_limit_wait_names_the_limit_and_the_guarantee_that_would_admit_
 
 def test_a_team_that_may_not_borrow_is_offered_a_guarantee_or_its_own_jobs_ending() -> None:
     lender = team("a", 16, sharing=SharingStrategy.LEND)
-    c = Cluster.of(SHAPE, policy(lender, team("b", 48)), job("a1", "a", 1), job("a2", "a", 1))
+    c = Cluster.of(SHAPE, policy(lender, team("b", 40)), job("a1", "a", 1), job("a2", "a", 1))
     c.cycle()
     c.submit(job("a3", "a", 1))
     c.cycle()
@@ -111,3 +112,14 @@ def test_a_queued_job_that_a_policy_change_makes_impossible_waits_with_the_numbe
     found = diagnostic(c, "a2")
     assert found.reason is PendingReason.NEVER_FITS_CURRENT_POLICY
     assert (found.numbers["requested"], found.numbers["most_the_team_may_use"]) == (40, 36)
+
+
+def test_no_guarantee_past_the_flavors_capacity_is_advised() -> None:
+    lender = team("a", 16, sharing=SharingStrategy.LEND)
+    c = Cluster.of(SHAPE, policy(lender, team("b", 48)), job("a1", "a", 2))
+    c.cycle()
+    c.submit(job("a2", "a", 1))
+    c.cycle()
+    found = diagnostic(c, "a2")
+    assert found.reason is PendingReason.WAITING_FOR_QUOTA  # 16 + 48 guaranteed: 64 of 64
+    assert found.remedies == ("wait for a1 to end (they free 16 nvidia.com/gpu)",)

@@ -207,6 +207,13 @@ def _admits(
     if policy is None:
         return False
     trial = QuotaBook(policy, book.capacity, book.usage)
+    guaranteed = Resources()
+    for team in policy.teams:
+        if team.active:
+            guaranteed = guaranteed + trial.guarantee(team.name, flavor)
+    capacity = trial.covered(flavor, book.capacity.get(flavor, Resources()))
+    if not trial.covered(flavor, guaranteed).fits_in(capacity):
+        return False  # guarantees past the flavor's capacity: no policy to advise
     return trial.check(job.team, flavor, demand).verdict.admissible
 
 

@@ -166,12 +166,18 @@ def valid(
 
 
 @settings(max_examples=250, deadline=None)
-@given(small_cases())
-def test_each_level_uses_the_fewest_domains_given_the_level_above(case: tuple) -> None:  # type: ignore[type-arg]
+@given(small_cases(), st.data())
+def test_each_level_uses_the_fewest_domains_given_the_level_above(
+    case: tuple,  # type: ignore[type-arg]
+    data: st.DataObject,
+) -> None:
     """For each level j (from the whole tree down): among all placements that use only the
     domains topoq chose at level j — and give each domain where a slice ends (its unit is larger
-    than the unit below) the pods topoq gave it — none uses fewer domains at level j + 1."""
+    than the unit below) the pods topoq gave it — none uses fewer domains at level j + 1. A
+    restart's previous nodes (drawn at random) only break ties: the property still holds."""
     nodes, spec, used, pod_set = case
+    names = sorted(node.name for node in nodes)
+    previous = data.draw(st.sets(st.sampled_from(names), max_size=len(names)))
     units, caps = units_and_caps(spec, pod_set)
     rooms = leaf_rooms(nodes, spec, used, pod_set.requests.amount(NVIDIA_GPU))
     placements = [
@@ -180,7 +186,7 @@ def test_each_level_uses_the_fewest_domains_given_the_level_above(case: tuple) -
         if valid(p, spec, pod_set, units, caps)
     ]
     ledger = CapacityLedger.with_usage(build_tree(nodes, spec), used)
-    result = find_placement(ledger, WorkloadSpec("job", (pod_set,)))
+    result = find_placement(ledger, WorkloadSpec("job", (pod_set,)), previous_nodes=previous)
     assert result.admitted == bool(placements)
     if not result.admitted:
         return

@@ -9,7 +9,10 @@ free resources as a plain tuple — and answers a required/preferred request by 
 2. Pick the candidate that needs the fewest children one level down, then the tightest (least
    room left over), then the first in natural label order: the same rules as topoq.
 3. Inside it, descend level by level: scan each child's nodes the same way, take one child that
-   holds everything, or else the roomiest children whole and the tightest one for the rest.
+   holds everything, or else the roomiest children whole and the tightest one for the rest;
+   when the domains chosen at one level (a split) would together use more children than their
+   pods need, pool those children and pick the roomiest whole and the tightest for the rest
+   over all of them (topoq's rule, where nothing caps a domain below its children's sum).
 
 ``required`` tries only its level; ``preferred`` tries its level, then each level above it (each
 one a fresh scan), then splits the gang over layer-1 domains. Nothing is cached between
@@ -91,11 +94,7 @@ class ScanningPlacer:
         picks = _pick_several(survey.rooms, pods)  # the last survey is of layer-1
         if picks is None:
             return None
-        return [
-            leaf
-            for domain, count in sorted(picks)
-            for leaf in self._descend(0, domain, count, wanted)
-        ]
+        return self._spread(0, sorted(picks), wanted)
 
     def _search_levels(self, pod_set: PodSetSpec) -> tuple[list[int], bool]:
         request = pod_set.topology
@@ -139,19 +138,32 @@ class ScanningPlacer:
         return Survey(rooms, child_rooms)
 
     def _descend(self, level: int, domain: int, pods: int, wanted: Wanted) -> list[NodeTake]:
-        """Spread ``pods`` over the children of ``domain`` down to the nodes, rescanning them."""
-        if level == len(self.levels) - 1:
-            return [(domain, pods)]
-        survey = self._survey(level + 1, self.levels[level].children[domain], wanted)
-        best = _pick_one(survey, pods, leaf=level + 1 == len(self.levels) - 1)
-        picks = [(best, pods)] if best is not None else _pick_several(survey.rooms, pods)
-        if picks is None:
-            raise RuntimeError(f"children of domain {domain} at level {level} hold fewer pods")
-        return [
-            leaf
-            for child, count in sorted(picks)
-            for leaf in self._descend(level + 1, child, count, wanted)
-        ]
+        """Spread ``pods`` over the nodes under ``domain``, rescanning them level by level."""
+        return self._spread(level, [(domain, pods)], wanted)
+
+    def _spread(self, level: int, group: list[tuple[int, int]], wanted: Wanted) -> list[NodeTake]:
+        """The chosen domains of ``level`` and their pods, down to the nodes: per domain one
+        child that holds its pods, or the roomiest children whole and the tightest for the
+        rest; when that uses more children than the group's pods need, the group's children
+        pooled the same way (topoq's rule when nothing caps a domain below its children's sum).
+        """
+        while level < len(self.levels) - 1:
+            leaf = level + 1 == len(self.levels) - 1
+            picks: list[tuple[int, int]] = []
+            pooled: dict[int, int] = {}
+            for domain, pods in group:
+                survey = self._survey(level + 1, self.levels[level].children[domain], wanted)
+                pooled.update(survey.rooms)
+                best = _pick_one(survey, pods, leaf=leaf)
+                several = [(best, pods)] if best is not None else _pick_several(survey.rooms, pods)
+                if several is None:
+                    raise RuntimeError(f"children of domain {domain} at level {level} hold fewer")
+                picks.extend(several)
+            total = sum(pods for _, pods in group)
+            if len(group) > 1 and len(picks) > _children_needed(list(pooled.values()), total):
+                picks = _pick_several(pooled, total) or picks
+            group, level = picks, level + 1
+        return sorted(group)
 
 
 def _pick_one(survey: Survey, pods: int, *, leaf: bool) -> int | None:

@@ -8,6 +8,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
@@ -109,3 +110,32 @@ def small_job(name: str, *, pods: int = 2, team: str | None = None) -> dict[str,
     if team is not None:
         body["team"] = team
     return body
+
+
+def waits_forever(name: str) -> dict[str, object]:
+    """A job the cluster could hold but its team never may: 7 whole nodes (56 GPUs) over nlp's
+    32 guaranteed plus 16 borrowable. It is accepted and waits (NEVER_FITS_CURRENT_POLICY);
+    one the cluster itself could never hold is refused at submission."""
+    body = small_job(name, pods=7)
+    del body["document"]["spec"]["podSets"][0]["topology"]  # type: ignore[index]
+    return body
+
+
+def fitted_example(job_format: str, document: dict[str, Any]) -> dict[str, Any]:
+    """An example workload (written for a larger cluster) cut to the tests' 8 nodes, still over
+    nlp's 48 GPUs so that it waits: 7 worker nodes, nothing more than one block must hold."""
+    if job_format == "hyperpod":
+        kept = {key: value for key, value in document.items() if key != "required_topology"}
+        return kept | {"node_count": 7}
+    if job_format == "kueue":
+        pod_set = document["spec"]["podSets"][0]
+        annotations = pod_set["template"]["metadata"]["annotations"]
+        layer_1 = "topology.k8s.aws/network-node-layer-1"
+        pod_set |= {"count": 7}
+        annotations["kueue.x-k8s.io/podset-required-topology"] = layer_1
+        return document
+    launcher, workers = document["spec"]["podSets"][:2]
+    topology = {key: value for key, value in workers["topology"].items() if key != "slices"}
+    workers = workers | {"count": 7, "topology": topology}
+    document["spec"]["podSets"] = [launcher, workers]
+    return document

@@ -8,7 +8,15 @@ from typing import Any
 import pytest
 import yaml
 
-from tests.api.conftest import EXAMPLES, OTHER_TEAM, TEAM, Api, small_job
+from tests.api.conftest import (
+    EXAMPLES,
+    OTHER_TEAM,
+    TEAM,
+    Api,
+    fitted_example,
+    small_job,
+    waits_forever,
+)
 from topoq.engine.ports import ExecutorEventKind
 
 V1 = "/api/v1"
@@ -27,15 +35,16 @@ def submit(api: Api, body: dict[str, Any], who: str = "member") -> Any:
 @pytest.mark.parametrize(
     ("job_format", "file", "job_id", "pods"),
     [
-        ("topoq", "llama-70b-job.yaml", "llama-70b", 19),
-        ("hyperpod", "hyperpod-pytorch-job.yaml", "llama3-finetune", 8),
-        ("kueue", "required-block.yaml", "gpt-block-8", 8),
+        ("topoq", "llama-70b-job.yaml", "llama-70b", 8),
+        ("hyperpod", "hyperpod-pytorch-job.yaml", "llama3-finetune", 7),
+        ("kueue", "required-block.yaml", "gpt-block-8", 7),
     ],
 )
 def test_each_format_is_submitted_to_the_team_its_namespace_names(
     api: Api, job_format: str, file: str, job_id: str, pods: int
 ) -> None:
-    response = submit(api, {"format": job_format, "document": example(file)})
+    document = fitted_example(job_format, example(file))
+    response = submit(api, {"format": job_format, "document": document})
     assert response.status_code == 201, response.text
     job = response.json()
     assert (job["id"], job["team"], job["phase"], job["pods"]) == (job_id, TEAM, "pending", pods)
@@ -44,8 +53,31 @@ def test_each_format_is_submitted_to_the_team_its_namespace_names(
 
 
 def test_hyperpod_max_retry_is_kept(api: Api) -> None:
-    body = {"format": "hyperpod", "document": example("hyperpod-pytorch-job.yaml")}
-    assert submit(api, body).json()["maxRetry"] == 3
+    document = fitted_example("hyperpod", example("hyperpod-pytorch-job.yaml"))
+    assert submit(api, {"format": "hyperpod", "document": document}).json()["maxRetry"] == 3
+
+
+@pytest.mark.parametrize(
+    ("job_format", "file", "where", "words"),
+    [
+        ("topoq", "llama-70b-job.yaml", "pod set 'workers'", "of 16 pods fit"),
+        ("hyperpod", "hyperpod-pytorch-job.yaml", "pod set 'worker'", "at most 2 of 8 pods"),
+        ("kueue", "required-block.yaml", "pod set 'workers'", "at most 2 of 8 pods"),
+    ],
+)
+def test_a_job_the_cluster_could_never_hold_is_a_422_naming_the_limit(
+    api: Api, job_format: str, file: str, where: str, words: str
+) -> None:
+    """The examples as written need blocks of 8 nodes (or slices of 4 in one); the tests'
+    blocks have 2 nodes, failed or cordoned ones counted."""
+    response = submit(api, {"format": job_format, "document": example(file)})
+    assert response.status_code == 422, response.text
+    detail = response.json()["detail"]
+    assert detail["where"] == where and detail["hint"], detail
+    assert (
+        detail["message"].startswith("the job can never run here: ") and words in detail["message"]
+    )
+    assert api.client.get(f"{V1}/jobs", headers=api.headers("member")).json()["total"] == 0
 
 
 BAD_DOCUMENTS = [
@@ -197,9 +229,9 @@ def test_a_held_job_waits_until_released(api: Api) -> None:
 
 
 def test_explain_gives_the_reason_and_numbers_of_a_waiting_job(api: Api) -> None:
-    submit(api, small_job("wide", pods=4))  # blocks have 2 nodes
+    submit(api, waits_forever("wide"))
     fresh = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer"))
-    assert fresh.json()["reason"] == "TOPOLOGY_UNSATISFIABLE"  # computed: no cycle yet
+    assert fresh.json()["reason"] == "NEVER_FITS_CURRENT_POLICY"  # computed: no cycle yet
     api.controller.step()
     stored = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer"))
     assert stored.json() == fresh.json()

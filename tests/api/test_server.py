@@ -13,7 +13,15 @@ import httpx
 import pytest
 import yaml
 
-from tests.api.conftest import CLUSTER_FILE, EXAMPLES, POLICY_FILE, TEAM, small_job
+from tests.api.conftest import (
+    CLUSTER_FILE,
+    EXAMPLES,
+    POLICY_FILE,
+    TEAM,
+    fitted_example,
+    small_job,
+    waits_forever,
+)
 from topoq.testing.server import running_server
 
 POD_SLEEP_S = "2"
@@ -95,7 +103,8 @@ def test_a_job_is_admitted_runs_real_pods_and_succeeds(member: httpx.Client) -> 
 def test_each_format_is_accepted_and_explained(
     member: httpx.Client, job_format: str, file: str, job_id: str
 ) -> None:
-    response = member.post("/jobs", json={"format": job_format, "document": example(file)})
+    document = fitted_example(job_format, example(file))
+    response = member.post("/jobs", json={"format": job_format, "document": document})
     assert response.status_code == 201, response.text
     explained = wait_for(
         lambda: member.get(f"/jobs/{job_id}/explain").json(), lambda e: e["reason"] is not None
@@ -103,7 +112,7 @@ def test_each_format_is_accepted_and_explained(
     assert explained["phase"] == "pending" and explained["message"], explained
     no_logs = member.get(f"/jobs/{job_id}/logs")
     assert no_logs.status_code == 404 and "never started" in no_logs.json()["detail"]["message"]
-    again = member.post("/jobs", json={"format": job_format, "document": example(file)})
+    again = member.post("/jobs", json={"format": job_format, "document": document})
     assert again.status_code == 409
     cancelled = member.post(f"/jobs/{job_id}/cancel")
     assert cancelled.status_code == 200 and cancelled.json()["phase"] == "cancelled"
@@ -129,7 +138,7 @@ def test_bad_documents_are_422_over_the_wire(
 def test_hold_release_list_and_other_teams(
     server: tuple[str, Path], admin: httpx.Client, member: httpx.Client
 ) -> None:
-    wide = small_job("wide", pods=4)  # blocks have 2 nodes: it waits
+    wide = waits_forever("wide")
     assert member.post("/jobs", json=wide).status_code == 201
     assert member.post("/jobs/wide/hold").json()["held"] is True
     held = wait_for(
@@ -204,7 +213,7 @@ def test_the_audit_log_names_each_token_and_cannot_be_spoofed(
     assert again.status_code == 409, again.text
     worker = lead.post("/tokens", json={"name": "dana", "role": "member", "teams": [TEAM]})
     dana = client(server[0], worker.json()["token"])
-    assert dana.post("/jobs", json=small_job("audited", pods=4)).status_code == 201
+    assert dana.post("/jobs", json=waits_forever("audited")).status_code == 201
     assert dana.post("/jobs/audited/hold").status_code == 200
     assert dana.post("/jobs/audited/cancel").status_code == 200
     entries = [e for e in admin.get("/audit").json() if e["target"] in ("audited", "dana")]

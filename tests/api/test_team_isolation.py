@@ -55,7 +55,9 @@ def job_id(team: str, kind: str) -> str:
 
 def marked_job(team: str, kind: str) -> dict[str, object]:
     marker = MARKERS[team]
-    pods = 4 if kind == "waiting" else 2  # blocks have 2 nodes: 4 pods in one never fit
+    # 7 whole nodes are more than a team's 32 GPUs guaranteed plus 16 borrowable: it waits
+    pods = 7 if kind == "waiting" else 2
+    layer_3 = {"required": "topology.k8s.aws/network-node-layer-3"}
     return {
         "format": "topoq",
         "team": team,
@@ -69,7 +71,7 @@ def marked_job(team: str, kind: str) -> dict[str, object]:
                         "name": f"{marker}-podset",
                         "count": pods,
                         "requests": {"nvidia.com/gpu": 8},
-                        "topology": {"required": "topology.k8s.aws/network-node-layer-3"},
+                        "topology": {} if kind == "waiting" else layer_3,
                         "command": [f"/opt/{marker}-cmd"],
                         "args": [f"--{marker}-arg"],
                         "environment": {f"{marker.upper()}_VAR": f"{marker}-env-value"},

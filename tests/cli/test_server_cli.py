@@ -76,25 +76,47 @@ def test_submit_list_explain_logs_and_cancel(server: dict[str, str], tmp_path: P
     assert cancelled.returncode == 2 and "already ended" in cancelled.stderr
 
 
-def test_a_job_that_cannot_fit_waits_with_its_reason(server: dict[str, str]) -> None:
-    topoq(
-        server,
-        "submit",
-        WORKLOADS / "required-block.yaml",
-        "--team",
-        "nlp",
-        "--id",
-        "huge",
-        "--format",
-        "kueue",
-    )
+def test_a_job_the_cluster_could_never_hold_is_refused_in_one_line(
+    server: dict[str, str],
+) -> None:
+    """8 nodes that must share one block; the tests' blocks have 2."""
+    args = ("--team", "nlp", "--id", "huge", "--format", "kueue")
+    refused = topoq(server, "submit", WORKLOADS / "required-block.yaml", *args)
+    assert refused.returncode == 2 and refused.stdout == ""
+    [line] = refused.stderr.strip().splitlines()
+    assert "pod set 'workers': the job can never run here" in line, line
+    assert "at most 2 of 8 pods fit in any one topology.k8s.aws/network-node-layer-3" in line
+    assert "Traceback" not in refused.stderr
+
+
+OVER_QUOTA_FILE = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: over-quota, namespace: hyperpod-ns-nlp}
+spec:
+  podSets:
+  - name: workers
+    count: 7
+    requests: {nvidia.com/gpu: 8}
+"""
+
+
+def test_a_job_over_its_teams_quota_waits_and_explain_shows_the_numbers(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    job_file = tmp_path / "over-quota.yaml"
+    job_file.write_text(OVER_QUOTA_FILE)
+    assert topoq(server, "submit", job_file).returncode == 0
     deadline = time.monotonic() + 20
-    while "pending" not in (listing := topoq(server, "list", "--phase", "pending")).stdout:
-        assert time.monotonic() < deadline, listing.stdout
+    while "NEVER_FITS" not in (explained := topoq(server, "explain", "over-quota")).stdout:
+        assert time.monotonic() < deadline, explained.stdout
         time.sleep(0.5)
-    held = topoq(server, "hold", "huge")
+    assert "team nlp may use at most 48 nvidia.com/gpu" in explained.stdout
+    assert "requested 56" in explained.stdout and "guarantee 32" in explained.stdout
+    assert "would change it: ask an admin to raise nlp's borrow limit" in explained.stdout
+    held = topoq(server, "hold", "over-quota")
     assert held.returncode == 0 and "(held)" in held.stdout
-    released = topoq(server, "release", "huge")
+    released = topoq(server, "release", "over-quota")
     assert released.returncode == 0
 
 
@@ -133,3 +155,36 @@ def test_a_job_id_cannot_reach_another_route(server: dict[str, str]) -> None:
         line for line in topoq(server, "nodes").stdout.splitlines() if line.split()[:1] == [node]
     )
     assert row.split()[2] == "-"  # NODE READY CORDONED …: not cordoned
+
+
+HOG_FILE = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: hog, namespace: hyperpod-ns-nlp}
+spec:
+  podSets:
+  - name: workers
+    count: 6
+    requests: {nvidia.com/gpu: 8}
+    command: [sleep, "300"]
+"""
+ONE_MORE_FILE = OVER_QUOTA_FILE.replace("over-quota", "one-more").replace("count: 7", "count: 1")
+
+
+def test_explain_names_the_borrow_limit_and_the_job_to_wait_for(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    """nlp: 32 GPUs guaranteed, 16 borrowable. ``hog`` takes 48; one more node would borrow 24."""
+    for name, text in (("hog", HOG_FILE), ("one-more", ONE_MORE_FILE)):
+        (tmp_path / f"{name}.yaml").write_text(text)
+        assert topoq(server, "submit", tmp_path / f"{name}.yaml").returncode == 0
+    deadline = time.monotonic() + 30
+    while "BORROW_LIMIT_REACHED" not in (explained := topoq(server, "explain", "one-more")).stdout:
+        assert time.monotonic() < deadline, explained.stdout
+        time.sleep(0.5)
+    out = explained.stdout
+    assert "used 48, guarantee 32, borrowed 16, borrow_limit 16" in out, out
+    assert "would change it: raise nlp's borrow limit on p5.48xlarge to 24 nvidia.com/gpu" in out
+    assert "would change it: wait for hog to end (they free 48 nvidia.com/gpu)" in out
+    for name in ("hog", "one-more"):
+        assert topoq(server, "cancel", name).returncode == 0

@@ -191,7 +191,7 @@ def test_nobody_is_evicted_when_no_victim_set_makes_the_gang_fit() -> None:
     c.submit(job("a1", "a", 5, required=BLOCK))  # 5 nodes: more than a block has
     c.cycle()
     assert not c.last.preemptions
-    assert c.reason("a1") == PendingReason.TOPOLOGY_UNSATISFIABLE
+    assert c.reason("a1") == PendingReason.NEVER_FITS_CURRENT_POLICY  # no block is that big
 
 
 def test_work_inside_its_own_guarantee_is_never_evicted_for_another_team() -> None:
@@ -261,7 +261,7 @@ def test_strict_fifo_head_blocks_the_rest_of_its_team() -> None:
         SHAPE, policy(strict, team("b", 48)), job("big", "a", 3, at=0), job("small", "a", 1, at=1)
     )
     c.cycle()
-    assert c.reason("big") == PendingReason.BORROW_LIMIT_REACHED
+    assert c.reason("big") == PendingReason.NEVER_FITS_CURRENT_POLICY  # 24 > 16 + 0 GPUs
     assert c.reason("small") == PendingReason.BLOCKED_BY_QUEUE_HEAD
     relaxed = Cluster.of(
         SHAPE,

@@ -185,7 +185,7 @@ def test_jobs_that_can_never_run_end_the_run_with_their_last_diagnostic(
     )
     result = run_scenario(path)
     pending = {job.job: job.reason for job in result.left_pending}
-    assert pending == {"huge": "BORROW_LIMIT_REACHED", "orphan": "UNKNOWN_TEAM"}
+    assert pending == {"huge": "NEVER_FITS_CURRENT_POLICY", "orphan": "UNKNOWN_TEAM"}
     assert result.end_s == 600  # ticks stop when nothing else is to come
     assert result.cycles < 70
 

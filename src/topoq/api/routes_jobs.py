@@ -48,6 +48,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
         stored_phases=service.store.phases_of,
     )
     require_team(principal, spec.team, "submit")
+    service.limits.check(spec)  # a job the cluster could never hold is refused, naming why
     view = service.intake.submit(spec, actor=principal.name)
     service.wake()
     return job_detail(view)

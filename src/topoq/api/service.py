@@ -9,6 +9,7 @@ from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from topoq.api.cluster_limits import ClusterLimits
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.job import JobId, JobPhase, JobView
@@ -128,6 +129,8 @@ class Service:
     trees: TreeCache = field(init=False)
     node_sizes: NodeSizes = field(init=False)
     """The most of each resource one stored node has: a pod asking for more is refused."""
+    limits: ClusterLimits = field(init=False)
+    """The configured cluster: a job it could never admit under the policy is refused."""
     cycle_lock: threading.Lock = field(default_factory=threading.Lock)
     """Held around the read-only cycles ``explain`` runs: they place on the shared tree."""
 
@@ -135,6 +138,7 @@ class Service:
         self.intake = Intake(self.store, self.clock)
         self.trees = TreeCache(self.topology)
         self.node_sizes = NodeSizes(self.store.nodes, NODE_SIZES_REFRESH_S)
+        self.limits = ClusterLimits(self.store.nodes, self.topology, NODE_SIZES_REFRESH_S)
 
     def tree(self) -> TopologyTree:
         """The topology tree of the stored nodes (rebuilt when they changed)."""

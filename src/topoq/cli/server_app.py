@@ -239,6 +239,8 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             typer.echo(f"  {answer.message}")
             if answer.eta_at is not None:
                 typer.echo(f"  expected to start: {eta_text(answer.eta_at)}")
+            if answer.numbers:
+                typer.echo("  numbers: " + ", ".join(f"{k} {v}" for k, v in answer.numbers.items()))
             for remedy in answer.remedies:
                 typer.echo(f"  would change it: {remedy}")
             if answer.dependencies:

@@ -3,10 +3,10 @@ capacity the cycle has left. Returns the admission, or what stood in the way."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
-from topoq.core.holdings import resources_taken, total_demand
+from topoq.core.holdings import flavor_values, resources_taken, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook, QuotaCheck, QuotaVerdict
@@ -14,7 +14,8 @@ from topoq.core.tree import TopologyTree
 from topoq.domain.flavors import DEFAULT_FLAVOR
 from topoq.domain.governance import FlavorName, TeamName
 from topoq.domain.job import Allocation, JobId, JobView
-from topoq.domain.placement import PlacementResult
+from topoq.domain.lint import accelerators_first, readable_amount
+from topoq.domain.placement import PlacementReason, PlacementResult, PodSetDiagnosis
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
 
@@ -75,7 +76,7 @@ def try_flavor(
     check = book.check(job.team, flavor, demand)
     if not check.verdict.admissible:
         return Attempt(flavor, check, workload)
-    result, after = place_workload(ledger, workload)
+    result, after = place_workload(ledger, workload, previous_nodes=job.previous_nodes)
     if not result.admitted:
         return Attempt(flavor, check, workload, result)
     borrowed = _borrowed_after(book, job, flavor, demand)
@@ -128,13 +129,144 @@ class QuotaHold:
 def could_ever_run(book: QuotaBook, tree: TopologyTree, job: JobView, attempt: Attempt) -> bool:
     """Whether the job fits its team's guarantee plus borrow limit and the topology of an
     empty cluster; a job that never could must not hold anything for itself."""
+    if book.policy.by_team.get(job.team) is None:
+        return False
+    return never_fits(book, tree, job, attempt.flavor, attempt.workload) is None
+
+
+@dataclass(frozen=True)
+class NeverFits:
+    """Why a job can never be admitted in one flavor as the cluster and the policy stand: the
+    limit, named with its numbers, and what would lift it."""
+
+    flavor: FlavorName
+    message: str
+    numbers: Mapping[str, int | str]
+    remedies: tuple[str, ...]
+    about: str
+    """What sets the limit: ``team`` (its quota) or ``pod set 'name'`` (its topology)."""
+
+
+def never_admissible(
+    book: QuotaBook, tree: TopologyTree, job: JobView, flavor_label: str
+) -> list[NeverFits] | None:
+    """None when some flavor could admit the job once enough is free, else why each flavor
+    never could (empty when no flavor matches the job's node selectors)."""
+    values = flavor_values(tree, flavor_label)
+    reasons = []
+    for flavor in flavors_for(job, book):
+        workload = in_flavor(job.spec.workload, flavor, values, flavor_label)
+        if workload is None:
+            continue
+        reason = never_fits(book, tree, job, flavor, workload)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    return reasons
+
+
+def never_fits(
+    book: QuotaBook, tree: TopologyTree, job: JobView, flavor: FlavorName, workload: WorkloadSpec
+) -> NeverFits | None:
+    """None when the job could be admitted in ``flavor`` once enough is free: its demand
+    within the team's guarantee plus its borrow limit (for the resources the flavor's quotas
+    cover) and ``workload`` (the job's, restricted to the flavor) placeable on ``tree`` with
+    every node free. An unknown team has no limit here (``UNKNOWN_TEAM`` says why it waits)."""
+    over_quota = _over_ceiling(book, job, flavor)
+    if over_quota is not None:
+        return over_quota
+    key = ("never-fits", flavor, workload_shape(workload))
+    known = tree.memo(key)
+    if known is None:
+        known = _empty_cluster_verdict(tree, workload)
+        tree.remember(key, known)
+    if not isinstance(known, tuple):
+        return None
+    index, diagnosis = known
+    name = workload.pod_sets[index].name
+    return NeverFits(
+        flavor,
+        f"it never fits in {flavor} even with every node free: pod set {name}: {diagnosis.message}",
+        dict(diagnosis.numbers) | {"flavor": str(flavor)},
+        tuple(r for r in diagnosis.relaxations if not r.startswith("wait"))
+        or ("add nodes, or ask for fewer or smaller pods",),
+        f"pod set {name!r}",
+    )
+
+
+def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFits | None:
     team = book.policy.by_team.get(job.team)
     if team is None:
-        return False
-    quota = team.quota_for(attempt.flavor)
-    ceiling = quota.guarantee if quota is not None else Resources()
-    if quota is not None and team.sharing.borrows:
-        ceiling = ceiling + quota.borrow_limit
-    if not book.covered(attempt.flavor, total_demand(job)).fits_in(ceiling):
-        return False
-    return place_workload(CapacityLedger.empty_cluster(tree), attempt.workload)[0].admitted
+        return None
+    quota = team.quota_for(flavor)
+    guarantee = quota.guarantee if quota is not None else Resources()
+    may_borrow = quota.borrow_limit if quota is not None and team.sharing.borrows else Resources()
+    demand = book.covered(flavor, total_demand(job))
+    if demand.fits_in(guarantee + may_borrow):
+        return None
+    over = [
+        name
+        for name in accelerators_first(demand)
+        if demand.amount(name) > (guarantee + may_borrow).amount(name)
+    ]
+    name = over[0]
+    asked, has, extra = demand.amount(name), guarantee.amount(name), may_borrow.amount(name)
+    ceiling = readable_amount(name, has + extra)
+    limit = (
+        f"a guarantee of {readable_amount(name, has)} and a borrow limit of "
+        f"{readable_amount(name, extra)}"
+        if team.sharing.borrows
+        else f"a guarantee of {readable_amount(name, has)} and may not borrow"
+    )
+    return NeverFits(
+        flavor,
+        f"team {team.name} may use at most {ceiling} of {flavor} ({limit}); the job asks for "
+        f"{readable_amount(name, asked)}",
+        {
+            "flavor": str(flavor),
+            "resource": name,
+            "requested": asked,
+            "guarantee": has,
+            "borrow_limit": extra,
+            "most_the_team_may_use": has + extra,
+        },
+        (
+            f"ask an admin to raise {team.name}'s borrow limit on {flavor} to "
+            f"{readable_amount(name, asked - has)}"
+            if team.sharing.borrows
+            else f"ask an admin to raise {team.name}'s guarantee on {flavor} to "
+            f"{readable_amount(name, asked)} or let it borrow",
+            f"reduce the job to {readable_amount(name, has + extra)}",
+        ),
+        "team",
+    )
+
+
+def _empty_cluster_verdict(
+    tree: TopologyTree, workload: WorkloadSpec
+) -> tuple[int, PodSetDiagnosis] | bool:
+    """True when the workload places on ``tree`` with every node free, else the failing pod
+    set's index and why."""
+    result = place_workload(CapacityLedger.empty_cluster(tree), workload)[0]
+    if result.admitted:
+        return True
+    for index, outcome in enumerate(result.pod_sets):
+        diagnosis = outcome.diagnosis
+        if diagnosis is not None and diagnosis.reason is not PlacementReason.GANG_INCOMPLETE:
+            return index, diagnosis
+    raise RuntimeError(f"workload {workload.name} was refused without a reason")
+
+
+def workload_shape(workload: WorkloadSpec) -> Hashable:
+    """What decides where a workload can go, without its names."""
+    return tuple(
+        (
+            ps.count,
+            ps.requests,
+            tuple(sorted(ps.node_selector.items())),
+            ps.affinity_terms,
+            ps.tolerations,
+            ps.topology,
+        )
+        for ps in workload.pod_sets
+    )

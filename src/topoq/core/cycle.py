@@ -26,6 +26,7 @@ from topoq.core.admission import (
     flavors_for,
     in_flavor,
     try_flavor,
+    workload_shape,
 )
 from topoq.core.backfill import (
     NodeHold,
@@ -334,7 +335,9 @@ def _held_back(cycle: _Cycle, job: JobView, hold: QuotaHold) -> Diagnostic:
             (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
         )
     else:
-        diagnostic = diagnose_waiting(job, real, cycle.ledger, None)
+        diagnostic = diagnose_waiting(
+            job, real, cycle.ledger, None, cycle.book, cycle.holders.values()
+        )
     cycle.diagnostics.append(diagnostic)
     return diagnostic
 
@@ -541,17 +544,7 @@ def _waiting_for_victims(
 
 def _shape(job: JobView) -> Hashable:
     """What decides where a job can go, without its name."""
-    return tuple(
-        (
-            ps.count,
-            ps.requests,
-            tuple(sorted(ps.node_selector.items())),
-            ps.affinity_terms,
-            ps.tolerations,
-            ps.topology,
-        )
-        for ps in job.spec.workload.pod_sets
-    )
+    return workload_shape(job.spec.workload)
 
 
 def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
@@ -563,7 +556,9 @@ def _wait(cycle: _Cycle, job: JobView, attempts: list[Attempt]) -> Diagnostic:
             cycle.reserved.append(hold)
             cycle.reserving_teams.add(job.team)
             reserved_note = hold.name
-    diagnostic = diagnose_waiting(job, attempts, cycle.ledger, reserved_note)
+    diagnostic = diagnose_waiting(
+        job, attempts, cycle.ledger, reserved_note, cycle.book, cycle.holders.values()
+    )
     diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
     cycle.diagnostics.append(diagnostic)
     return diagnostic

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-from topoq.core.admission import Attempt
+from collections.abc import Iterable
+
+from topoq.core.admission import Attempt, never_fits
+from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
-from topoq.core.quota import QuotaVerdict
+from topoq.core.quota import QuotaBook, QuotaVerdict
+from topoq.core.quota_wait import quota_numbers, quota_remedies
+from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.job import JobView
 from topoq.domain.placement import PlacementResult
@@ -31,8 +36,20 @@ _QUOTA_REMEDIES = {
 
 
 def diagnose_waiting(
-    job: JobView, attempts: list[Attempt], ledger: CapacityLedger, reserved_for: str | None
+    job: JobView,
+    attempts: list[Attempt],
+    ledger: CapacityLedger,
+    reserved_for: str | None,
+    book: QuotaBook | None = None,
+    running: Iterable[JobView] = (),
 ) -> Diagnostic:
+    """Why ``job`` waits. With the cycle's ``book`` (and the ``running`` jobs), a job no flavor
+    could ever admit says so (``NEVER_FITS_CURRENT_POLICY``) and a wait for quota carries the
+    team's numbers and the smallest changes that would admit it."""
+    if book is not None:
+        never = _never_fits(book, ledger.tree, job, attempts)
+        if never is not None:
+            return never
     for attempt in attempts:
         if attempt.placement is not None:
             return _topology(job, attempt, attempt.placement, ledger, reserved_for)
@@ -44,12 +61,34 @@ def diagnose_waiting(
         )
     first = attempts[0]
     verdict = first.quota.verdict
+    numbers: dict[str, int | str] = dict(first.quota.numbers)
+    remedies = _QUOTA_REMEDIES[verdict]
+    if book is not None and verdict is not QuotaVerdict.UNKNOWN_TEAM:
+        demand = total_demand(job)
+        numbers |= quota_numbers(book, job.team, first.flavor, demand)
+        found = quota_remedies(book, job, first.flavor, demand, verdict, running)
+        remedies = found or remedies
+    return Diagnostic(job.id, _QUOTA_REASONS[verdict], first.quota.message, numbers, remedies)
+
+
+def _never_fits(
+    book: QuotaBook, tree: TopologyTree, job: JobView, attempts: list[Attempt]
+) -> Diagnostic | None:
+    """``NEVER_FITS_CURRENT_POLICY`` when no flavor tried could ever admit the job; the
+    message and numbers are the first flavor's (the team's own first)."""
+    if not attempts or any(a.quota.verdict is QuotaVerdict.UNKNOWN_TEAM for a in attempts):
+        return None
+    reasons = []
+    for attempt in attempts:
+        reason = never_fits(book, tree, job, attempt.flavor, attempt.workload)
+        if reason is None:
+            return None
+        reasons.append(reason)
+    first = reasons[0]
+    others = [f"{r.flavor}: {r.message}" for r in reasons[1:]]
+    message = "; ".join([first.message, *others])
     return Diagnostic(
-        job.id,
-        _QUOTA_REASONS[verdict],
-        first.quota.message,
-        dict(first.quota.numbers),
-        _QUOTA_REMEDIES[verdict],
+        job.id, PendingReason.NEVER_FITS_CURRENT_POLICY, message, first.numbers, first.remedies
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from topoq.domain.decisions import CycleResult
+from topoq.domain.decisions import CycleResult, Requeue, RequeueCause
 from topoq.domain.errors import TopoqError
 from topoq.domain.job import TRANSITIONS, Allocation, JobId, JobPhase, JobView, PhaseChange
 
@@ -69,6 +69,23 @@ def attempt_failed(job: JobView, at: float, cause: str) -> JobView:
     return advance(job, JobPhase.FAILED, now=at, cause=cause)
 
 
+def requeued(job: JobView, requeue: Requeue, now: float) -> JobView:
+    """Back to PENDING for a cycle's ``requeue``."""
+    cause = f"{requeue.cause.value}: {requeue.message}"
+    if requeue.cause is RequeueCause.NODE_FAILED:
+        return lost_a_node(job, now, cause)
+    return advance(job, JobPhase.PENDING, now=now, cause=cause)
+
+
+def lost_a_node(job: JobView, now: float, cause: str) -> JobView:
+    """Back to PENDING after a node under it failed, remembering the nodes it held
+    (``previous_nodes``) so that placement prefers them when it restarts."""
+    pending = advance(job, JobPhase.PENDING, now=now, cause=cause)
+    if job.allocation is None:
+        return pending
+    return replace(pending, previous_nodes=job.allocation.nodes)
+
+
 def apply_cycle(
     jobs: Mapping[JobId, JobView],
     result: CycleResult,
@@ -83,12 +100,7 @@ def apply_cycle(
     tests of the cycle alone; a real executor reports those moves as events."""
     updated = dict(jobs)
     for requeue in result.requeues:
-        updated[requeue.job] = advance(
-            updated[requeue.job],
-            JobPhase.PENDING,
-            now=now,
-            cause=f"{requeue.cause.value}: {requeue.message}",
-        )
+        updated[requeue.job] = requeued(updated[requeue.job], requeue, now)
     for cancel in result.cancellations:
         updated[cancel.job] = advance(
             updated[cancel.job], JobPhase.CANCELLED, now=now, cause=cancel.message

@@ -513,3 +513,15 @@ def _weighted(largest: float, weight: int) -> float:
     if largest == 0.0:
         return 0.0
     return largest / weight if weight > 0 else float("inf")
+
+
+def free_to_borrow(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resources:
+    """How much of each covered resource ``team`` could borrow now beyond its guarantee if its
+    borrow limit allowed any amount: what lenders and idle capacity could still back once its
+    own guarantee is used up. Read from the books (charge the flavor's whole capacity on a
+    copy and see how much of the new borrowing stays unbacked)."""
+    whole = book.covered(flavor, book.capacity.get(flavor, Resources()))
+    trial = book.copy()
+    trial.charge(team, flavor, whole)
+    more = positive(trial.borrowed(team, flavor) - book.borrowed(team, flavor))
+    return positive(more - trial.shortfall(flavor))

@@ -25,6 +25,10 @@ class PendingReason(StrEnum):
     RESERVED_FOR_LARGER_GANG = "RESERVED_FOR_LARGER_GANG"
     """It would fit only in capacity held for a larger gang that waits longer."""
     UNKNOWN_TEAM = "UNKNOWN_TEAM"
+    NEVER_FITS_CURRENT_POLICY = "NEVER_FITS_CURRENT_POLICY"
+    """Not even an empty cluster would admit it as the cluster and the policy stand now: more
+    than its team's guarantee plus borrow limit, or more than any domain its topology allows
+    (a policy change or a node added or back in service may change that)."""
 
 
 class PreemptionCause(StrEnum):

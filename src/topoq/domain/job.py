@@ -223,6 +223,9 @@ class JobView:
     held: bool = False
     preempted_for: JobId | None = None
     """While PREEMPTING: the job it is evicted for (the cycle keeps the room for that one)."""
+    previous_nodes: frozenset[str] = frozenset()
+    """The nodes it held when it was last requeued for a node failure (placement prefers
+    them: a restart keeps its domains where they still have room); empty otherwise."""
 
     @property
     def id(self) -> JobId:

@@ -5,7 +5,7 @@ the simulator asks here about the runs it ends and the victims it stops."""
 
 from __future__ import annotations
 
-from topoq.core.lifecycle import VICTIM_STOPPED, advance, attempt_failed
+from topoq.core.lifecycle import VICTIM_STOPPED, advance, attempt_failed, lost_a_node
 from topoq.domain.job import FailureReason, JobPhase, JobView
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 
@@ -38,12 +38,7 @@ def moved_by(job: JobView, event: ExecutorEvent) -> JobView | None:
         case ExecutorEventKind.START_FAILED if job.phase is JobPhase.ADMITTED:
             return attempt_failed(job, at, f"{FailureReason.START_FAILED.value}: {event.message}")
         case ExecutorEventKind.NODE_LOST if job.phase.holds_capacity:
-            return advance(
-                job,
-                JobPhase.PENDING,
-                now=at,
-                cause=f"node {event.node} was lost; the gang is requeued",
-            )
+            return lost_a_node(job, at, f"node {event.node} was lost; the gang is requeued")
     return None
 
 

@@ -56,6 +56,7 @@ VIEW_COLUMNS = (
     JobRow.attempt,
     JobRow.updated_at,
     JobRow.history_length,
+    JobRow.previous_nodes,
 )
 """What ``records_of`` selects: everything but the spec, which is read (and decoded) only for
 jobs the store's ``JobCache`` does not know."""
@@ -171,6 +172,7 @@ def record_from_row(row: Row[Any], spec: JobSpec, history: tuple[PhaseChange, ..
         preemptions=row.preemptions,
         held=row.held,
         preempted_for=None if row.preempted_for is None else JobId(row.preempted_for),
+        previous_nodes=frozenset(row.previous_nodes or ()),
     )
     return JobRecord(view, row.version, row.attempt, row.updated_at)
 
@@ -380,6 +382,7 @@ def _check_not_stale(
 
 def _update_row(connection: Connection, view: JobView, state: StoredState, now: float) -> int:
     values = _state_columns(view, now) | {"version": state.version + 1}
+    values["previous_nodes"] = sorted(view.previous_nodes) or None  # null when a job is new
     if view.phase is not JobPhase.PENDING:
         values["diagnostic"] = None  # why it waited no longer applies
     result = connection.execute(

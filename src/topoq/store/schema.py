@@ -77,6 +77,8 @@ class JobRow(Base):
     allocation: Mapped[dict[str, Any] | None] = mapped_column(Json)
     diagnostic: Mapped[dict[str, Any] | None] = mapped_column(Json)
     """Why the job last waited (the latest cycle's diagnostic), for ``explain``."""
+    previous_nodes: Mapped[list[str] | None] = mapped_column(Json)
+    """The nodes it held when a node failure last requeued it (sorted), else null."""
     admitted_at: Mapped[float | None] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double)

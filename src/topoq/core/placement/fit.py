@@ -22,6 +22,8 @@ class Room:
     """``by_level[l][d]``: pods of the shape that domain ``d`` of level ``l`` can take now."""
 
     by_level: tuple[IntArray, ...]
+    units: tuple[int, ...]
+    """Pods per unit at each level (whole slices), as in :class:`SearchPlan`."""
 
     def at(self, level: int) -> IntArray:
         return self.by_level[level]
@@ -70,7 +72,7 @@ def room_by_level(tree: TopologyTree, leaf_pods: IntArray, plan: SearchPlan) -> 
         if unit > 1:
             room = room - room % unit
         by_level[level] = room
-    return Room(tuple(by_level))
+    return Room(tuple(by_level), plan.units)
 
 
 def _range_sums(values: IntArray, starts: IntArray) -> IntArray:

@@ -1,66 +1,61 @@
 """Choosing domains: as few as possible at each level from the top down, then the tightest fit.
 
 All choices are deterministic: ties break on the domain's index, which follows the natural
-order of the label values.
+order of the label values. A restart's :class:`Affinity` breaks ties before the index (and, for
+a single domain, before tightness): domains holding more of the job's previous nodes first.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+
 import numpy as np
 
 from topoq.core.placement.fit import Room
-from topoq.core.placement.request import SearchPlan
 from topoq.core.tree import IntArray, TopologyTree
+from topoq.domain.node import NodeName
 
 LeafTake = tuple[int, int]
 """(leaf index, pods placed in that leaf)."""
 
 
-def place_in_topology(
-    tree: TopologyTree, room: Room, plan: SearchPlan, pods: int
-) -> list[LeafTake] | None:
-    """Leaves and counts for ``pods`` pods under ``plan``, or None when they do not fit."""
-    for level in plan.search_levels:
-        domain = pick_one(tree, room, level, None, pods)
-        if domain is not None:
-            return descend(tree, room, level, domain, pods)
-    if plan.split_at_top and room.total >= pods:
-        picks = pick_several(room.at(0), np.arange(len(room.at(0))), pods)
-        if picks is not None:
-            return [
-                leaf
-                for domain, take in sorted(picks)
-                for leaf in descend(tree, room, 0, domain, take)
-            ]
-    return None
+@dataclass(frozen=True)
+class Affinity:
+    """``by_level[l][d]``: how many of a job's previous nodes domain ``d`` of level ``l`` holds."""
+
+    by_level: tuple[IntArray, ...]
+
+    def at(self, level: int) -> IntArray:
+        return self.by_level[level]
 
 
-def descend(tree: TopologyTree, room: Room, level: int, domain: int, pods: int) -> list[LeafTake]:
-    """Spread ``pods`` over the children of ``domain`` down to the leaves, in tree order."""
-    if level == tree.depth - 1:
-        return [(domain, pods)]
-    child_start = tree.levels[level].child_start
-    assert child_start is not None
-    children = np.arange(child_start[domain], child_start[domain + 1])
-    single = pick_one(tree, room, level + 1, children, pods)
-    picks = (
-        [(single, pods)] if single is not None else pick_several(room.at(level + 1), children, pods)
+def affinity_of(tree: TopologyTree, node_names: Iterable[str]) -> Affinity | None:
+    """The previous nodes' counts per domain; None when none of them is in the tree."""
+    known = tree.node_index
+    indexes = [known[NodeName(name)] for name in node_names if NodeName(name) in known]
+    if not indexes:
+        return None
+    nodes = np.asarray(indexes, dtype=np.int64)
+    return Affinity(
+        tuple(
+            np.bincount(level.domain_of_node[nodes], minlength=level.size).astype(np.int64)
+            for level in tree.levels
+        )
     )
-    if picks is None:  # cannot happen: a domain's room is at most the sum of its children's
-        raise RuntimeError(f"room accounting broke at level {level + 1}, domain {domain}")
-    if level + 1 == tree.depth - 1:  # the children are the leaves
-        return sorted(picks)
-    leaves: list[LeafTake] = []
-    for child, take in sorted(picks):
-        leaves.extend(descend(tree, room, level + 1, child, take))
-    return leaves
 
 
 def pick_one(
-    tree: TopologyTree, room: Room, level: int, candidates: IntArray | None, pods: int
+    tree: TopologyTree,
+    room: Room,
+    level: int,
+    candidates: IntArray | None,
+    pods: int,
+    affinity: Affinity | None = None,
 ) -> int | None:
-    """The one domain of ``level`` that holds all ``pods``: fewest children needed one level
-    down, then the least room left over, then the lowest index."""
+    """The one domain of ``level`` that holds all ``pods``: most previous nodes (a restart),
+    then fewest children needed one level down, then the least room left over, then the lowest
+    index."""
     room_here = room.at(level)
     if candidates is None:
         fitting = np.flatnonzero(room_here >= pods)
@@ -70,16 +65,23 @@ def pick_one(
         return None
     if len(fitting) == 1:
         return int(fitting[0])
-    return int(rank_domains(tree, room, level, fitting, pods)[0])
+    return int(rank_domains(tree, room, level, fitting, pods, affinity)[0])
 
 
 def rank_domains(
-    tree: TopologyTree, room: Room, level: int, fitting: IntArray, pods: int
+    tree: TopologyTree,
+    room: Room,
+    level: int,
+    fitting: IntArray,
+    pods: int,
+    affinity: Affinity | None = None,
 ) -> IntArray:
     """``fitting`` domains (each holds ``pods``) ordered best first for :func:`pick_one`."""
     leftover = room.at(level)[fitting] - pods
     children = children_needed(tree, room, level, fitting, pods)
-    return fitting[np.lexsort((fitting, leftover, children))]
+    if affinity is None:
+        return fitting[np.lexsort((fitting, leftover, children))]
+    return fitting[np.lexsort((fitting, leftover, children, -affinity.at(level)[fitting]))]
 
 
 def children_needed(
@@ -115,14 +117,19 @@ def child_matrix(tree: TopologyTree, level: int) -> IntArray:
 
 
 def pick_several(
-    room_here: IntArray, candidates: IntArray, pods: int
+    room_here: IntArray, candidates: IntArray, pods: int, previous: IntArray | None = None
 ) -> list[tuple[int, int]] | None:
     """As few candidates as possible: the roomiest ones whole, then the tightest one that holds
-    the remainder. None when all candidates together hold fewer than ``pods``."""
+    the remainder. None when all candidates together hold fewer than ``pods``. ``previous``
+    (a restart's previous nodes per domain) breaks ties among equally roomy candidates and
+    picks, among those that hold the remainder, one it ran in before the tightest."""
     rooms = room_here[candidates]
     if int(rooms.sum()) < pods:
         return None
-    order = candidates[np.lexsort((candidates, -rooms))]
+    if previous is None:
+        order = candidates[np.lexsort((candidates, -rooms))]
+    else:
+        order = candidates[np.lexsort((candidates, -previous[candidates], -rooms))]
     picks: list[tuple[int, int]] = []
     remaining = pods
     for position, domain in enumerate(order):
@@ -131,7 +138,9 @@ def pick_several(
             rest = order[position:]
             rest_rooms = room_here[rest]
             fitting = rest[rest_rooms >= remaining]
-            best = fitting[np.lexsort((fitting, room_here[fitting]))[0]]
+            tightest = (fitting, room_here[fitting])
+            keys = tightest if previous is None else (*tightest, -previous[fitting])
+            best = fitting[np.lexsort(keys)[0]]
             picks.append((int(best), remaining))
             return picks
         if available > 0:

@@ -3,17 +3,18 @@ capacity the earlier ones left (a scratch ledger; the caller's ledger is never c
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from topoq.core.eligibility import Eligibility, eligibility_of
 from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.descent import descend, place_in_topology
 from topoq.core.placement.diagnosis import diagnose
 from topoq.core.placement.fit import Room, pods_per_leaf, room_by_level
 from topoq.core.placement.request import Demand, SearchPlan, demand_of, plan_search
-from topoq.core.placement.search import LeafTake, descend, place_in_topology, rank_domains
+from topoq.core.placement.search import Affinity, LeafTake, affinity_of, rank_domains
 from topoq.domain.errors import InvalidRequestError
 from topoq.domain.placement import (
     DomainAssignment,
@@ -59,21 +60,25 @@ class PodSetQuery:
         )
 
 
-def find_placement(ledger: CapacityLedger, workload: WorkloadSpec) -> PlacementResult:
+def find_placement(
+    ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: Iterable[str] = ()
+) -> PlacementResult:
     """Where every pod of ``workload`` goes, or why it does not fit. ``ledger`` is unchanged."""
-    return place_workload(ledger, workload)[0]
+    return place_workload(ledger, workload, previous_nodes=previous_nodes)[0]
 
 
 def place_workload(
-    ledger: CapacityLedger, workload: WorkloadSpec
+    ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: Iterable[str] = ()
 ) -> tuple[PlacementResult, CapacityLedger]:
-    """The placement and the capacity left after it (the input ledger when nothing fits)."""
+    """The placement and the capacity left after it (the input ledger when nothing fits).
+    ``previous_nodes`` (where a requeued gang ran) break ties between equally good domains."""
     queries = {ps.name: query_for(ledger, ps) for ps in workload.pod_sets}
     scratch = ledger.scratch()
     placed: dict[str, list[LeafTake]] = {}
+    affinity = affinity_of(ledger.tree, previous_nodes)
     for unit in _placement_units(workload):
         members = [queries[pod_set.name] for pod_set in unit]
-        found = _place_unit(scratch, members)
+        found = _place_unit(scratch, members, affinity)
         if isinstance(found, tuple):
             failed_name, diagnosis = found
             return _refusal(workload, failed_name, diagnosis), ledger
@@ -132,21 +137,25 @@ PlacedUnit = dict[str, list[LeafTake]]
 Failure = tuple[str, PodSetDiagnosis]
 
 
-def _place_unit(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+def _place_unit(
+    scratch: CapacityLedger, members: list[PodSetQuery], affinity: Affinity | None
+) -> PlacedUnit | Failure:
     """Place one pod set, or a group in one shared domain; charge ``scratch`` on success."""
     for query in members:
         leaves = place_in_topology(
-            scratch.tree, query.room(scratch), query.plan, query.pod_set.count
+            scratch.tree, query.room(scratch), query.plan, query.pod_set.count, affinity
         )
         if leaves is None:
             return query.pod_set.name, query.diagnose(scratch)
         if len(members) == 1:
             query.charge(scratch, leaves)
             return {query.pod_set.name: leaves}
-    return _place_group(scratch, members)
+    return _place_group(scratch, members, affinity)
 
 
-def _place_group(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedUnit | Failure:
+def _place_group(
+    scratch: CapacityLedger, members: list[PodSetQuery], affinity: Affinity | None
+) -> PlacedUnit | Failure:
     ordered = sorted(members, key=lambda query: -query.pod_set.count)
     primary = ordered[0]
     rooms = [query.room(scratch) for query in ordered]
@@ -158,20 +167,24 @@ def _place_group(scratch: CapacityLedger, members: list[PodSetQuery]) -> PlacedU
         candidates = np.flatnonzero(fits_all)
         if not len(candidates):
             continue
-        ranked = rank_domains(tree, rooms[0], level, candidates, primary.pod_set.count)
+        ranked = rank_domains(tree, rooms[0], level, candidates, primary.pod_set.count, affinity)
         for domain in ranked[:MAX_GROUP_TRIALS]:
-            placed = _try_group_in(scratch, ordered, level, int(domain))
+            placed = _try_group_in(scratch, ordered, level, int(domain), affinity)
             if placed is not None:
                 return placed
     if primary.plan.split_at_top:
-        return _place_members_apart(scratch, ordered)
+        return _place_members_apart(scratch, ordered, affinity)
     return primary.pod_set.name, _group_diagnosis(
         tree.spec.levels[primary.plan.strictest_level], ordered
     )
 
 
 def _try_group_in(
-    scratch: CapacityLedger, members: list[PodSetQuery], level: int, domain: int
+    scratch: CapacityLedger,
+    members: list[PodSetQuery],
+    level: int,
+    domain: int,
+    affinity: Affinity | None,
 ) -> PlacedUnit | None:
     trial = scratch.scratch()
     placed: PlacedUnit = {}
@@ -179,7 +192,7 @@ def _try_group_in(
         room = query.room(trial)
         if room.at(level)[domain] < query.pod_set.count:
             return None
-        leaves = descend(trial.tree, room, level, domain, query.pod_set.count)
+        leaves = descend(trial.tree, room, level, domain, query.pod_set.count, affinity)
         query.charge(trial, leaves)
         placed[query.pod_set.name] = leaves
     for query in members:
@@ -188,12 +201,14 @@ def _try_group_in(
 
 
 def _place_members_apart(
-    scratch: CapacityLedger, members: list[PodSetQuery]
+    scratch: CapacityLedger, members: list[PodSetQuery], affinity: Affinity | None
 ) -> PlacedUnit | Failure:
     trial = scratch.scratch()
     placed: PlacedUnit = {}
     for query in members:
-        leaves = place_in_topology(trial.tree, query.room(trial), query.plan, query.pod_set.count)
+        leaves = place_in_topology(
+            trial.tree, query.room(trial), query.plan, query.pod_set.count, affinity
+        )
         if leaves is None:
             return query.pod_set.name, query.diagnose(trial)
         query.charge(trial, leaves)

@@ -1,0 +1,228 @@
+"""A wait for quota with its numbers — what the team uses, is guaranteed and may borrow, what
+its pool could still lend — and the smallest changes that would admit the job now: a borrow
+limit of N, a guarantee of N, or named running jobs whose end frees enough. Each change is
+tried on a copy of the books (a copy of the policy for the limits) and offered only if the
+job would then pass the quota check."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import replace
+
+from topoq.core.quota import QuotaBook, QuotaVerdict, free_to_borrow, positive
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy, FlavorName, FlavorQuota, TeamName
+from topoq.domain.job import JobView
+from topoq.domain.lint import accelerators_first, readable_amount
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
+
+MAX_JOBS_TRIED = 16
+"""Running jobs considered, largest first, when looking for the ones to wait for."""
+MAX_JOBS_NAMED = 8
+"""More jobs than this to wait for is no remedy worth naming."""
+
+
+def quota_numbers(
+    book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
+) -> dict[str, int | str]:
+    """The headline resource (accelerators first) as plain numbers, each other covered
+    resource the job asks for as one line."""
+    asked = book.covered(flavor, demand)
+    names = accelerators_first(set(asked) | set(book.guarantee(team, flavor))) or [NVIDIA_GPU]
+    limit = _borrow_limit(book, team, flavor)
+    free = free_to_borrow(book, team, flavor)
+    used = book.covered(flavor, book.used(team, flavor))
+    guarantee, borrowed = book.guarantee(team, flavor), book.borrowed(team, flavor)
+    headline = names[0]
+    numbers: dict[str, int | str] = {
+        "flavor": str(flavor),
+        "resource": headline,
+        "requested": asked.amount(headline),
+        "used": used.amount(headline),
+        "guarantee": guarantee.amount(headline),
+        "borrowed": borrowed.amount(headline),
+        "borrow_limit": limit.amount(headline),
+        "free_to_lend": free.amount(headline),
+    }
+    for name in names[1:]:
+        if asked.amount(name):
+            figures = (
+                ("requested", asked),
+                ("used", used),
+                ("guarantee", guarantee),
+                ("borrowed", borrowed),
+                ("borrow limit", limit),
+                ("free to lend", free),
+            )
+            numbers[name] = ", ".join(
+                f"{label} {readable_amount(name, amounts.amount(name))}"
+                for label, amounts in figures
+            )
+    return numbers
+
+
+def quota_remedies(
+    book: QuotaBook,
+    job: JobView,
+    flavor: FlavorName,
+    demand: Resources,
+    verdict: QuotaVerdict,
+    running: Iterable[JobView],
+) -> tuple[str, ...]:
+    """The smallest changes that would let ``job`` pass the quota check now, smallest first."""
+    team = job.team
+    spec = book.policy.by_team.get(team)
+    if spec is None:
+        return ()
+    asked = book.covered(flavor, demand)
+    after = book.covered(flavor, book.used(team, flavor)) + asked
+    guarantee = book.guarantee(team, flavor)
+    limit = _borrow_limit(book, team, flavor)
+    found: list[str] = []
+    if verdict is QuotaVerdict.BORROW_LIMIT:
+        needed = _raised(limit, positive(after - guarantee))
+        if _admits(
+            book, _with_quota(book.policy, team, flavor, borrow_limit=needed), job, flavor, asked
+        ):
+            found.append(f"raise {team}'s borrow limit on {flavor} to {_amounts(needed, limit)}")
+    if verdict in (QuotaVerdict.BORROW_LIMIT, QuotaVerdict.NO_QUOTA):
+        needed = _raised(guarantee, positive(after - limit))
+        if _admits(
+            book, _with_quota(book.policy, team, flavor, guarantee=needed), job, flavor, asked
+        ):
+            found.append(f"raise {team}'s guarantee on {flavor} to {_amounts(needed, guarantee)}")
+    waited = jobs_to_wait_for(book, job, flavor, asked, verdict, running)
+    if waited is not None:
+        ended, freed = waited
+        names = ", ".join(str(other.id) for other in ended)
+        found.append(f"wait for {names} to end (they free {_amounts(freed)})")
+    return tuple(found)
+
+
+def jobs_to_wait_for(
+    book: QuotaBook,
+    job: JobView,
+    flavor: FlavorName,
+    demand: Resources,
+    verdict: QuotaVerdict,
+    running: Iterable[JobView],
+) -> tuple[list[JobView], Resources] | None:
+    """Running jobs whose end would admit ``job``, largest first, each one taken only if it
+    brings the job closer: the team's own jobs for a guarantee or a borrow limit, any job of
+    the flavor when lenders lack room. None when ``MAX_JOBS_NAMED`` do not suffice."""
+    headline = (accelerators_first(demand) or [NVIDIA_GPU])[0]
+    anyone = verdict is QuotaVerdict.NO_LENDER
+    using = {
+        other.id: (other, other.allocation.usage[flavor])
+        for other in running
+        if other.allocation is not None and flavor in other.allocation.usage
+        if other.id != job.id and (anyone or other.team == job.team)
+    }
+    largest = heapq.nsmallest(
+        MAX_JOBS_TRIED, using, key=lambda key: (-using[key][1].amount(headline), key)
+    )
+    trial, chosen, freed = book, [], Resources()
+    gap = _gap(trial, job, flavor, demand, verdict)
+    for key in largest:
+        other, used = using[key]
+        usage = book.covered(flavor, used)
+        attempt = trial.copy()
+        attempt.release(other.team, flavor, usage)
+        narrower = _gap(attempt, job, flavor, demand, verdict)
+        if narrower >= gap:
+            continue
+        trial, gap, freed = attempt, narrower, freed + usage
+        chosen.append(other)
+        if trial.check(job.team, flavor, demand).verdict.admissible:
+            return chosen, freed
+        if len(chosen) >= MAX_JOBS_NAMED:
+            return None
+    return None
+
+
+def _gap(
+    book: QuotaBook, job: JobView, flavor: FlavorName, demand: Resources, verdict: QuotaVerdict
+) -> int:
+    """How far the job is from passing (summed over resources): what lenders cannot back, or
+    what the team's use would exceed."""
+    if verdict is QuotaVerdict.NO_LENDER:
+        trial = book.copy()
+        trial.charge(job.team, flavor, demand)
+        return sum(trial.shortfall(flavor).values())
+    after = book.covered(flavor, book.used(job.team, flavor)) + demand
+    ceiling = book.guarantee(job.team, flavor) + _borrow_limit(book, job.team, flavor)
+    return sum(positive(after - ceiling).values())
+
+
+def _borrow_limit(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resources:
+    spec = book.policy.by_team.get(team)
+    quota = spec.quota_for(flavor) if spec is not None else None
+    if spec is None or quota is None or not spec.sharing.borrows:
+        return Resources()
+    return quota.borrow_limit
+
+
+def _raised(current: Resources, wanted: Resources) -> Resources:
+    """``current`` with each resource of ``wanted`` raised to at least that amount."""
+    names = set(current) | set(wanted)
+    return Resources({n: max(current.amount(n), wanted.amount(n)) for n in names})
+
+
+def _with_quota(
+    policy: ClusterPolicy,
+    team: TeamName,
+    flavor: FlavorName,
+    *,
+    guarantee: Resources | None = None,
+    borrow_limit: Resources | None = None,
+) -> ClusterPolicy | None:
+    """The policy with one team's quota on ``flavor`` changed; None if that is no policy."""
+    spec = policy.by_team[team]
+    quota = spec.quota_for(flavor) or FlavorQuota(flavor, Resources())
+    changed = replace(
+        quota,
+        guarantee=quota.guarantee if guarantee is None else guarantee,
+        borrow_limit=quota.borrow_limit if borrow_limit is None else borrow_limit,
+    )
+    others = tuple(q for q in spec.quotas if q.flavor != flavor)
+    teams = tuple(
+        replace(spec, quotas=(*others, changed)) if other.name == team else other
+        for other in policy.teams
+    )
+    try:
+        return replace(policy, teams=teams)
+    except InvalidInputError:
+        return None
+
+
+def _admits(
+    book: QuotaBook,
+    policy: ClusterPolicy | None,
+    job: JobView,
+    flavor: FlavorName,
+    demand: Resources,
+) -> bool:
+    if policy is None:
+        return False
+    trial = QuotaBook(policy, book.capacity, book.usage)
+    guaranteed = Resources()
+    for team in policy.teams:
+        if team.active:
+            guaranteed = guaranteed + trial.guarantee(team.name, flavor)
+    capacity = trial.covered(flavor, book.capacity.get(flavor, Resources()))
+    if not trial.covered(flavor, guaranteed).fits_in(capacity):
+        return False  # guarantees past the flavor's capacity: no policy to advise
+    return trial.check(job.team, flavor, demand).verdict.admissible
+
+
+def _amounts(resources: Resources, before: Resources | None = None) -> str:
+    """``48 nvidia.com/gpu, 400 cpu``: the resources that changed (all when ``before`` is
+    None), accelerators first."""
+    names = [
+        name
+        for name in accelerators_first(resources)
+        if before is None or resources.amount(name) != before.amount(name)
+    ]
+    return ", ".join(readable_amount(name, resources.amount(name)) for name in names)

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from topoq.discovery.jobfile import workload_from_job_file
+from topoq.discovery.kubernetes_workload import workload_from_kueue
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import DEFAULT_STARVATION_GUARD_S
@@ -84,3 +85,30 @@ def test_a_bad_duration_in_the_policy_names_the_field(
     with pytest.raises(InvalidInputError) as refused:
         policy_from_document(policy_file(**scheduling), source="p.yaml")
     assert where in str(refused.value) and refused.value.hint
+
+
+def kueue_workload(**spec: Any) -> dict[str, Any]:
+    pods = {"name": "w", "count": 1, "template": {"spec": {"containers": [_container()]}}}
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta1",
+        "kind": "Workload",
+        "metadata": {"name": "j", "namespace": "nlp"},
+        "spec": {"podSets": [pods], **spec},
+    }
+
+
+def _container() -> dict[str, Any]:
+    return {"name": "c", "resources": {"requests": {"nvidia.com/gpu": 8}}}
+
+
+def test_a_kueue_workload_s_maximum_execution_time_is_its_time_limit() -> None:
+    limited = workload_from_kueue(kueue_workload(maximumExecutionTimeSeconds=3600), source="w")
+    assert limited.time_limit_s == 3600
+    assert workload_from_kueue(kueue_workload(), source="w").time_limit_s is None
+
+
+@pytest.mark.parametrize("written", [0, -5, "1h"])
+def test_a_bad_kueue_maximum_execution_time_names_the_field(written: object) -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        workload_from_kueue(kueue_workload(maximumExecutionTimeSeconds=written), source="w.yaml")
+    assert "spec.maximumExecutionTimeSeconds" in str(refused.value)

@@ -23,6 +23,8 @@ from topoq.discovery.kubernetes_objects import (
     tolerations,
     workload_name,
 )
+from topoq.discovery.own_format_fields import bounded
+from topoq.domain.durations import MAX_DURATION_S
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.workload import (
     PodSetSpec,
@@ -107,10 +109,20 @@ def _workload(fields: Fields) -> WorkloadSpec:
     namespace = namespace_name(metadata, "namespace", DEFAULT_NAMESPACE)
     queue, priority_class = optional_name(spec, "queueName", "queue name"), _priority_class(spec)
     pod_sets = tuple(_pod_set(record) for record in spec.records("podSets"))
+    time_limit = _maximum_execution_time(spec)
     try:
-        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class)
+        return WorkloadSpec(name, pod_sets, namespace, queue, priority_class, time_limit)
     except InvalidInputError as error:
         raise error.located(spec.path("podSets")) from None
+
+
+def _maximum_execution_time(spec: Fields) -> float | None:
+    """Kueue's ``spec.maximumExecutionTimeSeconds`` (whole seconds, at least 1): the job's time
+    limit, as ``timeLimit`` is in a topoq job file."""
+    key = "maximumExecutionTimeSeconds"
+    if not spec.has(key):
+        return None
+    return float(bounded(spec, key, 1, MAX_DURATION_S))
 
 
 def _priority_class(spec: Fields) -> str | None:

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 import pytest
 
-from tests.api.conftest import OTHER_TEAM, TEAM, Api, small_job
+from tests.api.conftest import OTHER_TEAM, TEAM, Api, small_job, waits_forever
 from topoq.core.fair_share import TeamUsage
 from topoq.domain.governance import IdleAllocation, TeamName
 from topoq.testing.governance import policy, team
@@ -30,7 +30,7 @@ def test_a_waiting_job_is_explained_with_each_team_s_fair_share_standing(api: Ap
     for name in ("run-1", "run-2"):
         api.client.post(f"{V1}/jobs", json=small_job(name), headers=api.headers("member"))
     api.controller.step()  # nlp runs 4 of the 8 nodes: 2 above its guarantee of 2
-    api.client.post(f"{V1}/jobs", json=small_job("wide", pods=4), headers=api.headers("member"))
+    api.client.post(f"{V1}/jobs", json=waits_forever("wide"), headers=api.headers("member"))
     for _ in range(2):  # computed by a read-only cycle, then as the controller stored it
         explained = api.client.get(f"{V1}/jobs/wide/explain", headers=viewer).json()
         rows = explained["fairShare"]
@@ -46,7 +46,7 @@ def test_a_waiting_job_is_explained_with_each_team_s_fair_share_standing(api: Ap
 
 def test_without_fair_share_there_is_no_fair_share_section(api: Api) -> None:
     fair_share(api, idle=IdleAllocation.FIRST_COME)
-    api.client.post(f"{V1}/jobs", json=small_job("wide", pods=4), headers=api.headers("member"))
+    api.client.post(f"{V1}/jobs", json=waits_forever("wide"), headers=api.headers("member"))
     explained = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer")).json()
     assert explained["fairShare"] == []
 
@@ -73,7 +73,7 @@ def test_the_job_s_own_team_is_listed_even_past_the_first_fifty(api: Api) -> Non
         {TeamName(f"t{index:02}"): TeamUsage(0.01, 1_000_000.0) for index in range(60)}
         | {TeamName(TEAM): TeamUsage(0.5, 1_000_000.0)}
     )
-    api.client.post(f"{V1}/jobs", json=small_job("wide", pods=4), headers=api.headers("member"))
+    api.client.post(f"{V1}/jobs", json=waits_forever("wide"), headers=api.headers("member"))
     rows = api.client.get(f"{V1}/jobs/wide/explain", headers=api.headers("viewer")).json()
     teams = [row["team"] for row in rows["fairShare"]]
     assert len(teams) == 50 and teams[-1] == TEAM and teams[:49] == [f"t{i:02}" for i in range(49)]

@@ -38,8 +38,8 @@ def test_submit_time_is_read_as_a_duration_and_a_bad_one_names_the_option(
         "apiVersion: topoq.io/v1\nkind: Job\nmetadata: {name: j}\n"
         "spec: {podSets: [{name: w, count: 1, requests: {nvidia.com/gpu: 8}}]}\n"
     )
-    assert submission(job, None, None, None, None, None, [], "2h").time_limit_s == 7200
-    assert submission(job, None, None, None, None, None, []).time_limit_s is None
+    assert submission(job, None, None, None, None, None, {}, "2h").time_limit_s == 7200
+    assert submission(job, None, None, None, None, None, {}).time_limit_s is None
     with pytest.raises(InvalidInputError) as refused:
-        submission(job, None, None, None, None, None, [], "soon")
+        submission(job, None, None, None, None, None, {}, "soon")
     assert refused.value.where == "--time" and "2h" in (refused.value.hint or "")

@@ -59,7 +59,8 @@ def test_usage_is_explained_and_survives_a_restart(tmp_path: Path, policy_file: 
     with running_server(data_dir, policy=policy_file, **options) as first:
         admin = client(first.url, (data_dir / "admin-token").read_text().strip())
         assert admin.post("/jobs", json=small_job("hog")).status_code == 201  # 2 of 8 nodes
-        assert admin.post("/jobs", json=waits_forever("wide")).status_code == 201  # never
+        assert admin.post("/jobs", json=waits_forever("wide")).status_code == 201
+        assert admin.post("/jobs/wide/hold").status_code == 200  # it waits all along
         running = wait_for(lambda: admin.get("/jobs/hog").json(), lambda j: j["phase"] == "running")
         assert running["phase"] == "running"
         row = wait_for(lambda: standing(admin, "wide", TEAM), lambda r: r["usage"] > 0.001)
@@ -72,7 +73,7 @@ def test_usage_is_explained_and_survives_a_restart(tmp_path: Path, policy_file: 
         assert "fair share (the lowest position is served first):" in printed.stdout
         assert f"{TEAM}: weight 2, borrows 25.0% now, usage " in printed.stdout
         explained = admin.get("/jobs/wide/explain").json()
-        assert explained["reason"] == "BORROW_LIMIT_REACHED"
+        assert explained["reason"] == "HELD"
         assert [r["team"] for r in explained["fairShare"]] == [TEAM]  # vision has no usage
         assert admin.post("/jobs/hog/cancel").status_code == 200
         wait_for(lambda: standing(admin, "wide", TEAM), lambda r: r["borrowedShare"] == 0)

@@ -233,3 +233,15 @@ def test_a_stop_delay_must_be_a_number_of_seconds(write_scenario: WriteScenario)
     path = write_scenario([{"at": 0, "submit": submit("a")}], stop_delay_s=-1)
     with pytest.raises(InvalidInputError, match="stop_delay_s"):
         run_scenario(path)
+
+
+def test_a_gang_requeued_after_a_node_failure_restarts_in_its_own_block() -> None:
+    """Its block and another are equally tight after the failure; the nodes it held break the
+    tie (without them it would move to l2-01-01)."""
+    log = example("restart-in-place").log
+    first_admit, second_admit = entries(log, "admit", "g")
+    assert first(log, "requeue", "g").reason == "NODE_FAILED"
+    assert first_admit.placement[BLOCK] == second_admit.placement[BLOCK] == ("l2-01-02",)
+    assert second_admit.t == 900
+    assert "p5-0005" not in second_admit.placement[HOST]
+    assert first(log, "finish", "g").t == 900 + 3600

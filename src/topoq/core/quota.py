@@ -103,7 +103,20 @@ class QuotaBook:
         self._drawn: dict[FlavorName, dict[TeamName, Resources]] = {}
 
     def copy(self) -> QuotaBook:
-        return QuotaBook(self.policy, self.capacity, self.usage, tree=self.tree)
+        """The same books for a trial: the figures copied (not recounted from every team's
+        usage, as a new book would), the caches kept — each one is replaced, never changed in
+        place, and a change to the copy clears the copy's own. ``changes`` starts afresh."""
+        twin = QuotaBook.__new__(QuotaBook)
+        twin.policy, twin.tree = self.policy, self.tree
+        twin.capacity = self.capacity
+        twin.usage = {team: dict(flavors) for team, flavors in self.usage.items()}
+        twin.changes = {}
+        twin._covered = self._covered
+        twin._cohort_used = {path: dict(flavors) for path, flavors in self._cohort_used.items()}
+        twin._flows = dict(self._flows)
+        twin._shares = dict(self._shares)
+        twin._drawn = dict(self._drawn)
+        return twin
 
     def _covered_names(self, flavor: FlavorName) -> frozenset[str]:
         names: set[str] = set()

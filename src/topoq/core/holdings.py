@@ -30,13 +30,20 @@ def capacity_by_flavor(tree: TopologyTree, label: str) -> dict[FlavorName, Resou
 
 
 def flavor_values(tree: TopologyTree, label: str) -> dict[FlavorName, tuple[str, ...]]:
-    """Each flavor's raw label values (``ml.p5.48xlarge`` and ``p5.48xlarge`` may both occur)."""
+    """Each flavor's raw label values (``ml.p5.48xlarge`` and ``p5.48xlarge`` may both occur;
+    memoized on the tree: the cycle asks for every candidate)."""
+    key = ("flavor-values", label)
+    cached = tree.memo(key)
+    if isinstance(cached, dict):
+        return cached
     values: dict[FlavorName, set[str]] = {}
     for node in tree.nodes:
         raw = node.labels.get(label)
         if raw:
             values.setdefault(flavor_of(node, label), set()).add(raw)
-    return {flavor: tuple(sorted(raws)) for flavor, raws in values.items()}
+    found = {flavor: tuple(sorted(raws)) for flavor, raws in values.items()}
+    tree.remember(key, found)
+    return found
 
 
 def ledger_after(tree: TopologyTree, holders: Iterable[JobView]) -> CapacityLedger:

@@ -115,3 +115,48 @@ def test_the_guard_decides_the_same_on_the_same_snapshot() -> None:
     c.submit(job("gang", "a", 4), job("s", "a", 1, time_limit=50))
     snapshot = Snapshot(400.0, c.tree, tuple(c.jobs.values()), c.policy)
     assert schedule(snapshot) == schedule(snapshot)
+
+
+def test_of_two_starving_gangs_the_one_fair_share_serves_first_is_held_for() -> None:
+    """Team a holds the whole cluster on borrowed capacity; a's gang waits from t=1, b's from
+    t=2, both past the guard when nodes free one at a time. The guard holds for the starving
+    job the cycle would consider first — b's, whose team borrows nothing — not for the older
+    one, so the guard never turns fair share around. (a's weight of 100 keeps its position
+    low enough that b's gang evicts nothing: only the guard decides who gets the nodes.)"""
+    teams = (team("a", 0, borrow_gpus=64, weight=100), team("b", 0, borrow_gpus=64))
+    rules = replace(policy(*teams, fair_share=True), starvation_guard_s=GUARD_S)
+    fillers = [job(f"x{i}", "a", 1) for i in range(8)]
+    c = Cluster.of(SHAPE, rules, *fillers)
+    c.cycle()
+    c.now = 1
+    c.submit(job("a-gang", "a", 4))
+    c.now = 2
+    c.submit(job("b-gang", "b", 4))
+    c.cycle()
+    for i in range(4):
+        c.now = 200 + 100 * i
+        c.finish(f"x{i}")
+        c.cycle()
+    assert "b-gang" in c.running() and "a-gang" not in c.running()
+    held = [d for d in c.last.diagnostics if d.numbers.get("held_for")]
+    assert all(d.numbers["held_for"] == "b-gang" for d in held)
+
+
+def test_a_starving_job_admitted_in_its_turn_releases_its_holds() -> None:
+    """Team a may borrow two nodes; its two 1-node jobs starve while b fills the cluster. When
+    two nodes free, the first holds its quota, is admitted — and its hold goes with it, so the
+    second (which fits beside it) is admitted too rather than kept out by a hold for a job that
+    no longer waits."""
+    teams = (team("a", 0, borrow_gpus=16), team("b", 64))
+    rules = replace(policy(*teams), starvation_guard_s=GUARD_S)
+    fillers = [job(f"x{i}", "b", 1) for i in range(8)]
+    c = Cluster.of(SHAPE, rules, *fillers)
+    c.cycle()
+    c.now = 1
+    c.submit(job("a1", "a", 1), job("a2", "a", 1))
+    c.cycle()
+    c.now = 200
+    for name in ("x0", "x1"):
+        c.finish(name)
+    c.cycle()
+    assert {"a1", "a2"} <= c.running()

@@ -106,13 +106,3 @@ def confined(ledger: CapacityLedger, start: int, end: int) -> CapacityLedger:
     free = np.zeros_like(ledger.free)
     free[start:end] = ledger.free[start:end]
     return CapacityLedger(ledger.tree, free)
-
-
-def confined_out(ledger: CapacityLedger, ranges: list[tuple[int, int]]) -> CapacityLedger:
-    """A copy in which the node ranges given (reserved domains) have no free capacity."""
-    if not ranges:
-        return ledger
-    free = ledger.free.copy()
-    for start, end in ranges:
-        free[start:end] = 0
-    return CapacityLedger(ledger.tree, free)

@@ -27,6 +27,7 @@ bench: install
 	$(BIN)/python -m benchmarks.api
 	$(BIN)/python -m benchmarks.cluster_reads
 	$(BIN)/python -m benchmarks.worker_replacement
+	$(BIN)/python -m benchmarks.cycle
 
 demo: install
 	$(BIN)/topoq demo

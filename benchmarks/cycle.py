@@ -1,0 +1,280 @@
+"""One scheduling cycle at cluster scale, today's code against a baseline revision in the same run.
+
+    python -m benchmarks.cycle                       # 4,096 nodes x 10,000 pending (~5 min)
+    python -m benchmarks.cycle --quick               # 512 nodes x 1,000 pending (~20 s)
+    python -m benchmarks.cycle --scale 4096:10000 --scale 4096:50000 --scale 16384:10000
+    python -m benchmarks.cycle --baseline HEAD~5     # any git revision; "none" skips it
+    python -m benchmarks.cycle --markdown
+
+**Workload** (seeded, :func:`workload`): nodes of 8 GPUs under spine ⊃ block (128 nodes) ⊃ rack
+(16 nodes); 50 teams whose guarantees add up to 80% of the GPUs (LendAndBorrow, borrow limit
+50%, three priority classes); pending jobs of 1–64 whole nodes (most small, a few large), 30%
+required to fit one block, 30% preferring one, the rest unconstrained, submitted one per second.
+
+**Cycles**, each timed in CPU seconds of ``core.cycle.schedule`` alone (the snapshot is built
+outside the timer):
+
+- ``cold``: every job pending on an empty cluster;
+- ``one ended``: the cluster as the cold cycle left it (its admissions running), after one
+  running job ended — what a busy cluster pays every few seconds;
+- ``unchanged``: the same snapshot again (the controller skips such a cycle today; a cycle that
+  parks waiting jobs should cost almost nothing here).
+
+Each (revision, scale) runs in a child process of its own, so that memory (peak RSS) is its own
+and the baseline runs its own code: its ``src/`` is extracted with ``git archive`` and put first
+on the child's ``PYTHONPATH``; the workload is built by this module, with the builders both
+revisions have (``topoq.testing.governance``). A benchmark, not a timed test: it prints numbers
+and never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from topoq.core.cycle import Snapshot, schedule
+from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.tree import build_tree
+from topoq.domain.job import JobPhase
+from topoq.testing.builders import BLOCK
+from topoq.testing.governance import gpu_cluster, job, policy, team
+
+BASELINE_REVISION = "2582b26"
+"""The code before issue 10's work on the cycle (issue 9's semantics, unoptimised)."""
+DEFAULT_SCALES = ((4096, 10_000),)
+QUICK_SCALES = ((512, 1_000),)
+SHAPES = {64: (1, 2, 2, 16), 512: (1, 4, 8, 16), 4096: (4, 8, 8, 16), 16384: (16, 8, 8, 16)}
+"""Nodes → spines, blocks per spine, racks per block, nodes per rack."""
+TEAMS = 50
+SEED = 20261201
+NODE_COUNTS = (1, 1, 1, 1, 2, 2, 4, 8, 16, 32, 64)
+CLASSES = {"low": 10, "normal": 50, "high": 90}
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Measured:
+    revision: str
+    nodes: int
+    pending: int
+    cold_s: float
+    cold_admitted: int
+    one_ended_s: float
+    one_ended_admitted: int
+    unchanged_s: float
+    peak_rss_mib: float
+
+    @property
+    def admissions_per_s(self) -> float:
+        return self.cold_admitted / self.cold_s if self.cold_s > 0 else float("inf")
+
+
+def workload(nodes: int, pending: int, seed: int = SEED):  # type: ignore[no-untyped-def]
+    """The tree, the policy and the pending jobs, built with the code under test."""
+
+    shape = SHAPES[nodes]
+    cluster_nodes, spec = gpu_cluster(list(shape))
+    tree = build_tree(cluster_nodes, spec)
+    rng = random.Random(seed)
+    total_gpus = nodes * 8
+    weights = [rng.uniform(0.5, 1.5) for _ in range(TEAMS)]
+    guarantees = [int(0.8 * total_gpus * w / sum(weights)) // 8 * 8 for w in weights]
+    teams = [team(f"team-{i:02d}", g, weight=1 + i % 3) for i, g in enumerate(guarantees)]
+    rules = policy(*teams, classes=CLASSES)
+    jobs = {}
+    for index in range(pending):
+        count = rng.choice(NODE_COUNTS)
+        draw = rng.random()
+        topology = {"required": BLOCK} if draw < 0.3 else {"preferred": BLOCK} if draw < 0.6 else {}
+        view = job(
+            f"j{index:05d}",
+            f"team-{rng.randrange(TEAMS):02d}",
+            count,
+            priority=rng.choice(list(CLASSES)),
+            at=float(index),
+            **topology,
+        )
+        jobs[view.id] = view
+    return tree, rules, jobs
+
+
+def measure(revision: str, nodes: int, pending: int) -> Measured:
+    """The three cycles on the code importable here (run in the child process)."""
+
+    tree, rules, jobs = workload(nodes, pending)
+    now = float(pending)
+
+    def timed(views: dict) -> tuple[float, object]:  # type: ignore[type-arg]
+        snapshot = Snapshot(now, tree, tuple(views.values()), rules)
+        began = time.process_time()
+        result = schedule(snapshot)
+        return time.process_time() - began, result
+
+    cold_s, cold = timed(jobs)
+    jobs = apply_cycle(jobs, cold, now=now, start_at_once=True)  # type: ignore[arg-type]
+    running = sorted(j for j, v in jobs.items() if v.phase is JobPhase.RUNNING)
+    if running:
+        ended = running[len(running) // 2]
+        jobs[ended] = advance(jobs[ended], JobPhase.SUCCEEDED, now=now, cause="exited 0")
+    one_ended_s, one_ended = timed(jobs)
+    jobs = apply_cycle(jobs, one_ended, now=now, start_at_once=True)  # type: ignore[arg-type]
+    unchanged_s, _ = timed(jobs)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return Measured(
+        revision,
+        nodes,
+        pending,
+        cold_s,
+        len(cold.admissions),  # type: ignore[attr-defined]
+        one_ended_s,
+        len(one_ended.admissions),  # type: ignore[attr-defined]
+        unchanged_s,
+        peak,
+    )
+
+
+def extract(revision: str, into: Path) -> Path:
+    """``src/`` of ``revision`` (git archive), to put first on a child's PYTHONPATH."""
+    archive = subprocess.run(
+        ["git", "-C", str(REPO), "archive", revision, "src"],
+        check=True,
+        capture_output=True,
+    ).stdout
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        tar.extractall(into, filter="data")
+    return into / "src"
+
+
+def run_child(revision: str, source: Path | None, nodes: int, pending: int) -> Measured:
+    environment = dict(os.environ)
+    paths = [str(source)] if source is not None else []
+    environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
+    command = [sys.executable, "-m", "benchmarks.cycle", "--child", revision, str(nodes)]
+    done = subprocess.run(
+        [*command, str(pending)], env=environment, capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
+    return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def table(rows: Sequence[Measured], *, markdown: bool = False) -> str:
+    if markdown:
+        lines = [
+            "| revision | nodes | pending | cold | admitted | admissions/s | one ended |"
+            " unchanged | peak RSS |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+        ]
+        lines += [
+            f"| {r.revision} | {r.nodes:,} | {r.pending:,} | {r.cold_s:.2f} s | "
+            f"{r.cold_admitted:,} | {r.admissions_per_s:,.0f} | {r.one_ended_s:.3f} s | "
+            f"{r.unchanged_s:.3f} s | {r.peak_rss_mib:,.0f} MiB |"
+            for r in rows
+        ]
+        return "\n".join(lines) + "\n"
+    out = Table(box=box.SIMPLE_HEAVY, title="one scheduling cycle (CPU time of schedule)")
+    for column in ("revision", "nodes", "pending", "cold", "admitted", "adm/s", "one ended"):
+        out.add_column(column, justify="left" if column == "revision" else "right")
+    out.add_column("unchanged", justify="right")
+    out.add_column("peak RSS", justify="right")
+    for r in rows:
+        out.add_row(
+            r.revision,
+            f"{r.nodes:,}",
+            f"{r.pending:,}",
+            f"{r.cold_s:.2f} s",
+            f"{r.cold_admitted:,}",
+            f"{r.admissions_per_s:,.0f}",
+            f"{r.one_ended_s:.3f} s",
+            f"{r.unchanged_s:.3f} s",
+            f"{r.peak_rss_mib:,.0f} MiB",
+        )
+    console = Console(file=io.StringIO(), width=120)
+    console.print(out)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def ratios(rows: Sequence[Measured]) -> list[str]:
+    """Per scale, how many times faster today's code is than the baseline."""
+    lines = []
+    by_scale: dict[tuple[int, int], dict[str, Measured]] = {}
+    for row in rows:
+        by_scale.setdefault((row.nodes, row.pending), {})[row.revision] = row
+    for (nodes, pending), found in by_scale.items():
+        now, then = found.get("today"), next((r for k, r in found.items() if k != "today"), None)
+        if now is None or then is None:
+            continue
+        parts = [
+            f"{name} {old / new:.1f}x" if new > 0 else f"{name} -"
+            for name, old, new in (
+                ("cold", then.cold_s, now.cold_s),
+                ("one ended", then.one_ended_s, now.one_ended_s),
+                ("unchanged", then.unchanged_s, now.unchanged_s),
+            )
+        ]
+        lines.append(
+            f"{nodes:,} nodes x {pending:,} pending, speed-up over baseline: " + ", ".join(parts)
+        )
+    return lines
+
+
+def parse_scale(text: str) -> tuple[int, int]:
+    nodes, _, pending = text.partition(":")
+    if not nodes.isdigit() or not pending.isdigit() or int(nodes) not in SHAPES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: give NODES:PENDING with NODES one of {', '.join(map(str, SHAPES))}"
+        )
+    return int(nodes), int(pending)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.cycle",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--scale", action="append", type=parse_scale, metavar="NODES:PENDING")
+    parser.add_argument("--quick", action="store_true", help="512 nodes x 1,000 pending")
+    parser.add_argument("--baseline", default=BASELINE_REVISION, help='a git revision, or "none"')
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument(
+        "--child", nargs=3, metavar=("REVISION", "NODES", "PENDING"), help=argparse.SUPPRESS
+    )
+    options = parser.parse_args(argv)
+    if options.child:
+        revision, nodes, pending = options.child
+        print(json.dumps(asdict(measure(revision, int(nodes), int(pending)))))
+        return
+    scales = options.scale or (QUICK_SCALES if options.quick else DEFAULT_SCALES)
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="topoq-cycle-baseline-") as scratch:
+        source = None
+        if options.baseline != "none":
+            source = extract(options.baseline, Path(scratch))
+        for nodes, pending in scales:
+            if source is not None:
+                rows.append(run_child(options.baseline, source, nodes, pending))
+            rows.append(run_child("today", None, nodes, pending))
+    print(table(rows, markdown=options.markdown), end="")
+    for line in ratios(rows):
+        print(line)
+
+
+if __name__ == "__main__":
+    main()

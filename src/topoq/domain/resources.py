@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
 
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.quantity import format_quantity, parse_quantity
@@ -42,6 +42,14 @@ class Resources(Mapping[str, int]):
         self._amounts: dict[str, int] = {
             name: int(value) for name, value in sorted((amounts or {}).items()) if value != 0
         }
+
+    @classmethod
+    def _canonical(cls, amounts: dict[str, int]) -> Resources:
+        """From whole amounts already computed here (no conversion): zeros dropped, names in
+        order, as ``__init__`` keeps them. The cycle's quota arithmetic makes millions."""
+        made = cls.__new__(cls)
+        made._amounts = {name: amounts[name] for name in sorted(amounts) if amounts[name] != 0}
+        return made
 
     @classmethod
     def parse(cls, quantities: Mapping[str, object] | None, *, where: str = "") -> Resources:
@@ -88,16 +96,35 @@ class Resources(Mapping[str, int]):
     def __repr__(self) -> str:
         return f"Resources({self.formatted()})"
 
+    def items(self) -> ItemsView[str, int]:
+        return self._amounts.items()
+
+    def keys(self) -> KeysView[str]:
+        return self._amounts.keys()
+
+    def values(self) -> ValuesView[int]:
+        return self._amounts.values()
+
     def amount(self, name: str) -> int:
         return self._amounts.get(name, 0)
 
     def __add__(self, other: Resources) -> Resources:
-        names = set(self) | set(other)
-        return Resources({name: self.amount(name) + other.amount(name) for name in names})
+        if not other:
+            return self
+        if not self._amounts:
+            return other if isinstance(other, Resources) else Resources(other)
+        merged = dict(self._amounts)
+        for name, value in other.items():
+            merged[name] = merged.get(name, 0) + int(value)
+        return Resources._canonical(merged)
 
     def __sub__(self, other: Resources) -> Resources:
-        names = set(self) | set(other)
-        return Resources({name: self.amount(name) - other.amount(name) for name in names})
+        if not other:
+            return self
+        merged = dict(self._amounts)
+        for name, value in other.items():
+            merged[name] = merged.get(name, 0) - int(value)
+        return Resources._canonical(merged)
 
     def scaled(self, factor: int) -> Resources:
         return Resources({name: value * factor for name, value in self._amounts.items()})

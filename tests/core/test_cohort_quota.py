@@ -146,7 +146,7 @@ def test_settling_one_teams_path_again_gives_the_full_settlement(
     quick = book._flow_after(spec, P5, gpus(more))  # the shortcut check() takes
     trial = book.copy()
     trial.charge(TeamName(who), P5, gpus(more))
-    full = trial.flow(P5)
+    full = QuotaBook(trial.policy, CAPACITY, trial.usage).flow(P5)  # settled from scratch
     for level in quick.need:
         assert quick.need[level] == full.need[level], level
         assert quick.over_limit[level] == full.over_limit[level], level
@@ -159,3 +159,37 @@ def test_borrowing_that_does_not_worsen_unbalanced_books_is_admitted() -> None:
     assert book.shortfall(P5) == gpus(8)
     assert book.check(TeamName("d"), P5, gpus(8)).verdict is QuotaVerdict.BORROWING
     assert book.check(TeamName("borrower"), P5, gpus(8)).verdict is QuotaVerdict.NO_LENDER
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([0, 8, 16, 24]), min_size=5, max_size=5),
+    st.lists(
+        st.tuples(st.sampled_from(["a", "borrower", "b", "c", "d"]), st.integers(-24, 24)),
+        max_size=8,
+    ),
+    st.sampled_from([None, 0, 8, 24]),
+    st.sampled_from([None, 0, 8]),
+)
+def test_the_flow_kept_across_charges_is_the_flow_settled_from_scratch(
+    used: list[int], changes: list[tuple[str, int]], borrow: int | None, lend: int | None
+) -> None:
+    """A book updates its flow by the charged team's path only (``flow_updated``); after any
+    run of charges and releases it equals a new book's full settlement of the same usage."""
+    teams = (
+        *TREE,
+        team("c", 8, borrow_gpus=16, cohort=["org"]),
+        team("d", 16, borrow_gpus=8),
+    )
+    cohorts = [cohort(["org", "x"], 4, borrow_gpus=borrow), cohort(["org"], lend_gpus=lend)]
+    usage = dict(zip(["a", "borrower", "b", "c", "d"], used, strict=True))
+    book = book_of(*teams, cohorts=cohorts, idle_sharing=True, usage=usage)
+    book.flow(P5)  # cached: every change below updates it
+    for who, delta in changes:
+        if delta >= 0:
+            book.charge(TeamName(who), P5, gpus(delta))
+        else:
+            book.release(TeamName(who), P5, gpus(-delta))
+        fresh = QuotaBook(book.policy, CAPACITY, book.usage)
+        assert book.flow(P5) == fresh.flow(P5)
+        assert book.shortfall(P5) == fresh.shortfall(P5)

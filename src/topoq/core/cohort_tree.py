@@ -231,6 +231,39 @@ def flow_after(
     return PathFlow(needs, over, _positive(flow.top_need + more_need - flow.idle))
 
 
+def flow_updated(
+    tree: CohortTree,
+    flow: Flow,
+    flavor: FlavorName,
+    team: TeamName,
+    path: CohortPath,
+    *,
+    need: Resources,
+    offer: Resources,
+) -> Flow:
+    """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``, as a whole
+    ``Flow``: the cohorts on its path are settled again (deepest first) and every other figure
+    is kept — the same flow as settling every cohort anew (sums of whole amounts are exact), at
+    the cost of one path instead of the whole tree. The books keep their flow this way across
+    the charges of a cycle."""
+    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
+    team_need, team_offer = dict(flow.team_need), dict(flow.team_offer)
+    team_need[team], team_offer[team] = need, offer
+    needs, offers, over = dict(flow.need), dict(flow.offer), dict(flow.over_limit)
+    supplies, demands = dict(flow.supply), dict(flow.demand)
+    for level in reversed(levels(path)):
+        supplies[level] = flow.supply[level] + more_offer
+        demands[level] = flow.demand[level] + more_need
+        settled = _settle(tree.quota(level, flavor), supplies[level], demands[level])
+        needs[level], offers[level], over[level] = settled
+        more_need, more_offer = needs[level] - flow.need[level], offers[level] - flow.offer[level]
+    top_need = flow.top_need + more_need
+    unserved = _positive(top_need - flow.idle)
+    return Flow(
+        team_need, needs, offers, over, unserved, team_offer, supplies, demands, top_need, flow.idle
+    )
+
+
 def drawn_from(
     tree: CohortTree, flow: Flow, own: Callable[[CohortPath], Resources]
 ) -> dict[TeamName, Resources]:

@@ -27,6 +27,7 @@ from topoq.core.cohort_tree import (
     drawn_from,
     flow_after,
     flow_of,
+    flow_updated,
     levels,
 )
 from topoq.domain.governance import (
@@ -313,8 +314,19 @@ class QuotaBook:
         before = self.covered(flavor, self.used(team, flavor))
         self.usage.setdefault(team, {})[flavor] = amount
         self._add_to_cohorts(team, flavor, self.covered(flavor, amount) - before)
-        self._flows.clear()
-        self._drawn.clear()
+        known = self._flows.pop(flavor, None)
+        if known is not None and spec is not None and team in known.team_need:
+            # only this team's figures moved: settle its path again, not the whole tree
+            self._flows[flavor] = flow_updated(
+                self.tree,
+                known,
+                flavor,
+                team,
+                spec.cohort,
+                need=self.borrowed(team, flavor),
+                offer=self.lendable(team, flavor),
+            )
+        self._drawn.pop(flavor, None)
         for level in path:
             self._shares.pop(level, None)
         self._count_change(team, path, shares)

@@ -3,8 +3,13 @@ a job no flavor could ever admit waits with NEVER_FITS_CURRENT_POLICY and the li
 
 from __future__ import annotations
 
+from topoq.core.holdings import capacity_by_flavor, usage_by_team
+from topoq.core.quota import QuotaBook, QuotaVerdict
+from topoq.core.quota_wait import quota_remedies
 from topoq.domain.decisions import Diagnostic, PendingReason
-from topoq.domain.governance import SharingStrategy
+from topoq.domain.governance import FlavorName, SharingStrategy, TeamName
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import Cluster, job, policy, team
 
@@ -123,3 +128,25 @@ def test_no_guarantee_past_the_flavors_capacity_is_advised() -> None:
     found = diagnostic(c, "a2")
     assert found.reason is PendingReason.WAITING_FOR_QUOTA  # 16 + 48 guaranteed: 64 of 64
     assert found.remedies == ("wait for a1 to end (they free 16 nvidia.com/gpu)",)
+
+
+def test_quota_remedies_are_shared_while_the_books_stand_and_follow_every_change() -> None:
+    """Remedies are memoized on the books: asked twice alike they are the same answer; after a
+    charge they are worked out again on the books as they now stand."""
+    c = Cluster.of(SHAPE, policy(team("a", 32, borrow_gpus=8), team("b", 24)), job("a1", "a", 4))
+    c.cycle()
+    holders = [v for v in c.jobs.values() if v.phase.holds_capacity]
+    capacity = capacity_by_flavor(c.tree, "node.kubernetes.io/instance-type")
+    book = QuotaBook(c.policy, capacity, usage_by_team(holders))
+    flavor, asked = FlavorName("p5.48xlarge"), Resources({NVIDIA_GPU: 16})
+    waiting = job("a2", "a", 2)
+    first = quota_remedies(book, waiting, flavor, asked, QuotaVerdict.BORROW_LIMIT, holders)
+    again = quota_remedies(
+        book, job("a3", "a", 2), flavor, asked, QuotaVerdict.BORROW_LIMIT, holders
+    )
+    assert (
+        first == again and first[0] == "raise a's borrow limit on p5.48xlarge to 16 nvidia.com/gpu"
+    )
+    book.charge(TeamName("a"), flavor, Resources({NVIDIA_GPU: 8}))  # a now borrows 8
+    after = quota_remedies(book, waiting, flavor, asked, QuotaVerdict.BORROW_LIMIT, holders)
+    assert after[0] == "raise a's borrow limit on p5.48xlarge to 24 nvidia.com/gpu"

@@ -15,7 +15,7 @@ others are limited by physical capacity alone):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -102,6 +102,9 @@ class QuotaBook:
         self._flows: dict[FlavorName, Flow] = {}
         self._shares: dict[CohortPath, float] = {}
         self._drawn: dict[FlavorName, dict[TeamName, Resources]] = {}
+        self.memo: dict[Hashable, object] = {}
+        """Answers derived from the books as they stand (a waiting job's quota remedies), for
+        callers that ask again; cleared by every change."""
 
     def copy(self) -> QuotaBook:
         """The same books for a trial: the figures copied (not recounted from every team's
@@ -117,6 +120,7 @@ class QuotaBook:
         twin._flows = dict(self._flows)
         twin._shares = dict(self._shares)
         twin._drawn = dict(self._drawn)
+        twin.memo = {}
         return twin
 
     def _covered_names(self, flavor: FlavorName) -> frozenset[str]:
@@ -327,6 +331,7 @@ class QuotaBook:
                 offer=self.lendable(team, flavor),
             )
         self._drawn.pop(flavor, None)
+        self.memo.clear()
         for level in path:
             self._shares.pop(level, None)
         self._count_change(team, path, shares)

@@ -71,7 +71,28 @@ def quota_remedies(
     verdict: QuotaVerdict,
     running: Iterable[JobView],
 ) -> tuple[str, ...]:
-    """The smallest changes that would let ``job`` pass the quota check now, smallest first."""
+    """The smallest changes that would let ``job`` pass the quota check now, smallest first.
+    Memoized on the books (``QuotaBook.memo``, cleared by every change): the answer depends on
+    the job's team, flavor, demand and verdict, the books and the running jobs — which change
+    only with the books — so the jobs of a team that wait alike between two admissions share
+    it."""
+    key = ("quota-remedies", job.team, flavor, demand, verdict)
+    known = book.memo.get(key)
+    if isinstance(known, tuple):
+        return known
+    found = _quota_remedies(book, job, flavor, demand, verdict, running)
+    book.memo[key] = found
+    return found
+
+
+def _quota_remedies(
+    book: QuotaBook,
+    job: JobView,
+    flavor: FlavorName,
+    demand: Resources,
+    verdict: QuotaVerdict,
+    running: Iterable[JobView],
+) -> tuple[str, ...]:
     team = job.team
     spec = book.policy.by_team.get(team)
     if spec is None:

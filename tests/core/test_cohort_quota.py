@@ -32,6 +32,19 @@ TREE = (
 )
 
 
+def deep_book(used: list[int], borrow: int | None, lend: int | None) -> QuotaBook:
+    """TREE with c directly under org and d at the top, org/x's borrowing and org's lending
+    limited, idle sharing on; ``used`` GPUs for a, borrower, b, c, d."""
+    teams = (
+        *TREE,
+        team("c", 8, borrow_gpus=16, cohort=["org"]),
+        team("d", 16, borrow_gpus=8),
+    )
+    cohorts = [cohort(["org", "x"], 4, borrow_gpus=borrow), cohort(["org"], lend_gpus=lend)]
+    usage = dict(zip(["a", "borrower", "b", "c", "d"], used, strict=True))
+    return book_of(*teams, cohorts=cohorts, idle_sharing=True, usage=usage)
+
+
 def test_borrowing_is_served_inside_the_own_cohort_before_the_parent() -> None:
     book = book_of(*TREE, usage={"borrower": 8})
     assert book.lent(TeamName("a"), P5) == gpus(8)
@@ -134,14 +147,7 @@ def test_fair_share_standing_compares_cohorts_first_then_teams() -> None:
 def test_settling_one_teams_path_again_gives_the_full_settlement(
     used: list[int], who: str, more: int, borrow: int | None, lend: int | None
 ) -> None:
-    teams = (
-        *TREE,
-        team("c", 8, borrow_gpus=16, cohort=["org"]),
-        team("d", 16, borrow_gpus=8),
-    )
-    cohorts = [cohort(["org", "x"], 4, borrow_gpus=borrow), cohort(["org"], lend_gpus=lend)]
-    usage = dict(zip(["a", "borrower", "b", "c", "d"], used, strict=True))
-    book = book_of(*teams, cohorts=cohorts, idle_sharing=True, usage=usage)
+    book = deep_book(used, borrow, lend)
     spec = book.policy.by_team[TeamName(who)]
     quick = book._flow_after(spec, P5, gpus(more))  # the shortcut check() takes
     trial = book.copy()
@@ -176,14 +182,7 @@ def test_the_flow_kept_across_charges_is_the_flow_settled_from_scratch(
 ) -> None:
     """A book updates its flow by the charged team's path only (``flow_updated``); after any
     run of charges and releases it equals a new book's full settlement of the same usage."""
-    teams = (
-        *TREE,
-        team("c", 8, borrow_gpus=16, cohort=["org"]),
-        team("d", 16, borrow_gpus=8),
-    )
-    cohorts = [cohort(["org", "x"], 4, borrow_gpus=borrow), cohort(["org"], lend_gpus=lend)]
-    usage = dict(zip(["a", "borrower", "b", "c", "d"], used, strict=True))
-    book = book_of(*teams, cohorts=cohorts, idle_sharing=True, usage=usage)
+    book = deep_book(used, borrow, lend)
     book.flow(P5)  # cached: every change below updates it
     for who, delta in changes:
         if delta >= 0:

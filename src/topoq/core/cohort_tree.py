@@ -208,6 +208,41 @@ class PathFlow:
     unserved: Resources
 
 
+@dataclass(frozen=True)
+class _Resettled:
+    """One cohort on a team's path, settled again after that team's figures moved."""
+
+    level: CohortPath
+    supply: Resources
+    demand: Resources
+    need: Resources
+    offer: Resources
+    over: Resources
+
+
+def _resettle_path(
+    tree: CohortTree,
+    flow: Flow,
+    flavor: FlavorName,
+    team: TeamName,
+    path: CohortPath,
+    need: Resources,
+    offer: Resources,
+) -> tuple[list[_Resettled], Resources]:
+    """The cohorts on the team's path settled again, deepest first, once it needs ``need`` and
+    offers ``offer`` (the rest of the tree does not move), and how much more the top cohort
+    then needs."""
+    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
+    settled = []
+    for level in reversed(levels(path)):
+        supply = flow.supply[level] + more_offer
+        demand = flow.demand[level] + more_need
+        needed, offered, over = _settle(tree.quota(level, flavor), supply, demand)
+        settled.append(_Resettled(level, supply, demand, needed, offered, over))
+        more_need, more_offer = needed - flow.need[level], offered - flow.offer[level]
+    return settled, more_need
+
+
 def flow_after(
     tree: CohortTree,
     flow: Flow,
@@ -220,15 +255,12 @@ def flow_after(
 ) -> PathFlow:
     """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``: only the cohorts
     on its path change, so only they are settled again (deepest first)."""
-    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
-    needs: dict[CohortPath, Resources] = {}
-    over: dict[CohortPath, Resources] = {}
-    for level in reversed(levels(path)):
-        supply = flow.supply[level] + more_offer
-        demand = flow.demand[level] + more_need
-        needs[level], offered, over[level] = _settle(tree.quota(level, flavor), supply, demand)
-        more_need, more_offer = needs[level] - flow.need[level], offered - flow.offer[level]
-    return PathFlow(needs, over, _positive(flow.top_need + more_need - flow.idle))
+    settled, more_need = _resettle_path(tree, flow, flavor, team, path, need, offer)
+    return PathFlow(
+        {cohort.level: cohort.need for cohort in settled},
+        {cohort.level: cohort.over for cohort in settled},
+        _positive(flow.top_need + more_need - flow.idle),
+    )
 
 
 def flow_updated(
@@ -242,21 +274,22 @@ def flow_updated(
     offer: Resources,
 ) -> Flow:
     """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``, as a whole
-    ``Flow``: the cohorts on its path are settled again (deepest first) and every other figure
-    is kept — the same flow as settling every cohort anew (sums of whole amounts are exact), at
-    the cost of one path instead of the whole tree. The books keep their flow this way across
-    the charges of a cycle."""
-    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
+    ``Flow``: the cohorts on its path are settled again (:func:`flow_after`'s work) and every
+    other figure is kept — the same flow as settling every cohort anew (sums of whole amounts
+    are exact), at the cost of one path instead of the whole tree. The books keep their flow
+    this way across the charges of a cycle."""
+    settled, more_need = _resettle_path(tree, flow, flavor, team, path, need, offer)
     team_need, team_offer = dict(flow.team_need), dict(flow.team_offer)
     team_need[team], team_offer[team] = need, offer
     needs, offers, over = dict(flow.need), dict(flow.offer), dict(flow.over_limit)
     supplies, demands = dict(flow.supply), dict(flow.demand)
-    for level in reversed(levels(path)):
-        supplies[level] = flow.supply[level] + more_offer
-        demands[level] = flow.demand[level] + more_need
-        settled = _settle(tree.quota(level, flavor), supplies[level], demands[level])
-        needs[level], offers[level], over[level] = settled
-        more_need, more_offer = needs[level] - flow.need[level], offers[level] - flow.offer[level]
+    for cohort in settled:
+        supplies[cohort.level], demands[cohort.level] = cohort.supply, cohort.demand
+        needs[cohort.level], offers[cohort.level], over[cohort.level] = (
+            cohort.need,
+            cohort.offer,
+            cohort.over,
+        )
     top_need = flow.top_need + more_need
     unserved = _positive(top_need - flow.idle)
     return Flow(

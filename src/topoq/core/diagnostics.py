@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 from topoq.core.admission import Attempt, never_fits
 from topoq.core.holdings import total_demand
@@ -35,6 +35,11 @@ _QUOTA_REMEDIES = {
 }
 
 
+KnownRemedies = Callable[[PendingReason, str, Mapping[str, int | str]], tuple[str, ...] | None]
+"""The remedies already worked out for a wait with this reason, message and numbers (None:
+work them out)."""
+
+
 def diagnose_waiting(
     job: JobView,
     attempts: list[Attempt],
@@ -42,10 +47,12 @@ def diagnose_waiting(
     reserved_for: str | None,
     book: QuotaBook | None = None,
     running: Iterable[JobView] = (),
+    known_remedies: KnownRemedies | None = None,
 ) -> Diagnostic:
     """Why ``job`` waits. With the cycle's ``book`` (and the ``running`` jobs), a job no flavor
     could ever admit says so (``NEVER_FITS_CURRENT_POLICY``) and a wait for quota carries the
-    team's numbers and the smallest changes that would admit it."""
+    team's numbers and the smallest changes that would admit it — or, when
+    ``known_remedies`` knows them for the same reason, message and numbers, those."""
     if book is not None:
         never = _never_fits(book, ledger.tree, job, attempts)
         if never is not None:
@@ -66,6 +73,10 @@ def diagnose_waiting(
     if book is not None and verdict is not QuotaVerdict.UNKNOWN_TEAM:
         demand = total_demand(job)
         numbers |= quota_numbers(book, job.team, first.flavor, demand)
+        reason, message = _QUOTA_REASONS[verdict], first.quota.message
+        known = known_remedies(reason, message, numbers) if known_remedies else None
+        if known is not None:
+            return Diagnostic(job.id, reason, message, numbers, known)
         found = quota_remedies(book, job, first.flavor, demand, verdict, running)
         remedies = found or remedies
     return Diagnostic(job.id, _QUOTA_REASONS[verdict], first.quota.message, numbers, remedies)

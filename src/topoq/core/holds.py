@@ -14,9 +14,9 @@ import numpy as np
 
 from topoq.core.admission import Attempt, QuotaHold, could_ever_run, flavors_for
 from topoq.core.backfill import (
+    Ending,
     NodeHold,
     capacity_to_hold,
-    endings,
     node_free_times,
     nodes_to_hold,
     quota_free_at,
@@ -48,7 +48,7 @@ class Instant(Protocol):
 
 
 class HoldingCycle(Protocol):
-    """What of a cycle's scratch state the holds read and extend (``cycle._Cycle``)."""
+    """What of a cycle's working state the holds read and extend (``cycle.state``)."""
 
     @property
     def snapshot(self) -> Instant: ...
@@ -63,6 +63,12 @@ class HoldingCycle(Protocol):
     reserving_teams: set[TeamName]
     team_holds: dict[TeamName, QuotaHold]
     eta_teams: set[TeamName]
+
+    def hold_nodes(self, hold: NodeHold, team: TeamName) -> None: ...
+
+    def hold_team_quota(self, hold: QuotaHold) -> None: ...
+
+    def ending(self) -> list[Ending]: ...
 
     def ledger_for(self, job: JobView) -> CapacityLedger: ...
 
@@ -110,7 +116,7 @@ def team_head_eta(cycle: HoldingCycle, job: JobView, attempts: list[Attempt]) ->
     if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
         return None
     now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
+    ending = cycle.ending()
     expected = expected_start(cycle.ledger_for(job), cycle.book_for(job), job, attempt, ending, now)
     return expected if expected is not None and expected > now else None  # no job ahead ends
 
@@ -164,13 +170,15 @@ def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
             continue
         verdict = attempt.quota.verdict
         if job.team not in cycle.team_holds and verdict in _MAY_BORROW:
-            cycle.team_holds[job.team] = QuotaHold(
-                job.id,
-                job.team,
-                attempt.flavor,
-                total_demand(job),
-                across_teams=True,
-                expected_start=_quota_free_at(cycle, job, attempt),
+            cycle.hold_team_quota(
+                QuotaHold(
+                    job.id,
+                    job.team,
+                    attempt.flavor,
+                    total_demand(job),
+                    across_teams=True,
+                    expected_start=_quota_free_at(cycle, job, attempt),
+                )
             )
             held = True
         else:
@@ -178,8 +186,7 @@ def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
         if job.team not in cycle.reserving_teams and verdict.admissible:
             hold = _starving_node_hold(cycle, job, attempt)
             if hold is not None:
-                cycle.reserved.append(hold)
-                cycle.reserving_teams.add(job.team)
+                cycle.hold_nodes(hold, job.team)
                 held = True
         holding += held  # one waiting only for its own team's quota holds nothing here
 
@@ -189,7 +196,7 @@ def _starving_node_hold(cycle: HoldingCycle, job: JobView, attempt: Attempt) -> 
     a job without a time limit — the fewest whole nodes expected to free earliest."""
     now = cycle.snapshot.now
     borrowing = attempt.quota.verdict is QuotaVerdict.BORROWING
-    ending = endings(cycle.running(), cycle.policy, now)
+    ending = cycle.ending()
     found = capacity_to_hold(cycle.ledger_for(job), ending, attempt.workload, now)
     if found is not None:
         nodes, amounts, expected = found
@@ -214,7 +221,7 @@ _MAY_BORROW = (QuotaVerdict.BORROWING, QuotaVerdict.NO_LENDER)
 
 def _quota_free_at(cycle: HoldingCycle, job: JobView, attempt: Attempt) -> float | None:
     now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
+    ending = cycle.ending()
     return quota_free_at(cycle.book, job, attempt.flavor, ending, now)
 
 
@@ -230,8 +237,8 @@ def hold_quota(cycle: HoldingCycle, job: JobView, attempts: list[Attempt]) -> No
     )
     if quota_blocked and could_ever_run(cycle.book, cycle.snapshot.tree, job, first):
         expected = _quota_free_at(cycle, job, first)
-        cycle.team_holds[job.team] = QuotaHold(
-            job.id, job.team, first.flavor, total_demand(job), expected_start=expected
+        cycle.hold_team_quota(
+            QuotaHold(job.id, job.team, first.flavor, total_demand(job), expected_start=expected)
         )
 
 
@@ -247,7 +254,7 @@ def hold_domain(cycle: HoldingCycle, job: JobView, attempts: list[Attempt]) -> N
         return None
     start, end, name = domain
     now = cycle.snapshot.now
-    ending = endings(cycle.running(), cycle.policy, now)
+    ending = cycle.ending()
     found = capacity_to_hold(cycle.ledger, ending, blocked.workload, now, (start, end))
     nodes = np.arange(start, end)
     borrowing = blocked.quota.verdict is QuotaVerdict.BORROWING

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+import heapq
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 
 from topoq.core.admission import flavors_for
@@ -53,13 +54,20 @@ def _standing(
 
 
 def pending_in_order(
-    jobs: Iterable[JobView], book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
+    jobs: Iterable[JobView],
+    book: QuotaBook,
+    usage: Mapping[TeamName, float] = NO_USAGE,
+    epoch: Callable[[], int] | None = None,
 ) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
     :func:`next_job_key` on the books *as admissions so far left them* (and each team's
     decayed ``usage``, constant within the cycle). A head's key depends only on its own
-    team's figures, so it is computed again only when its usage of the books changed."""
+    team's figures, so it is computed again only when its usage of the books changed.
+
+    ``epoch`` (optional) tells when the books may have changed since the last job was handed
+    out: while it stays the same, the teams' heads wait in a heap and only the team just
+    served gets a new key; without it every head is checked at every step."""
     queues: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         queues.setdefault(job.team, []).append(job)
@@ -81,12 +89,29 @@ def pending_in_order(
             known[team] = cached
         return cached[2]
 
-    while positions:
-        team = min(positions, key=head_key)
+    if epoch is None:
+        while positions:
+            team = min(positions, key=head_key)
+            yield queues[team][positions[team]]
+            positions[team] += 1
+            if positions[team] == len(queues[team]):
+                del positions[team]
+        return
+    heap = [(head_key(team), team) for team in positions]
+    heapq.heapify(heap)
+    seen = epoch()
+    while heap:
+        _, team = heapq.heappop(heap)
         yield queues[team][positions[team]]
         positions[team] += 1
         if positions[team] == len(queues[team]):
             del positions[team]
+        if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
+            seen = epoch()
+            heap = [(head_key(other), other) for other in positions]
+            heapq.heapify(heap)
+        elif team in positions:
+            heapq.heappush(heap, (head_key(team), team))
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

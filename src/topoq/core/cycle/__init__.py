@@ -1,0 +1,16 @@
+"""One scheduling cycle: ``schedule(snapshot) -> CycleResult``, a pure function.
+
+- ``snapshot``: what a cycle may look at;
+- ``state``: the cycle's working state, with one owner and named operations (what is booked,
+  what is held, what was decided, which answers are shared while nothing changes);
+- ``admitting``: one job's turn — quota, placement, holds, why it waits;
+- ``preempting``: making room by eviction when a job does not fit;
+- ``run``: the cycle as numbered phases;
+- ``parking``: a cycle that carries what it parked to the next (``schedule_with_parking``).
+"""
+
+from topoq.core.cycle.parking import Parking, schedule_with_parking
+from topoq.core.cycle.run import schedule
+from topoq.core.cycle.snapshot import Snapshot
+
+__all__ = ["Parking", "Snapshot", "schedule", "schedule_with_parking"]

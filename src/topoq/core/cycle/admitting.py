@@ -1,0 +1,173 @@
+"""One job's turn in a cycle: admitted, or why it waits (and what is held for it).
+
+In order: a preemptor whose victims are still stopping waits for them; a job behind a
+strict-fifo head waits; a job of a class that already failed this cycle fails alike; else
+quota, then topology-aware placement on the capacity left (held capacity only to backfill);
+else, when only holds stand in its way, it waits for them; else preemption
+(``cycle.preempting``); else a hold for a blocked gang and a diagnostic that says why it
+waits, with its expected start where time limits allow computing it.
+"""
+
+from __future__ import annotations
+
+from topoq.core.admission import Attempt, QuotaHold
+from topoq.core.cycle.preempting import preempt_for, waiting_for_victims
+from topoq.core.cycle.state import CycleState
+from topoq.core.diagnostics import diagnose_waiting
+from topoq.core.holds import (
+    alike,
+    backfill_remedy,
+    hold_domain,
+    hold_quota,
+    with_backfill_hint,
+    with_eta,
+)
+from topoq.core.ledger import CapacityLedger
+from topoq.core.ordering import priority_of, team_order_key
+from topoq.core.quota import QuotaBook
+from topoq.domain.decisions import Diagnostic, PendingReason
+from topoq.domain.governance import QueueingStrategy, TeamName
+from topoq.domain.job import JobPhase, JobView
+
+
+def consider(cycle: CycleState, job: JobView) -> None:
+    stopping = cycle.stopping_for.get(job.id)
+    if stopping:
+        cycle.decide_wait(waiting_for_victims(job, [v.id for v in stopping], {}))
+        return
+    if job.team in cycle.blocked_teams or _behind_strict_head(cycle, job):
+        cycle.decide_wait(
+            Diagnostic(
+                job.id,
+                PendingReason.BLOCKED_BY_QUEUE_HEAD,
+                f"team {job.team} queues strict-fifo and an earlier job of the team is waiting",
+            )
+        )
+        return
+    job_class = cycle.class_of(job, priority_of(cycle.policy, job))
+    known = cycle.known_failure(job_class)
+    if known is not None:
+        cycle.decide_wait(alike(known, job))
+    else:
+        failure = _first_try(cycle, job)
+        if failure is not None:
+            cycle.remember_failure(job_class, failure)
+    if _strict(cycle, job.team):
+        cycle.blocked_teams.add(job.team)
+
+
+def _first_try(cycle: CycleState, job: JobView) -> Diagnostic | None:
+    """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
+    holds = cycle.quota_holds_on(job)
+    attempts = cycle.attempts(job, cycle.book_for(job))
+    admitted = next((a for a in attempts if a.allocation is not None), None)
+    if admitted is not None and admitted.allocation is not None:
+        cycle.admit(job, admitted.allocation)
+        return None
+    own = next((h for h in holds if h.team == job.team), None)
+    if own is not None or (holds and _fits_unheld(cycle, job)):
+        return _held_back(cycle, job, own or holds[0])
+    if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
+        # only held nodes stand in its way: it waits for the gang, evicting nobody
+        return _wait(cycle, job, attempts)
+    if preempt_for(cycle, job, attempts):
+        return None
+    return _wait(cycle, job, attempts)
+
+
+def _strict(cycle: CycleState, team: TeamName) -> bool:
+    spec = cycle.policy.by_team.get(team)
+    return spec is not None and spec.queueing is QueueingStrategy.STRICT_FIFO
+
+
+def _behind_strict_head(cycle: CycleState, job: JobView) -> bool:
+    """In a strict-fifo team, a job waits while any job ahead of it in the team's own order
+    (priority, then submission) is still pending."""
+    if not _strict(cycle, job.team):
+        return False
+    mine = team_order_key(cycle.policy, job)
+    return any(
+        other.team == job.team
+        and other.id != job.id
+        and other.phase is JobPhase.PENDING
+        and other.id not in cycle.holders
+        and team_order_key(cycle.policy, other) < mine
+        for other in cycle.snapshot.jobs
+    )
+
+
+def _fits_unheld(cycle: CycleState, job: JobView, *, nodes_too: bool = False) -> bool:
+    """Whether the job would be admitted but for the quota holds (and, with ``nodes_too``,
+    the node holds) of other jobs."""
+    attempts = cycle.attempts(job, cycle.book, cycle.ledger if nodes_too else None)
+    return any(a.allocation is not None for a in attempts)
+
+
+def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Diagnostic:
+    real = cycle.attempts(job, cycle.book)
+    if any(a.allocation is not None for a in real):
+        holder = (
+            f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
+            if hold.team == job.team
+            else f"quota is held for {hold.job} (team {hold.team}), which has waited longer "
+            "than the starvation guard"
+        )
+        diagnostic = Diagnostic(
+            job.id,
+            PendingReason.RESERVED_FOR_LARGER_GANG,
+            f"{holder}; starting this job now would delay that one",
+            {"held_for": str(hold.job)},
+            (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
+        )
+    else:
+        diagnostic = _diagnosed(cycle, job, real, cycle.ledger, None, cycle.book)
+    cycle.decide_wait(diagnostic)
+    return diagnostic
+
+
+def _diagnosed(
+    cycle: CycleState,
+    job: JobView,
+    attempts: list[Attempt],
+    ledger: CapacityLedger,
+    reserved_note: str | None,
+    book: QuotaBook,
+) -> Diagnostic:
+    """``diagnose_waiting``, shared by the jobs of a team that tried alike in this epoch
+    (the same quota checks and placements: the answer depends on nothing else of the job)."""
+    key = (
+        "diagnose",
+        job.team,
+        cycle.shape_of(job.spec.workload),
+        reserved_note,
+        id(ledger),
+        id(book),
+        *((a.flavor, id(a.quota), id(a.placement)) for a in attempts),
+    )
+    shared = cycle.shared(
+        key,
+        lambda: diagnose_waiting(
+            job,
+            attempts,
+            ledger,
+            reserved_note,
+            book,
+            cycle.holders.values(),
+            lambda reason, message, numbers: cycle.remedies_stated(job, reason, message, numbers),
+        ),
+    )
+    return alike(shared, job) if shared.job != job.id else shared
+
+
+def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnostic:
+    hold_quota(cycle, job, attempts)
+    reserved_note = None
+    if job.team not in cycle.reserving_teams:
+        hold = hold_domain(cycle, job, attempts)
+        if hold is not None:
+            cycle.hold_nodes(hold, job.team)
+            reserved_note = hold.name
+    diagnostic = _diagnosed(cycle, job, attempts, cycle.ledger, reserved_note, cycle.book)
+    diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
+    cycle.decide_wait(diagnostic)
+    return diagnostic

@@ -1,0 +1,80 @@
+"""A cycle that carries what it parked to the next: ``schedule_with_parking``.
+
+The rule (ADR 0007): the cycle is a pure function of its snapshot, so a snapshot that is the
+same as the last one — the same tree, policy, jobs (the very same objects), upstream phases
+and fair-share usage, at the same instant or at a later one before any time-based rule
+changes an answer — gets the last result again without a cycle. Otherwise the cycle runs,
+and a waiting job whose reason, message and numbers are those of the last cycle (on the
+same policy and tree) keeps the remedies worked out then: working them out is most of a
+diagnosis, and they are worked out again when the wait changes. Decisions, reasons, messages
+and numbers are exactly those of ``schedule(snapshot)``; remedies are those of when the wait
+last changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from topoq.core.cycle.run import run_cycle
+from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.starvation import next_time_rule_change
+from topoq.core.time_limits import time_limit_of
+from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.job import JobId
+
+
+@dataclass(frozen=True)
+class Parking:
+    """What one cycle leaves for the next (an immutable value the shell keeps between
+    cycles and hands back): its snapshot, its result and each waiting job's diagnostic."""
+
+    snapshot: Snapshot
+    result: CycleResult
+    diagnostics: Mapping[JobId, Diagnostic] = field(repr=False)
+
+    @cached_property
+    def answers_change_at(self) -> float | None:
+        """When time alone may change what a cycle on this snapshot decides: never (None)
+        while no job has a time limit (expected starts and backfill need one), else at the
+        next time-based rule change (a time limit reached, a job starving)."""
+        snapshot = self.snapshot
+        if any(time_limit_of(snapshot.policy, job) is not None for job in snapshot.jobs):
+            return snapshot.now  # expected starts and backfill move with time
+        return next_time_rule_change(snapshot.jobs, snapshot.now, snapshot.policy)
+
+    def holds_for(self, snapshot: Snapshot) -> bool:
+        """Whether a cycle on ``snapshot`` decides what the parked cycle decided."""
+        before = self.snapshot
+        if not (
+            snapshot.tree is before.tree
+            and snapshot.flavor_label == before.flavor_label
+            and len(snapshot.jobs) == len(before.jobs)
+            and all(a is b for a, b in zip(snapshot.jobs, before.jobs, strict=True))
+            and snapshot.policy == before.policy
+            and snapshot.upstream_phases == before.upstream_phases
+            and snapshot.fair_share_usage == before.fair_share_usage
+        ):
+            return False
+        if snapshot.now == before.now:
+            return True
+        changes_at = self.answers_change_at
+        return snapshot.now > before.now and (changes_at is None or snapshot.now < changes_at)
+
+
+def schedule_with_parking(
+    snapshot: Snapshot, parking: Parking | None = None
+) -> tuple[CycleResult, Parking]:
+    """One cycle, reusing what the cycle that left ``parking`` worked out where it cannot
+    have changed; the same decisions and reasons as ``schedule(snapshot)``."""
+    if parking is not None and parking.holds_for(snapshot):
+        return parking.result, parking
+    same_rules = (
+        parking is not None
+        and parking.snapshot.tree is snapshot.tree
+        and parking.snapshot.policy == snapshot.policy
+    )
+    result = run_cycle(snapshot, parking.diagnostics if parking and same_rules else None)
+    diagnostics = {diagnostic.job: diagnostic for diagnostic in result.diagnostics}
+    return result, Parking(snapshot, result, diagnostics)

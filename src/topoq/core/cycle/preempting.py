@@ -1,0 +1,175 @@
+"""Making room by eviction when a job does not fit: the rules in the order they are tried
+(in-team priority, reclaim of lent capacity, fair share), each with the candidates it allows,
+and topology-aware victim selection (``core.preemption``)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+
+from topoq.core.admission import Attempt
+from topoq.core.cycle.state import CycleState
+from topoq.core.fair_share import fair_share_position
+from topoq.core.holdings import total_demand
+from topoq.core.ordering import eviction_order, priority_of
+from topoq.core.preemption import MayEvict, VictimSearch, select_victims
+from topoq.core.quota import QuotaBook, QuotaVerdict
+from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
+from topoq.domain.governance import FlavorName, IdleAllocation, PreemptTeamTasks, TeamName
+from topoq.domain.job import JobId, JobView
+
+
+def preempt_for(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> bool:
+    for attempt in attempts:
+        if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
+            continue
+        search = VictimSearch(job, attempt.flavor, attempt.workload)
+        for cause, candidates, may_evict in _preemption_rules(cycle, job, attempt):
+            victims = select_victims(cycle.ledger, cycle.book, search, candidates, may_evict)
+            if victims:
+                _issue_preemptions(cycle, job, victims, cause, attempt.flavor)
+                return True
+    return False
+
+
+PreemptionRule = tuple[PreemptionCause, list[JobView], MayEvict]
+
+
+def _preemption_rules(
+    cycle: CycleState, job: JobView, attempt: Attempt
+) -> Iterator[PreemptionRule]:
+    """The candidates each rule allows, in the order the rules are tried."""
+    flavor = attempt.flavor
+    policy = cycle.policy
+    team = policy.by_team.get(job.team)
+    mine = priority_of(policy, job)
+    running = [h for h in cycle.holders.values() if h.id not in cycle.evicting and _uses(h, flavor)]
+    if team is not None and team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY:
+        lower = [h for h in running if h.team == job.team and priority_of(policy, h) < mine]
+        yield PreemptionCause.PREEMPTED_FOR_PRIORITY, eviction_order(policy, lower), _always
+    if job.team in cycle.losing_teams:
+        return  # a team that just lost work to others takes none back in the same cycle
+    running = [h for h in running if h.team not in cycle.gaining_teams]
+    if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
+        cycle, job, flavor
+    ):
+        yield (
+            PreemptionCause.PREEMPTED_FOR_RECLAIM,
+            _reclaim_candidates(cycle.book, job, running, flavor),
+            lambda victim, book: book.reclaimable(job.team, victim.team, flavor, total_demand(job)),
+        )
+    elif policy.idle_allocation is IdleAllocation.FAIR_SHARE:
+        usage = cycle.snapshot.fair_share_usage
+        after = cycle.book.copy()
+        after.charge(job.team, flavor, total_demand(job))
+        mine_after = fair_share_position(after, job.team, usage)
+        richer = [
+            h
+            for h in running
+            if h.team != job.team
+            and cycle.book.borrowed(h.team, flavor)
+            and _share_without(cycle.book, h, usage) >= mine_after
+        ]
+        share = {
+            team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
+        }
+        richest_first = sorted(eviction_order(policy, richer), key=lambda h: -share[h.team])
+        yield (
+            PreemptionCause.PREEMPTED_FOR_FAIR_SHARE,
+            richest_first,
+            lambda victim, book: (
+                bool(book.borrowed(victim.team, flavor))
+                and _share_without(book, victim, usage) >= mine_after
+            ),
+        )
+
+
+def _reclaim_candidates(
+    book: QuotaBook, job: JobView, running: list[JobView], flavor: FlavorName
+) -> list[JobView]:
+    """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
+    first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
+    demand = total_demand(job)
+    borrowers = [
+        h
+        for h in running
+        if h.team != job.team and book.reclaimable(job.team, h.team, flavor, demand)
+    ]
+    ordered = eviction_order(book.policy, borrowers)
+    return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
+
+
+def _share_without(book: QuotaBook, victim: JobView, usage: Mapping[TeamName, float]) -> float:
+    """The victim's team's fair-share position once the victim is gone (its decayed usage
+    stays: the past does not change): fair-share preemption only evicts while the victim's
+    team stays at least as high as the preemptor's team will be, so the two never trade
+    places back and forth."""
+    trial = book.copy()
+    if victim.allocation is not None:
+        for flavor, amount in victim.allocation.usage.items():
+            trial.release(victim.team, flavor, amount)
+    return fair_share_position(trial, victim.team, usage)
+
+
+def _always(victim: JobView, book: QuotaBook) -> bool:
+    return True
+
+
+def _uses(job: JobView, flavor: FlavorName) -> bool:
+    return job.allocation is not None and flavor in job.allocation.usage
+
+
+def _fits_guarantee(cycle: CycleState, job: JobView, flavor: FlavorName) -> bool:
+    """Within its team's guarantee, or within that of a cohort on its path with its own."""
+    book, demand = cycle.book, total_demand(job)
+    used = book.covered(flavor, book.used(job.team, flavor) + demand)
+    if not used:
+        return False
+    own = used.fits_in(book.guarantee(job.team, flavor))
+    return own or book.within_cohort_guarantee(job.team, flavor, demand)
+
+
+def _issue_preemptions(
+    cycle: CycleState,
+    job: JobView,
+    victims: list[JobView],
+    cause: PreemptionCause,
+    flavor: FlavorName,
+) -> None:
+    """Record the evictions. In the quota book the victims' usage moves to the preemptor at
+    once, so later jobs of this cycle neither evict again for the same need nor count on
+    quota that is promised; on the nodes the victims keep their capacity until they stop
+    (and across cycles too: ``_keep_room_for_preemptors``)."""
+    for victim in victims:
+        if victim.allocation is not None:
+            for victim_flavor, amount in victim.allocation.usage.items():
+                cycle.release_quota(victim.team, victim_flavor, amount)
+    cycle.charge_quota(job.team, flavor, total_demand(job))
+    if cause is not PreemptionCause.PREEMPTED_FOR_PRIORITY:
+        cycle.gaining_teams.add(job.team)
+        cycle.losing_teams.update(victim.team for victim in victims)
+    for victim in victims:
+        cycle.evict(victim)
+        cycle.preemptions.append(
+            Preempt(
+                victim.id,
+                job.id,
+                cause,
+                f"{cause.value}: evicted so that {job.id} (team {job.team}) fits",
+            )
+        )
+    cycle.decide_wait(
+        waiting_for_victims(job, [victim.id for victim in victims], {"cause": cause.value})
+    )
+
+
+def waiting_for_victims(
+    job: JobView, victims: list[JobId], details: dict[str, str | int]
+) -> Diagnostic:
+    """The preemptor waits until its victims' pods are gone; the room is kept for it."""
+    names = ", ".join(victims)
+    return Diagnostic(
+        job.id,
+        PendingReason.WAITING_FOR_VICTIMS,
+        f"waiting for {len(victims)} preempted job(s) to stop: {names}",
+        {"victims": len(victims), "stopping": names, **details},
+    )

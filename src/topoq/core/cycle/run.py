@@ -1,0 +1,121 @@
+"""The cycle as numbered phases: ``schedule(snapshot) -> CycleResult``, a pure function.
+
+1. Requeue gangs that lost a node.
+2. Resolve dependencies: cancel what can never run, hold back what must wait.
+3. Book what holds capacity; victims still stopping (PREEMPTING) keep their nodes, are never
+   chosen again, and their quota counts for the pending job they were evicted for, which
+   waits for them (WAITING_FOR_VICTIMS).
+4. Hold capacity for jobs that waited longer than the starvation guard (nodes, and quota
+   against other teams' borrowing), binding every job of the cycle but the holder.
+5. Order pending work: within-guarantee first, then priority, fair-share position, submit time
+   (re-evaluated after every admission, team heads first), and give each job its turn
+   (``cycle.admitting``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from topoq.core.cycle.admitting import consider
+from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.cycle.state import CycleState
+from topoq.core.dependencies import resolve_dependencies
+from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
+from topoq.core.holds import hold_for_starving
+from topoq.core.ordering import pending_in_order
+from topoq.core.quota import QuotaBook
+from topoq.core.tree import ExclusionReason
+from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
+from topoq.domain.job import JobId, JobPhase, JobView
+
+
+def schedule(snapshot: Snapshot) -> CycleResult:
+    return run_cycle(snapshot)
+
+
+def run_cycle(
+    snapshot: Snapshot, previous: Mapping[JobId, Diagnostic] | None = None
+) -> CycleResult:
+    """The cycle; ``previous``: what the last cycle (on the same policy and tree) said about
+    waiting jobs, whose remedies stand for a job that waits for the same reason with the same
+    message and numbers (ADR 0007)."""
+    requeues = _requeue_lost_gangs(snapshot)  # 1
+    requeued = {requeue.job for requeue in requeues}
+    dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
+    holders = {
+        job.id: job for job in snapshot.jobs if job.phase.holds_capacity and job.id not in requeued
+    }
+    cycle = CycleState(  # 3
+        snapshot,
+        ledger_after(snapshot.tree, holders.values()),
+        QuotaBook(
+            snapshot.policy,
+            capacity_by_flavor(snapshot.tree, snapshot.flavor_label),
+            usage_by_team(holders.values()),
+        ),
+        holders,
+        previous,
+    )
+    _keep_room_for_preemptors(cycle)
+    cycle.diagnostics.extend(dependencies.waiting)
+    ready = []
+    for job in snapshot.jobs:
+        if job.phase is not JobPhase.PENDING or job.id in dependencies.blocked:
+            continue
+        if job.held:
+            cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
+            continue
+        ready.append(job)
+    hold_for_starving(cycle, ready)  # 4
+    for job in pending_in_order(
+        ready, cycle.book, snapshot.fair_share_usage, lambda: cycle.epoch
+    ):  # 5
+        consider(cycle, job)
+    return CycleResult(
+        admissions=tuple(cycle.admissions),
+        preemptions=tuple(cycle.preemptions),
+        requeues=tuple(requeues),
+        cancellations=dependencies.cancellations,
+        diagnostics=tuple(cycle.diagnostics),
+    )
+
+
+def _requeue_lost_gangs(snapshot: Snapshot) -> list[Requeue]:
+    tree = snapshot.tree
+    failed = {e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY}
+    known = set(tree.node_index) | {e.name for e in tree.excluded}
+    requeues = []
+    for job in snapshot.jobs:
+        if not job.phase.holds_capacity or job.allocation is None:
+            continue
+        lost = sorted(n for n in job.allocation.nodes if n in failed or n not in known)
+        if lost:
+            requeues.append(
+                Requeue(
+                    job.id,
+                    RequeueCause.NODE_FAILED,
+                    f"node {lost[0]} of the gang failed; the gang is requeued",
+                )
+            )
+    return requeues
+
+
+def _keep_room_for_preemptors(cycle: CycleState) -> None:
+    """Victims being stopped are never chosen again; on the nodes they keep their capacity
+    (they are holders) and in the quota book their usage counts for the pending job they were
+    evicted for, as in the cycle that evicted them: no later job takes the promised quota,
+    and the preemptor does not evict again for the same need."""
+    pending: dict[str, JobView] = {
+        job.id: job for job in cycle.snapshot.jobs if job.phase is JobPhase.PENDING
+    }
+    for victim in list(cycle.holders.values()):
+        if victim.phase is not JobPhase.PREEMPTING:
+            continue
+        cycle.evict(victim)
+        preemptor = pending.get(victim.preempted_for) if victim.preempted_for else None
+        if preemptor is None or victim.allocation is None:
+            continue
+        cycle.stopping_for.setdefault(preemptor.id, []).append(victim)
+        for flavor, amount in victim.allocation.usage.items():
+            cycle.release_quota(victim.team, flavor, amount)
+            cycle.charge_quota(preemptor.team, flavor, amount)

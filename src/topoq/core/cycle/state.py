@@ -1,0 +1,307 @@
+"""A cycle's working state, with one owner: ``CycleState``.
+
+It keeps what is booked (the capacity ledger and the quota books), what is held (node holds
+for blocked or starving gangs, quota holds for queue heads), what was decided (admissions,
+preemptions, diagnostics) and which jobs' failures are known for their equivalence class.
+Every change goes through a named operation, and every change ends the current **epoch**:
+answers computed on the state (a quota check, a placement, the capacity a job may use, why it
+waits) are shared between jobs only within one epoch, so sharing never changes an answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
+
+from topoq.core.admission import (
+    Attempt,
+    QuotaHold,
+    allocation_of,
+    flavors_for,
+    in_flavor,
+    workload_shape,
+)
+from topoq.core.backfill import Ending, NodeHold, confined_to_unheld, endings, may_backfill
+from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.eta import ETA_KEY
+from topoq.core.holdings import flavor_values, total_demand
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement import place_workload
+from topoq.core.quota import QuotaBook, QuotaCheck
+from topoq.core.time_limits import time_limit_of
+from topoq.domain.decisions import Admit, Diagnostic, PendingReason, Preempt
+from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
+from topoq.domain.job import Allocation, JobId, JobView
+from topoq.domain.node import NodeName
+from topoq.domain.placement import PlacementResult
+from topoq.domain.resources import Resources
+from topoq.domain.workload import WorkloadSpec
+
+T = TypeVar("T")
+
+JobClass = Hashable
+"""Jobs that share one answer in a cycle: team, priority, shape (what decides where a job
+can go, without its name) and time limit."""
+
+
+class CycleState:
+    """The state one cycle works on; never escapes the cycle."""
+
+    def __init__(
+        self,
+        snapshot: Snapshot,
+        ledger: CapacityLedger,
+        book: QuotaBook,
+        holders: dict[JobId, JobView],
+        previous: Mapping[JobId, Diagnostic] | None = None,
+    ) -> None:
+        self.snapshot = snapshot
+        self.previous = previous or {}
+        """What the cycle before said about waiting jobs (parked): a job's remedies stand
+        while its reason, message and numbers do (ADR 0007)."""
+        self.ledger = ledger
+        self.book = book
+        self.holders = holders
+        self.admissions: list[Admit] = []
+        self.preemptions: list[Preempt] = []
+        self.diagnostics: list[Diagnostic] = []
+        self.evicting: set[JobId] = set()
+        self.stopping_for: dict[JobId, list[JobView]] = {}
+        """The victims still stopping (PREEMPTING) of each pending preemptor."""
+        self.reserved: list[NodeHold] = []
+        """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
+        self.reserving_teams: set[TeamName] = set()
+        self.eta_teams: set[TeamName] = set()
+        """Teams whose first waiting job was given an ETA (one per team per cycle)."""
+        self.gaining_teams: set[TeamName] = set()
+        self.losing_teams: set[TeamName] = set()
+        """Teams that won or lost work to another team's preemption this cycle: neither is
+        turned around in the same cycle, so work is not evicted only to be readmitted."""
+        self.blocked_teams: set[TeamName] = set()
+        self.team_holds: dict[TeamName, QuotaHold] = {}
+        """Quota held for each team's first waiting job (its queue head) against the team's
+        own later jobs (and other teams' borrowing once it starves), so that smaller jobs
+        cannot keep it waiting forever."""
+        self._failed: dict[JobClass, Diagnostic] = {}
+        """Classes that could not be admitted nor make room: within a cycle capacity and
+        quota only get used up, so a job of the same class fails the same way (until a hold
+        is released)."""
+        self.epoch = 0
+        """How many changes the state has had: answers are shared only within one epoch."""
+        self._shared: dict[Hashable, object] = {}
+        """Answers computed in the current epoch (see the module's docstring)."""
+        self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
+        """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
+        self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
+
+    @property
+    def policy(self) -> ClusterPolicy:
+        return self.snapshot.policy
+
+    # --- sharing answers within an epoch ---------------------------------------------------
+    def shared(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """``compute()``, once per epoch for ``key``."""
+        try:
+            return self._shared[key]  # type: ignore[return-value]
+        except KeyError:
+            value = compute()
+            self._shared[key] = value
+            return value
+
+    def _changed(self) -> None:
+        self._shared.clear()
+        self.epoch += 1
+
+    def shape_of(self, workload: WorkloadSpec) -> Hashable:
+        """``workload_shape``, once per workload of the cycle."""
+        known = self._shapes.get(id(workload))
+        if known is None:
+            known = self._shapes[id(workload)] = (workload_shape(workload), workload)
+        return known[0]
+
+    def class_of(self, job: JobView, priority: int) -> JobClass:
+        return (
+            job.team,
+            priority,
+            self.shape_of(job.spec.workload),
+            time_limit_of(self.policy, job),
+        )
+
+    # --- what is booked -------------------------------------------------------------------
+    def charge_quota(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
+        self.book.charge(team, flavor, amount)
+        self._changed()
+
+    def release_quota(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
+        self.book.release(team, flavor, amount)
+        self._changed()
+
+    def admit(self, job: JobView, allocation: Allocation) -> None:
+        """Book the job's nodes and quota, and let go of what was held for it."""
+        self.admissions.append(Admit(job.id, allocation))
+        tree = self.ledger.tree
+        for node, resources in allocation.resources_on_node.items():
+            self.ledger.charge_node(
+                tree.node_index[NodeName(node)], tree.resource_vector(resources)
+            )
+        for flavor, amount in allocation.usage.items():
+            self.book.charge(job.team, flavor, amount)
+        self.holders[job.id] = job
+        self._changed()
+        self._release_holds_of(job)
+
+    def evict(self, victim: JobView) -> None:
+        """The victim is being stopped: never chosen again; it keeps its nodes until then."""
+        self.evicting.add(victim.id)
+
+    def running(self) -> list[JobView]:
+        """The jobs holding capacity that are not being evicted."""
+        return [h for h in self.holders.values() if h.id not in self.evicting]
+
+    def ending(self) -> list[Ending]:
+        """The running jobs that have a time limit, with the end it promises, earliest first."""
+        now = self.snapshot.now
+        return self.shared("ending", lambda: endings(self.running(), self.policy, now))
+
+    # --- what is held ---------------------------------------------------------------------
+    def hold_nodes(self, hold: NodeHold, team: TeamName) -> None:
+        self.reserved.append(hold)
+        self.reserving_teams.add(team)
+        self._changed()
+
+    def hold_team_quota(self, hold: QuotaHold) -> None:
+        self.team_holds[hold.team] = hold
+        self._changed()
+
+    def _release_holds_of(self, job: JobView) -> None:
+        """A job admitted needs its holds no longer (a starving job holds before the loop and
+        may be admitted in its turn): jobs after it see the capacity, and failures remembered
+        while the hold stood are forgotten."""
+        kept = [hold for hold in self.reserved if hold.job != job.id]
+        quota = self.team_holds.get(job.team)
+        if quota is not None and quota.job == job.id:
+            del self.team_holds[job.team]
+        elif len(kept) == len(self.reserved):
+            return
+        self.reserved = kept
+        self._failed.clear()
+
+    def ledger_for(self, job: JobView) -> CapacityLedger:
+        """The capacity left for ``job``: without the nodes held for other gangs, unless it
+        may backfill into them (or runs within its guarantee and the gang would borrow)."""
+        if not self.reserved:
+            return self.ledger
+        within = self.within_guarantee(job)
+        now = self.snapshot.now
+        binding = tuple(
+            hold
+            for hold in self.reserved
+            if hold.job != job.id
+            and not (within and hold.borrowing)
+            and not may_backfill(self.policy, job, now, hold.expected_start)
+        )
+        if not binding:
+            return self.ledger
+        key = ("ledger", *(id(hold) for hold in binding))
+        return self.shared(key, lambda: confined_to_unheld(self.ledger, binding))
+
+    def within_guarantee(self, job: JobView) -> bool:
+        demand = total_demand(job)
+        return self.shared(
+            ("within", job.team, demand),
+            lambda: any(
+                self.book.within_guarantee(job.team, f, demand) for f in flavors_for(job, self.book)
+            ),
+        )
+
+    def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
+        """The quota holds ``job`` must leave alone (it may backfill into the others)."""
+        now = self.snapshot.now
+        own = self.team_holds.get(job.team)
+        across = self.shared(
+            "across", lambda: [h for h in self.team_holds.values() if h.across_teams]
+        )
+        candidates = [own, *(h for h in across if h is not own)] if own else across
+        return [
+            hold
+            for hold in candidates
+            if hold.binds(job) and not may_backfill(self.policy, job, now, hold.expected_start)
+        ]
+
+    def book_for(self, job: JobView) -> QuotaBook:
+        """The books as ``job`` must see them: with the quota held from it taken."""
+        holds = self.quota_holds_on(job)
+        if not holds:
+            return self.book
+        return self.shared(("book", *holds), lambda: _with_holds(self.book, holds))
+
+    # --- trying a job -----------------------------------------------------------------------
+    def attempts(
+        self, job: JobView, book: QuotaBook, ledger: CapacityLedger | None = None
+    ) -> list[Attempt]:
+        """For each flavor the job may use, in order, until one admits: the quota check on
+        ``book``, then placement on ``ledger`` (default: the capacity left for the job)."""
+        ledger = ledger or self.ledger_for(job)
+        label = self.snapshot.flavor_label
+        found = []
+        for flavor in flavors_for(job, book):
+            workload = in_flavor(job.spec.workload, flavor, self._values, label)
+            if workload is None:
+                continue
+            attempt = self._attempt(job, flavor, book, ledger, workload)
+            found.append(attempt)
+            if attempt.allocation is not None:
+                break
+        return found
+
+    def _attempt(
+        self,
+        job: JobView,
+        flavor: FlavorName,
+        book: QuotaBook,
+        ledger: CapacityLedger,
+        workload: WorkloadSpec,
+    ) -> Attempt:
+        demand = total_demand(job)
+        check: QuotaCheck = self.shared(
+            ("check", id(book), job.team, flavor, demand),
+            lambda: book.check(job.team, flavor, demand),
+        )
+        if not check.verdict.admissible:
+            return Attempt(flavor, check, workload)
+        placed: tuple[PlacementResult, CapacityLedger] = self.shared(
+            ("place", id(ledger), self.shape_of(workload), job.previous_nodes),
+            lambda: place_workload(ledger, workload, previous_nodes=job.previous_nodes),
+        )
+        result, after = placed
+        if not result.admitted:
+            return Attempt(flavor, check, workload, result)
+        allocation = allocation_of(book, job, flavor, demand, ledger, result, after)
+        return Attempt(flavor, check, workload, result, allocation, after)
+
+    # --- what was decided -------------------------------------------------------------------
+    def decide_wait(self, diagnostic: Diagnostic) -> None:
+        self.diagnostics.append(diagnostic)
+
+    def remedies_stated(
+        self, job: JobView, reason: PendingReason, message: str, numbers: Mapping[str, int | str]
+    ) -> tuple[str, ...] | None:
+        """The remedies the last cycle gave ``job`` if it waited for the same reason with the
+        same message and numbers (its ETA aside), else None: work them out."""
+        before = self.previous.get(job.id)
+        if before is None or before.reason is not reason or before.message != message:
+            return None
+        same = {k: v for k, v in before.numbers.items() if k != ETA_KEY} == numbers
+        return before.remedies if same else None
+
+    def known_failure(self, job_class: JobClass) -> Diagnostic | None:
+        return self._failed.get(job_class)
+
+    def remember_failure(self, job_class: JobClass, diagnostic: Diagnostic) -> None:
+        self._failed[job_class] = diagnostic
+
+
+def _with_holds(book: QuotaBook, holds: list[QuotaHold]) -> QuotaBook:
+    for hold in holds:
+        book = hold.applied_to(book)
+    return book

@@ -1,0 +1,83 @@
+"""Parking never changes a decision: ``schedule_with_parking`` carried from cycle to cycle
+decides exactly what ``schedule`` decides on the same snapshots (ADR 0007)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests.core.test_cycle_properties import CLASSES, arrivals, clusters
+from topoq.core.cycle import Parking, Snapshot, schedule, schedule_with_parking
+from topoq.core.lifecycle import apply_cycle
+from topoq.domain.decisions import CycleResult
+from topoq.domain.governance import ClusterPolicy
+from topoq.testing.builders import BLOCK
+from topoq.testing.governance import Cluster, job, policy, team
+
+
+def decided(result: CycleResult) -> tuple[object, ...]:
+    """Everything a cycle decides and says, but the remedies (those of when a wait last
+    changed, ADR 0007)."""
+    said = sorted(
+        (d.job, d.reason.value, d.message, sorted((k, str(v)) for k, v in d.numbers.items()))
+        for d in result.diagnostics
+    )
+    return (result.admissions, result.preemptions, result.requeues, result.cancellations, said)
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_parked_cycles_decide_what_fresh_cycles_decide(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    parking: Parking | None = None
+    count = 0
+    for wave in waves:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            limit = data.draw(st.sampled_from([None, 60.0, 600.0]))
+            c.submit(
+                job(f"j{count}", team_name, pods, gpus, priority=cls, time_limit=limit, **extra)
+            )
+            count += 1
+        for _again in range(data.draw(st.integers(1, 2))):  # the same snapshot again, too
+            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+            result, parking = schedule_with_parking(snapshot, parking)
+            assert decided(result) == decided(schedule(snapshot))
+        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
+        running = sorted(c.running())
+        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
+            c.finish(job_id)  # some work finishes between cycles
+        c.now += data.draw(st.sampled_from([0.0, 5.0, 700.0]))
+
+
+def test_an_unchanged_snapshot_gets_the_last_result_without_a_cycle() -> None:
+    c = Cluster.of([1, 2, 4], _policy())
+    c.submit(*(job(f"j{i}", "a", 4, 8, priority="low") for i in range(6)))
+    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    first, parking = schedule_with_parking(snapshot)
+    again, kept = schedule_with_parking(snapshot, parking)
+    assert again is first and kept is parking
+    later = Snapshot(c.now + 5, c.tree, snapshot.jobs, c.policy)
+    assert schedule_with_parking(later, parking)[0] is first  # no time rule changes by then
+    c.jobs = apply_cycle(c.jobs, first, now=c.now, start_at_once=True)
+    changed = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    assert schedule_with_parking(changed, parking)[0] is not first
+
+
+def test_time_passing_a_rule_runs_the_cycle_again() -> None:
+    c = Cluster.of([1, 2, 4], _policy(guard_s=100))
+    c.submit(*(job(f"j{i}", "a", 4, 8, priority="low") for i in range(12)))
+    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    first, parking = schedule_with_parking(snapshot)
+    starving = Snapshot(c.now + 100, c.tree, snapshot.jobs, c.policy)
+    result, _ = schedule_with_parking(starving, parking)
+    assert result is not first
+    assert decided(result) == decided(schedule(starving))
+
+
+def _policy(guard_s: float = 600) -> ClusterPolicy:
+    rules = policy(team("a", 32, borrow_gpus=16), team("b", 32), classes=CLASSES)
+    return replace(rules, starvation_guard_s=guard_s)

@@ -18,13 +18,10 @@ from topoq.testing.governance import Cluster, job, policy, team
 
 
 def decided(result: CycleResult) -> tuple[object, ...]:
-    """Everything a cycle decides and says, but the remedies (those of when a wait last
-    changed, ADR 0007)."""
-    said = sorted(
-        (d.job, d.reason.value, d.message, sorted((k, str(v)) for k, v in d.numbers.items()))
-        for d in result.diagnostics
-    )
-    return (result.admissions, result.preemptions, result.requeues, result.cancellations, said)
+    """Everything a cycle decides, and each waiting job's reason (a parked wait keeps its
+    message and numbers until its reason changes, ADR 0007)."""
+    reasons = sorted((d.job, d.reason.value) for d in result.diagnostics)
+    return (result.admissions, result.preemptions, result.requeues, result.cancellations, reasons)
 
 
 @settings(max_examples=60, deadline=None)

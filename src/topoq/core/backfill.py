@@ -63,8 +63,12 @@ def may_backfill(
 ) -> bool:
     """Whether ``job`` may use capacity held for a gang expected to start at
     ``expected_start``: only when its time limit ends by then."""
-    limit = time_limit_of(policy, job)
-    return expected_start is not None and limit is not None and now + limit <= expected_start
+    return backfills(time_limit_of(policy, job), now, expected_start)
+
+
+def backfills(limit_s: float | None, now: float, expected_start: float | None) -> bool:
+    """Whether a job with time limit ``limit_s`` started ``now`` ends by ``expected_start``."""
+    return expected_start is not None and limit_s is not None and now + limit_s <= expected_start
 
 
 def endings(holders: Iterable[JobView], policy: ClusterPolicy, now: float) -> list[Ending]:

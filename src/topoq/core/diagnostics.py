@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 
 from topoq.core.admission import Attempt, never_fits
 from topoq.core.holdings import total_demand
@@ -12,6 +12,7 @@ from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.quota_wait import quota_numbers, quota_remedies
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic, PendingReason
+from topoq.domain.governance import FlavorName
 from topoq.domain.job import JobView
 from topoq.domain.placement import PlacementResult
 
@@ -35,11 +36,6 @@ _QUOTA_REMEDIES = {
 }
 
 
-KnownRemedies = Callable[[PendingReason, str, Mapping[str, int | str]], tuple[str, ...] | None]
-"""The remedies already worked out for a wait with this reason, message and numbers (None:
-work them out)."""
-
-
 def diagnose_waiting(
     job: JobView,
     attempts: list[Attempt],
@@ -47,12 +43,10 @@ def diagnose_waiting(
     reserved_for: str | None,
     book: QuotaBook | None = None,
     running: Iterable[JobView] = (),
-    known_remedies: KnownRemedies | None = None,
 ) -> Diagnostic:
     """Why ``job`` waits. With the cycle's ``book`` (and the ``running`` jobs), a job no flavor
     could ever admit says so (``NEVER_FITS_CURRENT_POLICY``) and a wait for quota carries the
-    team's numbers and the smallest changes that would admit it — or, when
-    ``known_remedies`` knows them for the same reason, message and numbers, those."""
+    team's numbers and the smallest changes that would admit it."""
     if book is not None:
         never = _never_fits(book, ledger.tree, job, attempts)
         if never is not None:
@@ -73,13 +67,36 @@ def diagnose_waiting(
     if book is not None and verdict is not QuotaVerdict.UNKNOWN_TEAM:
         demand = total_demand(job)
         numbers |= quota_numbers(book, job.team, first.flavor, demand)
-        reason, message = _QUOTA_REASONS[verdict], first.quota.message
-        known = known_remedies(reason, message, numbers) if known_remedies else None
-        if known is not None:
-            return Diagnostic(job.id, reason, message, numbers, known)
         found = quota_remedies(book, job, first.flavor, demand, verdict, running)
         remedies = found or remedies
     return Diagnostic(job.id, _QUOTA_REASONS[verdict], first.quota.message, numbers, remedies)
+
+
+WaitIdentity = tuple[PendingReason, FlavorName | None]
+"""What a wait is, without its message, numbers and remedies: the reason and the flavor it
+is about."""
+
+
+def waiting_reason(
+    job: JobView,
+    attempts: list[Attempt],
+    ledger: CapacityLedger,
+    book: QuotaBook,
+    fits: Callable[[CapacityLedger, Attempt], bool],
+) -> WaitIdentity:
+    """What ``diagnose_waiting`` (with the cycle's ``book``) answers, without working out its
+    message, numbers and remedies: the reason and the flavor it is about, by the same steps.
+    ``fits``: whether an attempt's workload places on the ledger (the cycle shares those)."""
+    if _never_fits(book, ledger.tree, job, attempts) is not None:
+        return (PendingReason.NEVER_FITS_CURRENT_POLICY, attempts[0].flavor)
+    for attempt in attempts:
+        if attempt.placement is not None:
+            if fits(ledger, attempt):
+                return (PendingReason.RESERVED_FOR_LARGER_GANG, attempt.flavor)
+            return (PendingReason.TOPOLOGY_UNSATISFIABLE, attempt.flavor)
+    if not attempts:
+        return (PendingReason.TOPOLOGY_UNSATISFIABLE, None)
+    return (_QUOTA_REASONS[attempts[0].quota.verdict], attempts[0].flavor)
 
 
 def _never_fits(

@@ -25,7 +25,7 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import next_job_key
+from topoq.core.ordering import next_job_keys
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
 from topoq.core.starvation import starving
@@ -159,7 +159,7 @@ def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
     holding = 0
     usage = cycle.snapshot.fair_share_usage
     candidates = starving(ready, cycle.policy, cycle.snapshot.now)
-    for job in sorted(candidates, key=lambda job: next_job_key(cycle.book, job, usage)):
+    for job in sorted(candidates, key=next_job_keys(cycle.book, usage)):
         if holding == MAX_STARVING_HOLDS:
             return
         attempts = cycle.attempts(job, cycle.book_for(job))

@@ -35,8 +35,25 @@ def next_job_key(book: QuotaBook, job: JobView, usage: Mapping[TeamName, float] 
     idle compute is shared fairly: its weighted borrowed share now plus its decayed ``usage``
     over its weight, ``core.fair_share``), then by submission time. Computed against the
     books as they stand, so each admission moves its team back."""
-    within, priority, share = _standing(book, job, total_demand(job), usage)
-    return (within, priority, share, job.spec.submitted_at, job.id)
+    return next_job_keys(book, usage)(job)
+
+
+def next_job_keys(
+    book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
+) -> Callable[[JobView], _Key]:
+    """:func:`next_job_key` for many jobs: the standing of jobs of one team, class and demand
+    is worked out once while the team's figures in the books stay the same."""
+    standing: dict[tuple[TeamName, int, str | None, Resources], _Standing] = {}
+
+    def key(job: JobView) -> _Key:
+        demand = total_demand(job)
+        alike = (job.team, book.changes.get(job.team, 0), job.spec.priority_class, demand)
+        known = standing.get(alike)
+        if known is None:
+            known = standing[alike] = _standing(book, job, demand, usage)
+        return (*known, job.spec.submitted_at, job.id)
+
+    return key
 
 
 def _standing(
@@ -73,20 +90,14 @@ def pending_in_order(
         queues.setdefault(job.team, []).append(job)
     positions = dict.fromkeys(queues, 0)
     known: dict[TeamName, tuple[str, int, _Key]] = {}
-
-    standing: dict[tuple[TeamName, int, str | None, Resources], _Standing] = {}
+    key_of = next_job_keys(book, usage)
 
     def head_key(team: TeamName) -> _Key:
         head = queues[team][positions[team]]
         stamp = (head.id, book.changes.get(team, 0))
         cached = known.get(team)
         if cached is None or cached[:2] != stamp:
-            demand = total_demand(head)
-            alike = (team, stamp[1], head.spec.priority_class, demand)
-            if alike not in standing:  # jobs of one team and shape stand alike
-                standing[alike] = _standing(book, head, demand, usage)
-            cached = (*stamp, (*standing[alike], head.spec.submitted_at, head.id))
-            known[team] = cached
+            cached = known[team] = (*stamp, key_of(head))
         return cached[2]
 
     if epoch is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from topoq.core.admission import Attempt, QuotaHold
 from topoq.core.cycle.preempting import preempt_for, waiting_for_victims
 from topoq.core.cycle.state import CycleState
-from topoq.core.diagnostics import diagnose_waiting
+from topoq.core.diagnostics import WaitIdentity, diagnose_waiting, waiting_reason
 from topoq.core.holds import (
     alike,
     backfill_remedy,
@@ -23,7 +23,7 @@ from topoq.core.holds import (
     with_eta,
 )
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import priority_of, team_order_key
+from topoq.core.ordering import team_order_key
 from topoq.core.quota import QuotaBook
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.governance import QueueingStrategy, TeamName
@@ -44,19 +44,29 @@ def consider(cycle: CycleState, job: JobView) -> None:
             )
         )
         return
-    job_class = cycle.class_of(job, priority_of(cycle.policy, job))
+    job_class = cycle.class_of(job)
     known = cycle.known_failure(job_class)
-    if known is not None:
-        cycle.decide_wait(alike(known, job))
-    else:
+    if known is None:
         failure = _first_try(cycle, job)
         if failure is not None:
-            cycle.remember_failure(job_class, failure)
+            cycle.remember_failure(job_class, *failure)
+    else:
+        diagnostic, identity = known
+        parked = cycle.parked_wait(job, identity) if identity is not None else None
+        said = parked or alike(diagnostic, job)
+        if identity is not None:
+            cycle.note_wait(job.id, identity, said)
+        cycle.decide_wait(said)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
 
 
-def _first_try(cycle: CycleState, job: JobView) -> Diagnostic | None:
+Failure = tuple[Diagnostic, WaitIdentity | None]
+"""Why a job waits, and the identity of its wait when the next cycle may keep it as it is
+(None: worked out afresh every cycle)."""
+
+
+def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
     holds = cycle.quota_holds_on(job)
     attempts = cycle.attempts(job, cycle.book_for(job))
@@ -69,10 +79,10 @@ def _first_try(cycle: CycleState, job: JobView) -> Diagnostic | None:
         return _held_back(cycle, job, own or holds[0])
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
-        return _wait(cycle, job, attempts)
+        return _wait(cycle, job, attempts), None
     if preempt_for(cycle, job, attempts):
         return None
-    return _wait(cycle, job, attempts)
+    return _wait(cycle, job, attempts), None
 
 
 def _strict(cycle: CycleState, team: TeamName) -> bool:
@@ -103,7 +113,7 @@ def _fits_unheld(cycle: CycleState, job: JobView, *, nodes_too: bool = False) ->
     return any(a.allocation is not None for a in attempts)
 
 
-def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Diagnostic:
+def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Failure:
     real = cycle.attempts(job, cycle.book)
     if any(a.allocation is not None for a in real):
         holder = (
@@ -119,10 +129,15 @@ def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Diagnostic:
             {"held_for": str(hold.job)},
             (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
         )
-    else:
-        diagnostic = _diagnosed(cycle, job, real, cycle.ledger, None, cycle.book)
+        cycle.decide_wait(diagnostic)
+        return diagnostic, None
+    identity = waiting_reason(job, real, cycle.ledger, cycle.book, cycle.fits)
+    diagnostic = cycle.parked_wait(job, identity) or _diagnosed(
+        cycle, job, real, cycle.ledger, None, cycle.book
+    )
+    cycle.note_wait(job.id, identity, diagnostic)
     cycle.decide_wait(diagnostic)
-    return diagnostic
+    return diagnostic, identity
 
 
 def _diagnosed(
@@ -147,19 +162,15 @@ def _diagnosed(
     shared = cycle.shared(
         key,
         lambda: diagnose_waiting(
-            job,
-            attempts,
-            ledger,
-            reserved_note,
-            book,
-            cycle.holders.values(),
-            lambda reason, message, numbers: cycle.remedies_stated(job, reason, message, numbers),
+            job, attempts, ledger, reserved_note, book, cycle.holders.values()
         ),
     )
     return alike(shared, job) if shared.job != job.id else shared
 
 
 def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnostic:
+    """A waiting job holds what its rules let it hold (its team's quota as queue head, a
+    domain of its required level) and learns its expected start: worked out every cycle."""
     hold_quota(cycle, job, attempts)
     reserved_note = None
     if job.team not in cycle.reserving_teams:

@@ -4,25 +4,24 @@ The rule (ADR 0007): the cycle is a pure function of its snapshot, so a snapshot
 same as the last one — the same tree, policy, jobs (the very same objects), upstream phases
 and fair-share usage, at the same instant or at a later one before any time-based rule
 changes an answer — gets the last result again without a cycle. Otherwise the cycle runs,
-and a waiting job whose reason, message and numbers are those of the last cycle (on the
-same policy and tree) keeps the remedies worked out then: working them out is most of a
-diagnosis, and they are worked out again when the wait changes. Decisions, reasons, messages
-and numbers are exactly those of ``schedule(snapshot)``; remedies are those of when the wait
-last changed.
+and a job that waits the same way as after the last cycle (on the same policy and tree: the
+same reason about the same flavor) keeps the diagnostic it had: its message, numbers and
+remedies, most of the cost of a diagnosis, are worked out again only when its reason
+changes (``topoq explain`` works them out afresh). Admissions, preemptions, requeues,
+cancellations and every job's reason are exactly those of ``schedule(snapshot)``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
 from topoq.core.cycle.run import run_cycle
 from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.cycle.state import Carried
 from topoq.core.starvation import next_time_rule_change
 from topoq.core.time_limits import time_limit_of
-from topoq.domain.decisions import CycleResult, Diagnostic
-from topoq.domain.job import JobId
+from topoq.domain.decisions import CycleResult
 
 
 @dataclass(frozen=True)
@@ -32,7 +31,8 @@ class Parking:
 
     snapshot: Snapshot
     result: CycleResult
-    diagnostics: Mapping[JobId, Diagnostic] = field(repr=False)
+    carried: Carried = field(repr=False)
+    """How each job diagnosed in the cycle waits, and each job's class."""
 
     @cached_property
     def answers_change_at(self) -> float | None:
@@ -75,6 +75,5 @@ def schedule_with_parking(
         and parking.snapshot.tree is snapshot.tree
         and parking.snapshot.policy == snapshot.policy
     )
-    result = run_cycle(snapshot, parking.diagnostics if parking and same_rules else None)
-    diagnostics = {diagnostic.job: diagnostic for diagnostic in result.diagnostics}
-    return result, Parking(snapshot, result, diagnostics)
+    result, carried = run_cycle(snapshot, parking.carried if parking and same_rules else None)
+    return result, Parking(snapshot, result, carried)

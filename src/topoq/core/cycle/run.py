@@ -14,11 +14,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-
 from topoq.core.cycle.admitting import consider
 from topoq.core.cycle.snapshot import Snapshot
-from topoq.core.cycle.state import CycleState
+from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.holds import hold_for_starving
@@ -26,19 +24,17 @@ from topoq.core.ordering import pending_in_order
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
-from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.job import JobPhase, JobView
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
-    return run_cycle(snapshot)
+    return run_cycle(snapshot)[0]
 
 
-def run_cycle(
-    snapshot: Snapshot, previous: Mapping[JobId, Diagnostic] | None = None
-) -> CycleResult:
-    """The cycle; ``previous``: what the last cycle (on the same policy and tree) said about
-    waiting jobs, whose remedies stand for a job that waits for the same reason with the same
-    message and numbers (ADR 0007)."""
+def run_cycle(snapshot: Snapshot, carried: Carried | None = None) -> tuple[CycleResult, Carried]:
+    """The cycle, and what it hands to the next. ``carried``: what the last cycle (on the same
+    policy and tree) handed on: a job that waits the same way keeps its diagnostic (ADR
+    0007), and a job that is the very same object keeps its class."""
     requeues = _requeue_lost_gangs(snapshot)  # 1
     requeued = {requeue.job for requeue in requeues}
     dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
@@ -54,7 +50,7 @@ def run_cycle(
             usage_by_team(holders.values()),
         ),
         holders,
-        previous,
+        carried,
     )
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)
@@ -71,13 +67,14 @@ def run_cycle(
         ready, cycle.book, snapshot.fair_share_usage, lambda: cycle.epoch
     ):  # 5
         consider(cycle, job)
-    return CycleResult(
+    result = CycleResult(
         admissions=tuple(cycle.admissions),
         preemptions=tuple(cycle.preemptions),
         requeues=tuple(requeues),
         cancellations=dependencies.cancellations,
         diagnostics=tuple(cycle.diagnostics),
     )
+    return result, cycle.carried()
 
 
 def _requeue_lost_gangs(snapshot: Snapshot) -> list[Requeue]:

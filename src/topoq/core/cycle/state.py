@@ -11,6 +11,7 @@ waits) are shared between jobs only within one epoch, so sharing never changes a
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping
+from dataclasses import dataclass
 from typing import TypeVar
 
 from topoq.core.admission import (
@@ -21,15 +22,16 @@ from topoq.core.admission import (
     in_flavor,
     workload_shape,
 )
-from topoq.core.backfill import Ending, NodeHold, confined_to_unheld, endings, may_backfill
+from topoq.core.backfill import Ending, NodeHold, backfills, confined_to_unheld, endings
 from topoq.core.cycle.snapshot import Snapshot
-from topoq.core.eta import ETA_KEY
+from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import flavor_values, total_demand
 from topoq.core.ledger import CapacityLedger
+from topoq.core.ordering import priority_of
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.time_limits import time_limit_of
-from topoq.domain.decisions import Admit, Diagnostic, PendingReason, Preempt
+from topoq.domain.decisions import Admit, Diagnostic, Preempt
 from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
 from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.node import NodeName
@@ -39,9 +41,23 @@ from topoq.domain.workload import WorkloadSpec
 
 T = TypeVar("T")
 
+JobFacts = tuple[JobView, Hashable, float | None]
+"""A job, its class and its time limit."""
+
+ParkedWait = tuple[WaitIdentity, Diagnostic]
+"""How a job waited after a cycle: the identity of its wait and its diagnostic."""
+
 JobClass = Hashable
 """Jobs that share one answer in a cycle: team, priority, shape (what decides where a job
 can go, without its name) and time limit."""
+
+
+@dataclass(frozen=True)
+class Carried:
+    """What a cycle hands to the next on the same policy and tree (``cycle.parking``)."""
+
+    waits: Mapping[JobId, ParkedWait]
+    facts: Mapping[JobId, JobFacts]
 
 
 class CycleState:
@@ -53,12 +69,16 @@ class CycleState:
         ledger: CapacityLedger,
         book: QuotaBook,
         holders: dict[JobId, JobView],
-        previous: Mapping[JobId, Diagnostic] | None = None,
+        carried: Carried | None = None,
     ) -> None:
         self.snapshot = snapshot
-        self.previous = previous or {}
-        """What the cycle before said about waiting jobs (parked): a job's remedies stand
-        while its reason, message and numbers do (ADR 0007)."""
+        self.previous = carried.waits if carried else {}
+        """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
+        self._known_facts = carried.facts if carried else {}
+        self.facts: dict[JobId, JobFacts] = {}
+        """The class and time limit of each job the cycle looked at (``facts_of``)."""
+        self.waits: dict[JobId, ParkedWait] = {}
+        """How the jobs diagnosed in this cycle wait, for the next."""
         self.ledger = ledger
         self.book = book
         self.holders = holders
@@ -82,7 +102,7 @@ class CycleState:
         """Quota held for each team's first waiting job (its queue head) against the team's
         own later jobs (and other teams' borrowing once it starves), so that smaller jobs
         cannot keep it waiting forever."""
-        self._failed: dict[JobClass, Diagnostic] = {}
+        self._failed: dict[JobClass, tuple[Diagnostic, WaitIdentity | None]] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
@@ -119,13 +139,26 @@ class CycleState:
             known = self._shapes[id(workload)] = (workload_shape(workload), workload)
         return known[0]
 
-    def class_of(self, job: JobView, priority: int) -> JobClass:
-        return (
-            job.team,
-            priority,
-            self.shape_of(job.spec.workload),
-            time_limit_of(self.policy, job),
-        )
+    def facts_of(self, job: JobView) -> JobFacts:
+        """The job's class and time limit, worked out once per job (and kept for the next
+        cycle on the same policy while the job stays the very same object)."""
+        facts = self.facts.get(job.id)
+        if facts is not None:
+            return facts
+        facts = self._known_facts.get(job.id)
+        if facts is None or facts[0] is not job:
+            limit = time_limit_of(self.policy, job)
+            shape = self.shape_of(job.spec.workload)
+            facts = (job, (job.team, priority_of(self.policy, job), shape, limit), limit)
+        self.facts[job.id] = facts
+        return facts
+
+    def class_of(self, job: JobView) -> JobClass:
+        return self.facts_of(job)[1]
+
+    def _backfills(self, job: JobView, expected_start: float | None) -> bool:
+        """Whether the job may use capacity held for a gang expected to start then."""
+        return backfills(self.facts_of(job)[2], self.snapshot.now, expected_start)
 
     # --- what is booked -------------------------------------------------------------------
     def charge_quota(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
@@ -192,13 +225,12 @@ class CycleState:
         if not self.reserved:
             return self.ledger
         within = self.within_guarantee(job)
-        now = self.snapshot.now
         binding = tuple(
             hold
             for hold in self.reserved
             if hold.job != job.id
             and not (within and hold.borrowing)
-            and not may_backfill(self.policy, job, now, hold.expected_start)
+            and not self._backfills(job, hold.expected_start)
         )
         if not binding:
             return self.ledger
@@ -216,7 +248,6 @@ class CycleState:
 
     def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
         """The quota holds ``job`` must leave alone (it may backfill into the others)."""
-        now = self.snapshot.now
         own = self.team_holds.get(job.team)
         across = self.shared(
             "across", lambda: [h for h in self.team_holds.values() if h.across_teams]
@@ -225,7 +256,7 @@ class CycleState:
         return [
             hold
             for hold in candidates
-            if hold.binds(job) and not may_backfill(self.policy, job, now, hold.expected_start)
+            if hold.binds(job) and not self._backfills(job, hold.expected_start)
         ]
 
     def book_for(self, job: JobView) -> QuotaBook:
@@ -269,11 +300,7 @@ class CycleState:
         )
         if not check.verdict.admissible:
             return Attempt(flavor, check, workload)
-        placed: tuple[PlacementResult, CapacityLedger] = self.shared(
-            ("place", id(ledger), self.shape_of(workload), job.previous_nodes),
-            lambda: place_workload(ledger, workload, previous_nodes=job.previous_nodes),
-        )
-        result, after = placed
+        result, after = self._placed(ledger, workload, job.previous_nodes)
         if not result.admitted:
             return Attempt(flavor, check, workload, result)
         allocation = allocation_of(book, job, flavor, demand, ledger, result, after)
@@ -283,22 +310,42 @@ class CycleState:
     def decide_wait(self, diagnostic: Diagnostic) -> None:
         self.diagnostics.append(diagnostic)
 
-    def remedies_stated(
-        self, job: JobView, reason: PendingReason, message: str, numbers: Mapping[str, int | str]
-    ) -> tuple[str, ...] | None:
-        """The remedies the last cycle gave ``job`` if it waited for the same reason with the
-        same message and numbers (its ETA aside), else None: work them out."""
+    def parked_wait(self, job: JobView, identity: WaitIdentity) -> Diagnostic | None:
+        """The job's diagnostic from the cycle before if it waited the same way then (the same
+        reason about the same flavor): a wait's message, numbers and remedies are worked out
+        again only when its reason changes (ADR 0007)."""
         before = self.previous.get(job.id)
-        if before is None or before.reason is not reason or before.message != message:
+        if before is None or before[0] != identity:
             return None
-        same = {k: v for k, v in before.numbers.items() if k != ETA_KEY} == numbers
-        return before.remedies if same else None
+        return before[1]
 
-    def known_failure(self, job_class: JobClass) -> Diagnostic | None:
+    def carried(self) -> Carried:
+        return Carried(self.waits, self.facts)
+
+    def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
+        self.waits[job] = (identity, diagnostic)
+
+    def known_failure(self, job_class: JobClass) -> tuple[Diagnostic, WaitIdentity | None] | None:
+        """How the first job of the class failed this cycle, and its wait's identity (None:
+        a wait that is worked out afresh every cycle)."""
         return self._failed.get(job_class)
 
-    def remember_failure(self, job_class: JobClass, diagnostic: Diagnostic) -> None:
-        self._failed[job_class] = diagnostic
+    def remember_failure(
+        self, job_class: JobClass, diagnostic: Diagnostic, identity: WaitIdentity | None
+    ) -> None:
+        self._failed[job_class] = (diagnostic, identity)
+
+    def fits(self, ledger: CapacityLedger, attempt: Attempt) -> bool:
+        """Whether the attempt's workload places on ``ledger`` (shared in the epoch)."""
+        return self._placed(ledger, attempt.workload, frozenset())[0].admitted
+
+    def _placed(
+        self, ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: frozenset[str]
+    ) -> tuple[PlacementResult, CapacityLedger]:
+        return self.shared(
+            ("place", id(ledger), self.shape_of(workload), previous_nodes),
+            lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
+        )
 
 
 def _with_holds(book: QuotaBook, holds: list[QuotaHold]) -> QuotaBook:

@@ -16,9 +16,14 @@ outside the timer):
 
 - ``cold``: every job pending on an empty cluster;
 - ``one ended``: the cluster as the cold cycle left it (its admissions running), after one
-  running job ended — what a busy cluster pays every few seconds;
-- ``unchanged``: the same snapshot again (the controller skips such a cycle today; a cycle that
-  parks waiting jobs should cost almost nothing here).
+  running job ended — what a busy cluster pays every few seconds; ``--rounds`` times (20 by
+  default), a different job ending each time and each cycle's decisions applied before the
+  next, reported as the median (p50) and the 99th percentile (with 20 rounds: the slowest);
+- ``unchanged``: the last snapshot again, nothing changed since.
+
+Today's code runs each cycle with ``schedule_with_parking``, handing each cycle's ``Parking`` to
+the next as the controller and the simulator do (ADR 0007); a revision without it runs
+``schedule``.
 
 Each (revision, scale) runs in a child process of its own, so that memory (peak RSS) is its own
 and the baseline runs its own code: its ``src/`` is extracted with ``git archive`` and put first
@@ -32,9 +37,11 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import math
 import os
 import random
 import resource
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -48,7 +55,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from topoq.core.cycle import Snapshot, schedule
+import topoq.core.cycle as cycle_module
+from topoq.core.cycle import Snapshot
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.tree import build_tree
 from topoq.domain.job import JobPhase
@@ -76,7 +84,10 @@ class Measured:
     cold_s: float
     cold_admitted: int
     one_ended_s: float
+    """The median over the rounds."""
+    one_ended_p99_s: float
     one_ended_admitted: int
+    """Admissions over all rounds."""
     unchanged_s: float
     peak_rss_mib: float
 
@@ -114,39 +125,64 @@ def workload(nodes: int, pending: int, seed: int = SEED):  # type: ignore[no-unt
     return tree, rules, jobs
 
 
-def measure(revision: str, nodes: int, pending: int) -> Measured:
-    """The three cycles on the code importable here (run in the child process)."""
+def measure(revision: str, nodes: int, pending: int, rounds: int = 20) -> Measured:
+    """The cycles on the code importable here (run in the child process)."""
 
     tree, rules, jobs = workload(nodes, pending)
     now = float(pending)
+    schedule_with_parking = _scheduler()
+    parking = None
 
     def timed(views: dict) -> tuple[float, object]:  # type: ignore[type-arg]
+        nonlocal parking
         snapshot = Snapshot(now, tree, tuple(views.values()), rules)
         began = time.process_time()
-        result = schedule(snapshot)
+        result, parking = schedule_with_parking(snapshot, parking)
         return time.process_time() - began, result
 
     cold_s, cold = timed(jobs)
     jobs = apply_cycle(jobs, cold, now=now, start_at_once=True)  # type: ignore[arg-type]
-    running = sorted(j for j, v in jobs.items() if v.phase is JobPhase.RUNNING)
-    if running:
-        ended = running[len(running) // 2]
-        jobs[ended] = advance(jobs[ended], JobPhase.SUCCEEDED, now=now, cause="exited 0")
-    one_ended_s, one_ended = timed(jobs)
-    jobs = apply_cycle(jobs, one_ended, now=now, start_at_once=True)  # type: ignore[arg-type]
-    unchanged_s, _ = timed(jobs)
+    ended_s, admitted = [], 0
+    for index in range(rounds):
+        running = sorted(j for j, v in jobs.items() if v.phase is JobPhase.RUNNING)
+        if running:
+            ended = running[(len(running) // 2 + 7 * index) % len(running)]
+            jobs[ended] = advance(jobs[ended], JobPhase.SUCCEEDED, now=now, cause="exited 0")
+        spent, result = timed(jobs)
+        ended_s.append(spent)
+        admitted += len(result.admissions)  # type: ignore[attr-defined]
+        jobs = apply_cycle(jobs, result, now=now, start_at_once=True)  # type: ignore[arg-type]
+    last = Snapshot(now, tree, tuple(jobs.values()), rules)
+    _, parking = schedule_with_parking(last, parking)
+    began = time.process_time()
+    schedule_with_parking(last, parking)  # the same snapshot: nothing changed since
+    unchanged_s = time.process_time() - began
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    ended_s.sort()
     return Measured(
         revision,
         nodes,
         pending,
         cold_s,
         len(cold.admissions),  # type: ignore[attr-defined]
-        one_ended_s,
-        len(one_ended.admissions),  # type: ignore[attr-defined]
+        statistics.median(ended_s),
+        ended_s[min(len(ended_s) - 1, math.ceil(0.99 * len(ended_s)) - 1)],
+        admitted,
         unchanged_s,
         peak,
     )
+
+
+def _scheduler():  # type: ignore[no-untyped-def]
+    """``schedule_with_parking``, or for a revision without it ``schedule`` in its shape."""
+    found = getattr(cycle_module, "schedule_with_parking", None)
+    if found is not None:
+        return found
+
+    def schedule_with_parking(snapshot, parking=None):  # type: ignore[no-untyped-def]
+        return cycle_module.schedule(snapshot), None
+
+    return schedule_with_parking
 
 
 def extract(revision: str, into: Path) -> Path:
@@ -161,13 +197,19 @@ def extract(revision: str, into: Path) -> Path:
     return into / "src"
 
 
-def run_child(revision: str, source: Path | None, nodes: int, pending: int) -> Measured:
+def run_child(
+    revision: str, source: Path | None, nodes: int, pending: int, rounds: int
+) -> Measured:
     environment = dict(os.environ)
     paths = [str(source)] if source is not None else []
     environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
     command = [sys.executable, "-m", "benchmarks.cycle", "--child", revision, str(nodes)]
     done = subprocess.run(
-        [*command, str(pending)], env=environment, capture_output=True, text=True, check=False
+        [*command, str(pending), str(rounds)],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if done.returncode != 0:
         raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
@@ -177,19 +219,20 @@ def run_child(revision: str, source: Path | None, nodes: int, pending: int) -> M
 def table(rows: Sequence[Measured], *, markdown: bool = False) -> str:
     if markdown:
         lines = [
-            "| revision | nodes | pending | cold | admitted | admissions/s | one ended |"
-            " unchanged | peak RSS |",
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|",
+            "| revision | nodes | pending | cold | admitted | admissions/s | one ended p50 |"
+            " one ended p99 | unchanged | peak RSS |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         ]
         lines += [
             f"| {r.revision} | {r.nodes:,} | {r.pending:,} | {r.cold_s:.2f} s | "
             f"{r.cold_admitted:,} | {r.admissions_per_s:,.0f} | {r.one_ended_s:.3f} s | "
-            f"{r.unchanged_s:.3f} s | {r.peak_rss_mib:,.0f} MiB |"
+            f"{r.one_ended_p99_s:.3f} s | {r.unchanged_s:.4f} s | {r.peak_rss_mib:,.0f} MiB |"
             for r in rows
         ]
         return "\n".join(lines) + "\n"
     out = Table(box=box.SIMPLE_HEAVY, title="one scheduling cycle (CPU time of schedule)")
-    for column in ("revision", "nodes", "pending", "cold", "admitted", "adm/s", "one ended"):
+    columns = ("revision", "nodes", "pending", "cold", "admitted", "adm/s", "1 ended p50", "p99")
+    for column in columns:
         out.add_column(column, justify="left" if column == "revision" else "right")
     out.add_column("unchanged", justify="right")
     out.add_column("peak RSS", justify="right")
@@ -202,7 +245,8 @@ def table(rows: Sequence[Measured], *, markdown: bool = False) -> str:
             f"{r.cold_admitted:,}",
             f"{r.admissions_per_s:,.0f}",
             f"{r.one_ended_s:.3f} s",
-            f"{r.unchanged_s:.3f} s",
+            f"{r.one_ended_p99_s:.3f} s",
+            f"{r.unchanged_s:.4f} s",
             f"{r.peak_rss_mib:,.0f} MiB",
         )
     console = Console(file=io.StringIO(), width=120)
@@ -224,13 +268,44 @@ def ratios(rows: Sequence[Measured]) -> list[str]:
             f"{name} {old / new:.1f}x" if new > 0 else f"{name} -"
             for name, old, new in (
                 ("cold", then.cold_s, now.cold_s),
-                ("one ended", then.one_ended_s, now.one_ended_s),
+                ("one ended p50", then.one_ended_s, now.one_ended_s),
+                ("one ended p99", then.one_ended_p99_s, now.one_ended_p99_s),
                 ("unchanged", then.unchanged_s, now.unchanged_s),
             )
         ]
         lines.append(
             f"{nodes:,} nodes x {pending:,} pending, speed-up over baseline: " + ", ".join(parts)
         )
+    return lines + growth(rows)
+
+
+def growth(rows: Sequence[Measured]) -> list[str]:
+    """How each revision's cycles grow with the queue and with the cluster: the exponent k of
+    time ~ size^k between two scales that differ in one of them (1: linear, 0: flat)."""
+    lines = []
+    for first in rows:
+        for second in rows:
+            if first.revision != second.revision or first is second:
+                continue
+            if first.nodes == second.nodes and first.pending < second.pending:
+                what, ratio = "pending", second.pending / first.pending
+            elif first.pending == second.pending and first.nodes < second.nodes:
+                what, ratio = "nodes", second.nodes / first.nodes
+            else:
+                continue
+            parts = [
+                f"{name} {math.log(b / a) / math.log(ratio):.2f}"
+                for name, a, b in (
+                    ("cold", first.cold_s, second.cold_s),
+                    ("one ended p50", first.one_ended_s, second.one_ended_s),
+                    ("one ended p99", first.one_ended_p99_s, second.one_ended_p99_s),
+                )
+                if a > 0 and b > 0
+            ]
+            lines.append(
+                f"{first.revision}: growth with {what} ({first.nodes:,}x{first.pending:,} -> "
+                f"{second.nodes:,}x{second.pending:,}, {ratio:g}x): " + ", ".join(parts)
+            )
     return lines
 
 
@@ -252,14 +327,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--scale", action="append", type=parse_scale, metavar="NODES:PENDING")
     parser.add_argument("--quick", action="store_true", help="512 nodes x 1,000 pending")
     parser.add_argument("--baseline", default=BASELINE_REVISION, help='a git revision, or "none"')
+    parser.add_argument("--rounds", type=int, default=20, help="one-ended cycles (default 20)")
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument(
-        "--child", nargs=3, metavar=("REVISION", "NODES", "PENDING"), help=argparse.SUPPRESS
-    )
+    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
-        revision, nodes, pending = options.child
-        print(json.dumps(asdict(measure(revision, int(nodes), int(pending)))))
+        revision, nodes, pending, rounds = options.child
+        print(json.dumps(asdict(measure(revision, int(nodes), int(pending), int(rounds)))))
         return
     scales = options.scale or (QUICK_SCALES if options.quick else DEFAULT_SCALES)
     rows = []
@@ -269,8 +343,8 @@ def main(argv: Sequence[str] | None = None) -> None:
             source = extract(options.baseline, Path(scratch))
         for nodes, pending in scales:
             if source is not None:
-                rows.append(run_child(options.baseline, source, nodes, pending))
-            rows.append(run_child("today", None, nodes, pending))
+                rows.append(run_child(options.baseline, source, nodes, pending, options.rounds))
+            rows.append(run_child("today", None, nodes, pending, options.rounds))
     print(table(rows, markdown=options.markdown), end="")
     for line in ratios(rows):
         print(line)

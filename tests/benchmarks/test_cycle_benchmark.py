@@ -18,8 +18,8 @@ def test_today_and_a_baseline_run_the_same_workload_and_are_tabled(tmp_path: Pat
     inside = subprocess.run(["git", "-C", str(REPO), "rev-parse"], check=False).returncode == 0
     if not inside:
         pytest.skip("not a git checkout")
-    baseline = run_child("base", extract(BASELINE_REVISION, tmp_path), 64, 200)
-    today = run_child("today", None, 64, 200)
+    baseline = run_child("base", extract(BASELINE_REVISION, tmp_path), 64, 200, 3)
+    today = run_child("today", None, 64, 200, 3)
     assert today.cold_admitted > 0 and today.peak_rss_mib > 0
     # a faster cycle decides what the baseline decided
     assert (baseline.cold_admitted, baseline.one_ended_admitted) == (

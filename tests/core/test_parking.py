@@ -78,3 +78,27 @@ def test_time_passing_a_rule_runs_the_cycle_again() -> None:
 def _policy(guard_s: float = 600) -> ClusterPolicy:
     rules = policy(team("a", 32, borrow_gpus=16), team("b", 32), classes=CLASSES)
     return replace(rules, starvation_guard_s=guard_s)
+
+
+def test_a_wait_that_keeps_its_reason_keeps_its_diagnostic_until_the_reason_changes() -> None:
+    c = Cluster.of([1, 2, 4], policy(team("a", 32, borrow_gpus=0), team("b", 32), classes=CLASSES))
+    c.submit(job("a1-run", "a", 4, 8), job("a2-head", "a", 1, 8), job("a3-wait", "a", 2, 4))
+    first, parking = schedule_with_parking(
+        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    )
+    c.jobs = apply_cycle(c.jobs, first, now=c.now, start_at_once=True)
+    waiting = {d.job: d for d in first.diagnostics}["a3-wait"]  # behind its team's head
+    c.submit(job("b-run", "b", 2, 8))  # another team's work changes the books, not the wait
+    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    second, parking = schedule_with_parking(snapshot, parking)
+    assert [a.job for a in second.admissions] == ["b-run"]
+    kept = {d.job: d for d in second.diagnostics}["a3-wait"]
+    assert kept is waiting
+    fresh = {d.job: d for d in schedule(snapshot).diagnostics}["a3-wait"]
+    assert fresh.reason is kept.reason
+    c.jobs = apply_cycle(c.jobs, second, now=c.now, start_at_once=True)
+    c.finish("a1-run")  # its quota frees: the wait ends
+    third, _ = schedule_with_parking(
+        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy), parking
+    )
+    assert [a.job for a in third.admissions] == ["a2-head", "a3-wait"]

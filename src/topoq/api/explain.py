@@ -1,7 +1,9 @@
-"""Why a job waits: the diagnostic of the latest cycle that considered it, or, when no cycle
-has yet, a read-only scheduling cycle on the current state (nothing of it is committed; the
-controller's own next cycle decides). Under fair share, a pending job's explanation also shows
-each team's standing: borrowed share now, decayed usage, weight and position."""
+"""Why a job waits, worked out afresh: a read-only scheduling cycle on the current state up
+to the job's turn (nothing of it is committed; the controller's own next cycle decides). The
+controller's cycles keep a wait's message and numbers until its reason changes (ADR 0007);
+``explain`` gives them as they are now, with the remedies. Under fair share, a pending job's
+explanation also shows each team's standing: borrowed share now, decayed usage, weight and
+position."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 
 from topoq.api.service import Service
-from topoq.core.cycle import Snapshot, schedule
+from topoq.core.cycle import Snapshot, schedule_until
 from topoq.core.dependencies import dependency_status
 from topoq.core.eta import ETA_KEY
 from topoq.core.fair_share import estimated_usage, kept_half_life_s, standings
@@ -58,17 +60,17 @@ def _explanation(service: Service, view: JobView) -> Explanation:
     usage_stored = service.store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
     usage = estimated_usage(policy, tree, holders, usage_stored, now)
     fair_share = _fair_share(policy, tree, holders, usage, view.team) if fair else []
-    stored = service.store.diagnostic(view.id)
-    if stored is not None:
-        return _waiting(view, stored, fair_share)
     jobs = tuple(service.store.jobs().values())
     upstream = upstream_phases(service.store, jobs)
     snapshot = Snapshot(now, tree, jobs, policy, upstream_phases=upstream, fair_share_usage=usage)
     with service.cycle_lock:  # the cycle places on the tree, which other requests share
-        result = schedule(snapshot)
+        result = schedule_until(snapshot, view.id)
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:
         return _waiting(view, diagnostic, fair_share)
+    stored = service.store.diagnostic(view.id)
+    if stored is not None:
+        return _waiting(view, stored, fair_share)
     message = _undiagnosed(view, result)
     return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
 

@@ -10,7 +10,7 @@
 """
 
 from topoq.core.cycle.parking import Parking, schedule_with_parking
-from topoq.core.cycle.run import schedule
+from topoq.core.cycle.run import schedule, schedule_until
 from topoq.core.cycle.snapshot import Snapshot
 
-__all__ = ["Parking", "Snapshot", "schedule", "schedule_with_parking"]
+__all__ = ["Parking", "Snapshot", "schedule", "schedule_until", "schedule_with_parking"]

@@ -24,14 +24,23 @@ from topoq.core.ordering import pending_in_order
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
-from topoq.domain.job import JobPhase, JobView
+from topoq.domain.job import JobId, JobPhase, JobView
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
     return run_cycle(snapshot)[0]
 
 
-def run_cycle(snapshot: Snapshot, carried: Carried | None = None) -> tuple[CycleResult, Carried]:
+def schedule_until(snapshot: Snapshot, job: JobId) -> CycleResult:
+    """The cycle up to and including ``job``'s turn, every wait worked out afresh: what it
+    decides for ``job`` is what ``schedule`` decides (the jobs after it cannot change that),
+    at the cost of the jobs before it (``topoq explain``)."""
+    return run_cycle(snapshot, until=job)[0]
+
+
+def run_cycle(
+    snapshot: Snapshot, carried: Carried | None = None, until: JobId | None = None
+) -> tuple[CycleResult, Carried]:
     """The cycle, and what it hands to the next. ``carried``: what the last cycle (on the same
     policy and tree) handed on: a job that waits the same way keeps its diagnostic (ADR
     0007), and a job that is the very same object keeps its class."""
@@ -67,6 +76,8 @@ def run_cycle(snapshot: Snapshot, carried: Carried | None = None) -> tuple[Cycle
         ready, cycle.book, snapshot.fair_share_usage, lambda: cycle.epoch
     ):  # 5
         consider(cycle, job)
+        if job.id == until:
+            break
     result = CycleResult(
         admissions=tuple(cycle.admissions),
         preemptions=tuple(cycle.preemptions),

@@ -72,9 +72,9 @@ def diagnose_waiting(
     return Diagnostic(job.id, _QUOTA_REASONS[verdict], first.quota.message, numbers, remedies)
 
 
-WaitIdentity = tuple[PendingReason, FlavorName | None]
-"""What a wait is, without its message, numbers and remedies: the reason and the flavor it
-is about."""
+WaitIdentity = tuple[PendingReason, FlavorName | None, str | None]
+"""What a wait is, without its message, numbers and remedies: the reason, the flavor it is
+about, and what is held for it (``reserved_for``)."""
 
 
 def waiting_reason(
@@ -83,20 +83,21 @@ def waiting_reason(
     ledger: CapacityLedger,
     book: QuotaBook,
     fits: Callable[[CapacityLedger, Attempt], bool],
+    reserved_for: str | None = None,
 ) -> WaitIdentity:
     """What ``diagnose_waiting`` (with the cycle's ``book``) answers, without working out its
     message, numbers and remedies: the reason and the flavor it is about, by the same steps.
     ``fits``: whether an attempt's workload places on the ledger (the cycle shares those)."""
     if _never_fits(book, ledger.tree, job, attempts) is not None:
-        return (PendingReason.NEVER_FITS_CURRENT_POLICY, attempts[0].flavor)
+        return (PendingReason.NEVER_FITS_CURRENT_POLICY, attempts[0].flavor, None)
     for attempt in attempts:
         if attempt.placement is not None:
             if fits(ledger, attempt):
-                return (PendingReason.RESERVED_FOR_LARGER_GANG, attempt.flavor)
-            return (PendingReason.TOPOLOGY_UNSATISFIABLE, attempt.flavor)
+                return (PendingReason.RESERVED_FOR_LARGER_GANG, attempt.flavor, None)
+            return (PendingReason.TOPOLOGY_UNSATISFIABLE, attempt.flavor, reserved_for)
     if not attempts:
-        return (PendingReason.TOPOLOGY_UNSATISFIABLE, None)
-    return (_QUOTA_REASONS[attempts[0].quota.verdict], attempts[0].flavor)
+        return (PendingReason.TOPOLOGY_UNSATISFIABLE, None, None)
+    return (_QUOTA_REASONS[attempts[0].quota.verdict], attempts[0].flavor, None)
 
 
 def _never_fits(

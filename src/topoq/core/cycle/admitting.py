@@ -109,13 +109,11 @@ def _behind_strict_head(cycle: CycleState, job: JobView) -> bool:
 def _fits_unheld(cycle: CycleState, job: JobView, *, nodes_too: bool = False) -> bool:
     """Whether the job would be admitted but for the quota holds (and, with ``nodes_too``,
     the node holds) of other jobs."""
-    attempts = cycle.attempts(job, cycle.book, cycle.ledger if nodes_too else None)
-    return any(a.allocation is not None for a in attempts)
+    return cycle.would_admit(job, cycle.book, cycle.ledger if nodes_too else None)
 
 
 def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Failure:
-    real = cycle.attempts(job, cycle.book)
-    if any(a.allocation is not None for a in real):
+    if _fits_unheld(cycle, job):
         holder = (
             f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
             if hold.team == job.team
@@ -131,6 +129,7 @@ def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Failure:
         )
         cycle.decide_wait(diagnostic)
         return diagnostic, None
+    real = cycle.attempts(job, cycle.book)
     identity = waiting_reason(job, real, cycle.ledger, cycle.book, cycle.fits)
     diagnostic = cycle.parked_wait(job, identity) or _diagnosed(
         cycle, job, real, cycle.ledger, None, cycle.book
@@ -170,7 +169,8 @@ def _diagnosed(
 
 def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnostic:
     """A waiting job holds what its rules let it hold (its team's quota as queue head, a
-    domain of its required level) and learns its expected start: worked out every cycle."""
+    domain of its required level) and learns its expected start: both worked out every cycle;
+    why it waits is kept while its reason stands, as for any wait."""
     hold_quota(cycle, job, attempts)
     reserved_note = None
     if job.team not in cycle.reserving_teams:
@@ -178,7 +178,12 @@ def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnosti
         if hold is not None:
             cycle.hold_nodes(hold, job.team)
             reserved_note = hold.name
-    diagnostic = _diagnosed(cycle, job, attempts, cycle.ledger, reserved_note, cycle.book)
+    ledger, book = cycle.ledger, cycle.book
+    identity = waiting_reason(job, attempts, ledger, book, cycle.fits, reserved_note)
+    diagnostic = cycle.parked_wait(job, identity) or _diagnosed(
+        cycle, job, attempts, ledger, reserved_note, book
+    )
+    cycle.note_wait(job.id, identity, diagnostic)  # before its ETA and hints, new each cycle
     diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
     cycle.decide_wait(diagnostic)
     return diagnostic

@@ -285,6 +285,31 @@ class CycleState:
                 break
         return found
 
+    def would_admit(
+        self, job: JobView, book: QuotaBook, ledger: CapacityLedger | None = None
+    ) -> bool:
+        """Whether ``attempts`` would admit the job, without working out the allocation."""
+        ledger = ledger or self.ledger_for(job)
+        label = self.snapshot.flavor_label
+        demand = total_demand(job)
+        for flavor in flavors_for(job, book):
+            workload = in_flavor(job.spec.workload, flavor, self._values, label)
+            if (
+                workload is None
+                or not self._check(book, job.team, flavor, demand).verdict.admissible
+            ):
+                continue
+            if self._placed(ledger, workload, job.previous_nodes)[0].admitted:
+                return True
+        return False
+
+    def _check(
+        self, book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
+    ) -> QuotaCheck:
+        return self.shared(
+            ("check", id(book), team, flavor, demand), lambda: book.check(team, flavor, demand)
+        )
+
     def _attempt(
         self,
         job: JobView,
@@ -294,10 +319,7 @@ class CycleState:
         workload: WorkloadSpec,
     ) -> Attempt:
         demand = total_demand(job)
-        check: QuotaCheck = self.shared(
-            ("check", id(book), job.team, flavor, demand),
-            lambda: book.check(job.team, flavor, demand),
-        )
+        check = self._check(book, job.team, flavor, demand)
         if not check.verdict.admissible:
             return Attempt(flavor, check, workload)
         result, after = self._placed(ledger, workload, job.previous_nodes)

@@ -7,12 +7,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from topoq.core.holdings import release, total_demand
 from topoq.core.ledger import CapacityLedger, confined
 from topoq.core.placement import place_workload
 from topoq.core.placement.request import plan_search
 from topoq.core.quota import QuotaBook
-from topoq.core.tree import TopologyTree
+from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.governance import FlavorName
 from topoq.domain.job import JobView
 from topoq.domain.node import NodeName
@@ -44,11 +46,13 @@ def select_victims(
         return None
     tree = ledger.tree
     rank = {job.id: position for position, job in enumerate(candidates)}
+    needed = tree.resource_vector(search.workload.total_requests)
     for level in _scope_levels(tree, search.workload):
         found = [
             chosen
             for start, end in _domains(tree, level, candidates)
-            if (chosen := _victims_in(ledger, book, search, candidates, may_evict, start, end))
+            if _could_hold(ledger, candidates, needed, start, end)
+            and (chosen := _victims_in(ledger, book, search, candidates, may_evict, start, end))
         ]
         if found:
             return min(found, key=lambda chosen: (len(chosen), sorted(rank[j.id] for j in chosen)))
@@ -81,6 +85,24 @@ def _domains(
         for node in _node_indexes(tree, job):
             touched.add(int(index.domain_of_node[node]))
     return [(int(index.node_start[d]), int(index.node_start[d + 1])) for d in sorted(touched)]
+
+
+def _could_hold(
+    ledger: CapacityLedger, candidates: Sequence[JobView], needed: IntArray, start: int, end: int
+) -> bool:
+    """Whether the domain's free capacity plus all the candidates hold there covers what the
+    gang needs in total: a bound checked before any trial eviction (no set of victims frees
+    more than all of them, and the gang must fit inside the domain)."""
+    room = ledger.free[start:end].sum(axis=0)
+    tree = ledger.tree
+    for job in candidates:
+        if job.allocation is None:
+            continue
+        for name, resources in job.allocation.resources_on_node.items():
+            index = tree.node_index.get(NodeName(name))
+            if index is not None and start <= index < end:
+                room = room + tree.resource_vector(resources)
+    return bool(np.all(room >= needed))
 
 
 def _node_indexes(tree: TopologyTree, job: JobView) -> list[int]:

@@ -24,6 +24,23 @@ MayEvict = Callable[[JobView, QuotaBook], bool]
 """Whether a candidate may still be evicted, given the books after the evictions so far."""
 
 
+class TrialBudget:
+    """How many trial placements the victim searches of one cycle may still make: a cap on a
+    cycle's cost when many gangs search (KAI's scenario budget). A search cut short by it
+    finds nothing, and its job searches again next cycle."""
+
+    def __init__(self, trials: int) -> None:
+        self.left = trials
+        self.spent = False
+
+    def take(self) -> bool:
+        if self.left <= 0:
+            self.spent = True
+            return False
+        self.left -= 1
+        return True
+
+
 @dataclass(frozen=True)
 class VictimSearch:
     job: JobView
@@ -38,28 +55,35 @@ def select_victims(
     search: VictimSearch,
     candidates: Sequence[JobView],
     may_evict: MayEvict,
+    budget: TrialBudget | None = None,
 ) -> list[JobView] | None:
     """Fewest victims (then the least important) that make the job fit in one domain; the
     domains of the job's own search levels are tried lowest first. ``candidates`` come in
-    eviction order (lowest priority, most recently started first)."""
+    eviction order (lowest priority, most recently started first). Each trial placement
+    takes one from ``budget``; once it is spent the search finds nothing (``budget.spent``)."""
     if not candidates:
         return None
+    budget = budget or TrialBudget(UNBOUNDED)
     tree = ledger.tree
     rank = {job.id: position for position, job in enumerate(candidates)}
     needed = tree.resource_vector(search.workload.total_requests)
     for level in _scope_levels(tree, search.workload):
-        found = [
-            chosen
-            for start, end in _domains(tree, level, candidates)
-            if _could_hold(ledger, candidates, needed, start, end)
-            and (chosen := _victims_in(ledger, book, search, candidates, may_evict, start, end))
-        ]
+        found = []
+        for start, end in _domains(tree, level, candidates):
+            if not _could_hold(ledger, candidates, needed, start, end):
+                continue
+            chosen = _victims_in(ledger, book, search, candidates, may_evict, (start, end), budget)
+            if chosen:
+                found.append(chosen)
+        if budget.spent:
+            return None
         if found:
             return min(found, key=lambda chosen: (len(chosen), sorted(rank[j.id] for j in chosen)))
     return None
 
 
 WHOLE_CLUSTER = -1
+UNBOUNDED = 1 << 62
 
 
 def _scope_levels(tree: TopologyTree, workload: WorkloadSpec) -> list[int]:
@@ -118,9 +142,10 @@ def _victims_in(
     search: VictimSearch,
     candidates: Sequence[JobView],
     may_evict: MayEvict,
-    start: int,
-    end: int,
+    domain: tuple[int, int],
+    budget: TrialBudget,
 ) -> list[JobView] | None:
+    start, end = domain
     local = [
         job for job in candidates if any(start <= n < end for n in _node_indexes(ledger.tree, job))
     ]
@@ -131,6 +156,8 @@ def _victims_in(
             continue
         _evict(trial_ledger, trial_book, victim)
         chosen.append(victim)
+        if not budget.take():
+            return None
         if _fits(trial_ledger, trial_book, search, start, end):
             return _pruned(ledger, book, search, chosen, start, end)
     return None

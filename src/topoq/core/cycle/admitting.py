@@ -11,7 +11,12 @@ waits, with its expected start where time limits allow computing it.
 from __future__ import annotations
 
 from topoq.core.admission import Attempt, QuotaHold
-from topoq.core.cycle.preempting import preempt_for, waiting_for_victims
+from topoq.core.cycle.preempting import (
+    Search,
+    preempt_for,
+    waiting_for_victims,
+    with_search_deferred,
+)
 from topoq.core.cycle.state import CycleState
 from topoq.core.diagnostics import WaitIdentity, diagnose_waiting, waiting_reason
 from topoq.core.holds import (
@@ -80,9 +85,10 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
         return _wait(cycle, job, attempts), None
-    if preempt_for(cycle, job, attempts):
+    searched = preempt_for(cycle, job, attempts)
+    if searched is Search.PREEMPTED:
         return None
-    return _wait(cycle, job, attempts), None
+    return _wait(cycle, job, attempts, searched is Search.DEFERRED), None
 
 
 def _strict(cycle: CycleState, team: TeamName) -> bool:
@@ -167,7 +173,9 @@ def _diagnosed(
     return alike(shared, job) if shared.job != job.id else shared
 
 
-def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnostic:
+def _wait(
+    cycle: CycleState, job: JobView, attempts: list[Attempt], deferred: bool = False
+) -> Diagnostic:
     """A waiting job holds what its rules let it hold (its team's quota as queue head, a
     domain of its required level) and learns its expected start: both worked out every cycle;
     why it waits is kept while its reason stands, as for any wait."""
@@ -185,5 +193,7 @@ def _wait(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Diagnosti
     )
     cycle.note_wait(job.id, identity, diagnostic)  # before its ETA and hints, new each cycle
     diagnostic = with_eta(cycle, job, attempts, with_backfill_hint(cycle, job, diagnostic))
+    if deferred:
+        diagnostic = with_search_deferred(diagnostic)
     cycle.decide_wait(diagnostic)
     return diagnostic

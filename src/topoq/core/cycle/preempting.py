@@ -5,6 +5,8 @@ and topology-aware victim selection (``core.preemption``)."""
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import replace
+from enum import Enum
 
 from topoq.core.admission import Attempt
 from topoq.core.cycle.state import CycleState
@@ -17,18 +19,48 @@ from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, Preemptio
 from topoq.domain.governance import FlavorName, IdleAllocation, PreemptTeamTasks, TeamName
 from topoq.domain.job import JobId, JobView
 
+TRIAL_PLACEMENTS_PER_CYCLE = 4096
+"""The trial placements all victim searches of one cycle may make together. With a team's
+later jobs held back behind its waiting head, a cycle searches for about one job per team,
+far below this; it caps the cost of a cycle in which many searches would each try many
+domains. Jobs whose search it cuts short wait, and search again next cycle."""
 
-def preempt_for(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> bool:
+
+class Search(Enum):
+    PREEMPTED = "preempted"
+    NONE_FOUND = "none found"
+    DEFERRED = "deferred"
+    """The cycle's trial budget was spent before the search could finish."""
+
+
+def preempt_for(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Search:
+    """Make room for the job by evicting others as the rules allow (victims named, the job
+    waits for them to stop)."""
+    budget = cycle.trial_budget
     for attempt in attempts:
         if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
             continue
         search = VictimSearch(job, attempt.flavor, attempt.workload)
         for cause, candidates, may_evict in _preemption_rules(cycle, job, attempt):
-            victims = select_victims(cycle.ledger, cycle.book, search, candidates, may_evict)
+            victims = select_victims(
+                cycle.ledger, cycle.book, search, candidates, may_evict, budget
+            )
+            if budget.spent:
+                return Search.DEFERRED
             if victims:
                 _issue_preemptions(cycle, job, victims, cause, attempt.flavor)
-                return True
-    return False
+                return Search.PREEMPTED
+    return Search.NONE_FOUND
+
+
+def with_search_deferred(diagnostic: Diagnostic) -> Diagnostic:
+    """A wait whose preemption search the cycle's budget cut short says so."""
+    return replace(
+        diagnostic,
+        message=f"{diagnostic.message}; no preemption was searched for it this cycle (the "
+        "cycle's search budget was spent): the next cycle searches again",
+        numbers=dict(diagnostic.numbers) | {"preemption_search": "deferred"},
+    )
 
 
 PreemptionRule = tuple[PreemptionCause, list[JobView], MayEvict]

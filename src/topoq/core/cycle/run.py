@@ -15,6 +15,7 @@
 from __future__ import annotations
 
 from topoq.core.cycle.admitting import consider
+from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
@@ -39,7 +40,10 @@ def schedule_until(snapshot: Snapshot, job: JobId) -> CycleResult:
 
 
 def run_cycle(
-    snapshot: Snapshot, carried: Carried | None = None, until: JobId | None = None
+    snapshot: Snapshot,
+    carried: Carried | None = None,
+    until: JobId | None = None,
+    trial_placements: int = TRIAL_PLACEMENTS_PER_CYCLE,
 ) -> tuple[CycleResult, Carried]:
     """The cycle, and what it hands to the next. ``carried``: what the last cycle (on the same
     policy and tree) handed on: a job that waits the same way keeps its diagnostic (ADR
@@ -60,6 +64,7 @@ def run_cycle(
         ),
         holders,
         carried,
+        trial_placements,
     )
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)

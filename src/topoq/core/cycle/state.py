@@ -29,6 +29,7 @@ from topoq.core.holdings import flavor_values, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import priority_of
 from topoq.core.placement import place_workload
+from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.time_limits import time_limit_of
 from topoq.domain.decisions import Admit, Diagnostic, Preempt
@@ -70,6 +71,7 @@ class CycleState:
         book: QuotaBook,
         holders: dict[JobId, JobView],
         carried: Carried | None = None,
+        trial_placements: int = UNBOUNDED,
     ) -> None:
         self.snapshot = snapshot
         self.previous = carried.waits if carried else {}
@@ -102,6 +104,8 @@ class CycleState:
         """Quota held for each team's first waiting job (its queue head) against the team's
         own later jobs (and other teams' borrowing once it starves), so that smaller jobs
         cannot keep it waiting forever."""
+        self.trial_budget = TrialBudget(trial_placements)
+        """What the victim searches of this cycle may still try (``cycle.preempting``)."""
         self._failed: dict[JobClass, tuple[Diagnostic, WaitIdentity | None]] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold

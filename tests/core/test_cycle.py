@@ -133,7 +133,7 @@ def test_reclaim_evicts_the_lowest_priority_then_most_recent_borrower() -> None:
     assert [p.victim for p in c.last.preemptions] == ["b3"]
 
 
-def test_higher_priority_job_preempts_its_own_teams_lower_priority_work() -> None:
+def low_priority_work_and_a_higher_priority_job_of_its_team() -> Cluster:
     c = Cluster.of(
         SHAPE,
         policy(team("a", 32, sharing=SharingStrategy.LEND), team("b", 32), classes=CLASSES),
@@ -142,6 +142,11 @@ def test_higher_priority_job_preempts_its_own_teams_lower_priority_work() -> Non
     c.cycle()
     c.now = 1
     c.submit(job("high", "a", 4, priority="inference"))
+    return c
+
+
+def test_higher_priority_job_preempts_its_own_teams_lower_priority_work() -> None:
+    c = low_priority_work_and_a_higher_priority_job_of_its_team()
     c.cycle()
     [preempt] = c.last.preemptions
     assert (preempt.victim, preempt.cause) == ("low", PreemptionCause.PREEMPTED_FOR_PRIORITY)

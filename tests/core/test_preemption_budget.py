@@ -3,30 +3,14 @@ evicts nobody, its job says so, and the next cycle searches again (ADR 0007)."""
 
 from __future__ import annotations
 
+from tests.core.test_cycle import low_priority_work_and_a_higher_priority_job_of_its_team
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.cycle.run import run_cycle
 from topoq.domain.decisions import PendingReason, PreemptionCause
-from topoq.domain.governance import SharingStrategy
-from topoq.testing.governance import Cluster, job, policy, team
-
-SHAPE = [1, 2, 4]
-CLASSES = {"inference": 100, "experiment": 1}
-
-
-def cluster_with_low_priority_work() -> Cluster:
-    c = Cluster.of(
-        SHAPE,
-        policy(team("a", 32, sharing=SharingStrategy.LEND), team("b", 32), classes=CLASSES),
-        job("low", "a", 4, priority="experiment"),
-    )
-    c.cycle()
-    c.now = 1
-    c.submit(job("high", "a", 4, priority="inference"))
-    return c
 
 
 def test_a_search_the_budget_cuts_short_evicts_nobody_and_says_so() -> None:
-    c = cluster_with_low_priority_work()
+    c = low_priority_work_and_a_higher_priority_job_of_its_team()
     snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
     result, _ = run_cycle(snapshot, trial_placements=0)
     assert not result.preemptions
@@ -39,7 +23,7 @@ def test_a_search_the_budget_cuts_short_evicts_nobody_and_says_so() -> None:
 
 
 def test_a_search_within_the_budget_decides_as_an_unbounded_one() -> None:
-    c = cluster_with_low_priority_work()
+    c = low_priority_work_and_a_higher_priority_job_of_its_team()
     snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
     bounded, _ = run_cycle(snapshot, trial_placements=8)
     assert bounded == schedule(snapshot)

@@ -170,8 +170,12 @@ def never_fits(
     within the team's guarantee plus its borrow limit (for the resources the flavor's quotas
     cover) and ``workload`` (the job's, restricted to the flavor) placeable on ``tree`` with
     every node free. An unknown team has no limit here (``UNKNOWN_TEAM`` says why it waits)."""
-    over_quota = _over_ceiling(book, job, flavor)
-    if over_quota is not None:
+    ceiling_key = ("over-ceiling", job.team, flavor, total_demand(job))
+    if ceiling_key in book.memo:  # the policy's limits: shared by the team's jobs of a size
+        over_quota = book.memo[ceiling_key]
+    else:
+        over_quota = book.memo[ceiling_key] = _over_ceiling(book, job, flavor)
+    if isinstance(over_quota, NeverFits):
         return over_quota
     key = ("never-fits", flavor, workload_shape(workload))
     known = tree.memo(key)

@@ -56,12 +56,7 @@ def consider(cycle: CycleState, job: JobView) -> None:
         if failure is not None:
             cycle.remember_failure(job_class, *failure)
     else:
-        diagnostic, identity = known
-        parked = cycle.parked_wait(job, identity) if identity is not None else None
-        said = parked or alike(diagnostic, job)
-        if identity is not None:
-            cycle.note_wait(job.id, identity, said)
-        cycle.decide_wait(said)
+        _fails_alike(cycle, job, known)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
 
@@ -71,8 +66,23 @@ Failure = tuple[Diagnostic, WaitIdentity | None]
 (None: worked out afresh every cycle)."""
 
 
+def _fails_alike(cycle: CycleState, job: JobView, known: Failure) -> Failure:
+    """The job waits as the job of its class (or held back alike) before it: with the
+    diagnostic it had if it waited so last cycle too, else that job's, named for it."""
+    diagnostic, identity = known
+    parked = cycle.parked_wait(job, identity) if identity is not None else None
+    said = parked or alike(diagnostic, job)
+    if identity is not None:
+        cycle.note_wait(job.id, identity, said)
+    cycle.decide_wait(said)
+    return said, identity
+
+
 def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
+    held_back = cycle.held_back_alike(job)
+    if held_back is not None:  # as a job of its team and shape (of another priority) was
+        return _fails_alike(cycle, job, held_back)
     holds = cycle.quota_holds_on(job)
     attempts = cycle.attempts(job, cycle.book_for(job))
     admitted = next((a for a in attempts if a.allocation is not None), None)
@@ -81,7 +91,9 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
         return None
     own = next((h for h in holds if h.team == job.team), None)
     if own is not None or (holds and _fits_unheld(cycle, job)):
-        return _held_back(cycle, job, own or holds[0])
+        failure = _held_back(cycle, job, own or holds[0])
+        cycle.share_held_back(job, failure)
+        return failure
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
         return _wait(cycle, job, attempts), None

@@ -42,15 +42,15 @@ from topoq.domain.workload import WorkloadSpec
 
 T = TypeVar("T")
 
-JobFacts = tuple[JobView, Hashable, float | None]
+JobClass = tuple[TeamName, int, Hashable, float | None]
+"""Jobs that share one answer in a cycle: team, priority, shape (what decides where a job
+can go, without its name) and time limit."""
+
+JobFacts = tuple[JobView, JobClass, float | None]
 """A job, its class and its time limit."""
 
 ParkedWait = tuple[WaitIdentity, Diagnostic]
 """How a job waited after a cycle: the identity of its wait and its diagnostic."""
-
-JobClass = Hashable
-"""Jobs that share one answer in a cycle: team, priority, shape (what decides where a job
-can go, without its name) and time limit."""
 
 
 @dataclass(frozen=True)
@@ -360,6 +360,33 @@ class CycleState:
         self, job_class: JobClass, diagnostic: Diagnostic, identity: WaitIdentity | None
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
+
+    def held_back_alike(self, job: JobView) -> tuple[Diagnostic, WaitIdentity | None] | None:
+        """How a job of the same team, shape and time limit was held back in this epoch, if
+        one was: priority does not enter a held-back job's answer (it neither places nor
+        evicts), and nothing changed since. None for a job something is held for."""
+        key = self._held_back_key(job)
+        found = self._shared.get(key) if key is not None else None
+        return found  # type: ignore[return-value]
+
+    def share_held_back(
+        self, job: JobView, failure: tuple[Diagnostic, WaitIdentity | None]
+    ) -> None:
+        key = self._held_back_key(job)
+        if key is not None:
+            self._shared[key] = failure
+
+    def _held_back_key(self, job: JobView) -> Hashable | None:
+        if self.holds_anything_for(job):
+            return None
+        team, _, shape, limit = self.facts_of(job)[1]
+        return ("held-back", team, shape, limit, job.previous_nodes)
+
+    def holds_anything_for(self, job: JobView) -> bool:
+        quota = self.team_holds.get(job.team)
+        if quota is not None and quota.job == job.id:
+            return True
+        return any(hold.job == job.id for hold in self.reserved)
 
     def fits(self, ledger: CapacityLedger, attempt: Attempt) -> bool:
         """Whether the attempt's workload places on ``ledger`` (shared in the epoch)."""

@@ -114,6 +114,7 @@ class CycleState:
         """How many changes the state has had: answers are shared only within one epoch."""
         self._shared: dict[Hashable, object] = {}
         """Answers computed in the current epoch (see the module's docstring)."""
+        self._ending: tuple[tuple[int, int], list[Ending]] | None = None
         self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
@@ -196,9 +197,12 @@ class CycleState:
         return [h for h in self.holders.values() if h.id not in self.evicting]
 
     def ending(self) -> list[Ending]:
-        """The running jobs that have a time limit, with the end it promises, earliest first."""
-        now = self.snapshot.now
-        return self.shared("ending", lambda: endings(self.running(), self.policy, now))
+        """The running jobs that have a time limit, with the end it promises, earliest first
+        (worked out again only when a job starts or is evicted, not when a hold is made)."""
+        key = (len(self.holders), len(self.evicting))  # both only grow within a cycle
+        if self._ending is None or self._ending[0] != key:
+            self._ending = (key, endings(self.running(), self.policy, self.snapshot.now))
+        return self._ending[1]
 
     # --- what is held ---------------------------------------------------------------------
     def hold_nodes(self, hold: NodeHold, team: TeamName) -> None:

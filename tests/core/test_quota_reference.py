@@ -5,6 +5,8 @@ and releases, every figure and every quota verdict is the reference's."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -217,3 +219,45 @@ def test_the_books_figures_and_verdicts_are_the_references(
             assert book.check(spec.name, flavor, demand).verdict is reference.verdict(
                 spec.name, demand
             )
+
+
+@settings(max_examples=150, deadline=None)
+@given(policies(), changes, st.integers(0, 4), amounts, amounts, amounts, st.booleans())
+def test_books_under_a_changed_team_quota_are_books_built_for_that_policy(
+    rules: ClusterPolicy,
+    moves: list[tuple[int, FlavorName, Resources, bool]],
+    who: int,
+    used: Resources,
+    guarantee: Resources,
+    limit: Resources,
+    elsewhere: bool,
+) -> None:
+    """``QuotaBook.under`` adjusts the terms for one team's new quota (what a remedy tries)
+    instead of working them out again: every answer is a new book's."""
+    flavor = ELSEWHERE if elsewhere else FLAVOR
+    spec = rules.teams[who % len(rules.teams)]
+    book = QuotaBook(rules, CAPACITY, {spec.name: {flavor: used}})
+    for index, moved, amount, charge in moves:
+        team = rules.teams[index % len(rules.teams)].name
+        (book.charge if charge else book.release)(team, moved, amount)
+    book.flow(FLAVOR), book.flow(ELSEWHERE)  # both flavors' figures counted
+    quota = spec.quota_for(flavor) or FlavorQuota(flavor, Resources())
+    changed = replace(quota, guarantee=guarantee, borrow_limit=limit)
+    others = tuple(q for q in spec.quotas if q.flavor != flavor)
+    teams = tuple(
+        replace(t, quotas=(*others, changed)) if t.name == spec.name else t for t in rules.teams
+    )
+    policy = replace(rules, teams=teams)
+    derived, fresh = book.under(policy, spec.name, flavor), QuotaBook(policy, CAPACITY, book.usage)
+    for asked in (FLAVOR, ELSEWHERE):
+        assert derived.flow(asked) == fresh.flow(asked)
+        for team in teams:
+            assert derived.check(team.name, asked, limit) == fresh.check(team.name, asked, limit)
+            assert derived.lent(team.name, asked) == fresh.lent(team.name, asked)
+            assert derived.within_guarantee(team.name, asked, limit) == fresh.within_guarantee(
+                team.name, asked, limit
+            )
+        for path in derived.tree.order:
+            assert derived.cohort_borrowed(path, asked) == fresh.cohort_borrowed(path, asked)
+    for path in derived.tree.order:
+        assert derived.cohort_share(path) == fresh.cohort_share(path)

@@ -25,7 +25,7 @@ borrowing respects every limit.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from topoq.domain.governance import (
     ClusterPolicy,
@@ -95,6 +95,19 @@ class CohortTree:
     def weight(self, path: CohortPath) -> int:
         spec = self.specs.get(path)
         return spec.fair_share_weight if spec is not None else 1
+
+    def with_guarantee_moved(
+        self, path: CohortPath, flavor: FlavorName, delta: Resources
+    ) -> CohortTree:
+        """The same tree once an active team at ``path`` is guaranteed ``delta`` more of
+        ``flavor`` (a policy with one team's quota changed): only the subtree guarantees on
+        its path move."""
+        guaranteed = dict(self.guaranteed)
+        for level in levels(path):
+            flavors = dict(guaranteed.get(level, {}))
+            flavors[flavor] = flavors.get(flavor, Resources()) + delta
+            guaranteed[level] = flavors
+        return replace(self, guaranteed=guaranteed)
 
 
 def levels(path: CohortPath) -> list[CohortPath]:

@@ -144,6 +144,24 @@ class QuotaBook:
         twin.memo = {}
         return twin
 
+    def under(self, policy: ClusterPolicy, team: TeamName, flavor: FlavorName) -> QuotaBook:
+        """These books under ``policy``, which differs from this book's only in ``team``'s
+        quota of ``flavor`` (a remedy to try): the same as ``QuotaBook(policy, capacity,
+        usage)``, with the terms adjusted for the one team instead of worked out again and
+        every team's usage kept, not counted again."""
+        twin = self.copy()
+        twin.policy = policy
+        twin._terms = self._terms.with_team_quota(policy, team, flavor)
+        twin.tree = twin._terms.tree
+        twin._shares = {}
+        for name, book in self._books.items():
+            terms = twin._terms.known(name, book.terms.counted)
+            if terms is None:
+                del twin._books[name]  # counted again when asked
+            elif terms is not book.terms:
+                twin._books[name] = _FlavorBook(terms, book.capacity, book.used, book.cohort_used)
+        return twin
+
     def _book(self, flavor: FlavorName) -> _FlavorBook:
         """The flavor's figures, counted from every team's usage when first asked."""
         known = self._books.get(flavor)
@@ -404,18 +422,28 @@ class QuotaBook:
         return fits(after, terms.guarantee[spec.name])
 
     def check(self, team: TeamName, flavor: FlavorName, demand: Resources) -> QuotaCheck:
-        """Whether ``team`` may take ``demand`` more of ``flavor`` now."""
+        """Whether ``team`` may take ``demand`` more of ``flavor`` now. Memoized on the books
+        while they stand (``memo``): a cycle asks again for every job of a team that wants as
+        much, until the next charge. Callers share the answer: they copy ``numbers`` to add
+        to them."""
         spec = self.policy.by_team.get(team)
         if spec is None or not spec.active:
             state = "unknown" if spec is None else "inactive"
             return QuotaCheck(QuotaVerdict.UNKNOWN_TEAM, f"team {team!r} is {state}")
         book = self._book(flavor)
         asked = book.terms.amounts(demand)
+        key = ("quota-check", team, flavor, asked)
+        known = self.memo.get(key)
+        if isinstance(known, QuotaCheck):
+            return known
         after = plus(book.used.get(team, book.terms.zero), asked)
         guarantee = book.terms.guarantee[team]
         if fits(after, guarantee):
-            return self._balanced(spec, flavor, asked, QuotaVerdict.WITHIN_GUARANTEE)
-        return self._borrowing(spec, flavor, asked, above_zero(minus(after, guarantee)))
+            answer = self._balanced(spec, flavor, asked, QuotaVerdict.WITHIN_GUARANTEE)
+        else:
+            answer = self._borrowing(spec, flavor, asked, above_zero(minus(after, guarantee)))
+        self.memo[key] = answer
+        return answer
 
     def _borrowing(
         self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, over: Amounts

@@ -12,11 +12,18 @@ operation): see docs/adr/0007-quota-arithmetic-in-tuples.md.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import add, le, sub
 
-from topoq.core.cohort_tree import CohortTree
-from topoq.domain.governance import ClusterPolicy, CohortPath, FlavorName, TeamName
+from topoq.core.cohort_tree import CohortTree, levels
+from topoq.domain.governance import (
+    ClusterPolicy,
+    CohortPath,
+    FlavorName,
+    FlavorQuota,
+    TeamName,
+    TeamSpec,
+)
 from topoq.domain.resources import Resources
 
 Amounts = tuple[int, ...]
@@ -33,7 +40,7 @@ def minus(left: Amounts, right: Amounts) -> Amounts:
 
 def above_zero(amounts: Amounts) -> Amounts:
     """The positive part (``core.quota.positive``)."""
-    return tuple(value if value > 0 else 0 for value in amounts)
+    return tuple([value if value > 0 else 0 for value in amounts])
 
 
 def smaller(left: Amounts, right: Amounts) -> Amounts:
@@ -109,6 +116,31 @@ class PolicyTerms:
         if known is None:
             known = self._flavors[(flavor, counted)] = _flavor_terms(self, flavor, counted)
         return known
+
+    def known(self, flavor: FlavorName, counted: bool) -> FlavorTerms | None:
+        """The flavor's terms if they were worked out already."""
+        return self._flavors.get((flavor, counted))
+
+    def with_team_quota(
+        self, policy: ClusterPolicy, team: TeamName, flavor: FlavorName
+    ) -> PolicyTerms:
+        """The terms of ``policy``, which differs from this one's only in ``team``'s quota of
+        ``flavor``: the cohort tree and that flavor's terms adjusted for the one team instead
+        of worked out again (a waiting job's remedies try such policies, dozens a cycle);
+        the other flavors' terms are the same."""
+        before, after = self.policy.by_team[team], policy.by_team[team]
+        old, new = before.quota_for(flavor), after.quota_for(flavor)
+        delta = (new.guarantee if new else Resources()) - (old.guarantee if old else Resources())
+        moved = after.active and bool(delta)
+        tree = self.tree.with_guarantee_moved(after.cohort, flavor, delta) if moved else self.tree
+        made = PolicyTerms(policy, tree)
+        old_covers = old.covers if old else frozenset()
+        for (name, counted), terms in self._flavors.items():
+            if name != flavor:
+                made._flavors[(name, counted)] = terms
+            elif new is not None and old_covers <= new.covers <= terms.column.keys():
+                made._flavors[(name, counted)] = _with_team(terms, made, after, new)
+        return made
 
 
 _KNOWN: dict[int, PolicyTerms] = {}
@@ -192,3 +224,31 @@ def _flavor_terms(terms: PolicyTerms, flavor: FlavorName, counted: bool) -> Flav
 
 def _in_order(names: tuple[str, ...], resources: Resources) -> Amounts:
     return tuple([resources.amount(name) for name in names])
+
+
+def _with_team(
+    terms: FlavorTerms, made: PolicyTerms, team: TeamSpec, quota: FlavorQuota
+) -> FlavorTerms:
+    """``terms`` with ``team``'s quota (naming only resources already covered) in force."""
+    names, name = terms.names, team.name
+    limit = quota.lending_limit
+    subtree = dict(terms.subtree)
+    flavor = quota.flavor
+    for level in levels(team.cohort):
+        subtree[level] = _in_order(
+            names, made.tree.guaranteed.get(level, {}).get(flavor, Resources())
+        )
+    return replace(
+        terms,
+        guarantee={**terms.guarantee, name: _in_order(names, quota.guarantee)},
+        borrow_limit={**terms.borrow_limit, name: _in_order(names, quota.borrow_limit)},
+        lending_limit={
+            **terms.lending_limit,
+            name: _in_order(names, limit) if limit is not None else None,
+        },
+        lends={**terms.lends, name: team.sharing.lends and team.active},
+        subtree=subtree,
+        top_guaranteed=total(
+            (subtree[path] for path in made.tree.order if len(path) <= 1), terms.zero
+        ),
+    )

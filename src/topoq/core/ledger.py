@@ -76,14 +76,8 @@ class CapacityLedger:
         amounts, without the listed nodes' whole free capacity: what is left to others once
         capacity is held for a gang. The domain totals are lowered by what the nodes lose
         instead of being summed again from every node, so it costs a copy, not a rebuild."""
-        if amounts is None:
-            distinct = np.unique(nodes)
-            taken = self.free[distinct]
-        else:
-            distinct, entry = np.unique(nodes, return_inverse=True)
-            wanted = np.zeros((len(distinct), self.free.shape[1]), dtype=np.int64)
-            np.add.at(wanted, entry.reshape(-1), amounts)
-            taken = np.minimum(self.free[distinct], wanted)
+        distinct, wanted = _per_distinct_node(nodes, amounts)
+        taken = self.free[distinct] if wanted is None else np.minimum(self.free[distinct], wanted)
         copy = self.scratch()
         copy.charge_nodes(distinct, taken)
         return copy
@@ -113,6 +107,21 @@ class CapacityLedger:
 
     def used(self) -> IntArray:
         return self.tree.capacity - self.free
+
+
+def _per_distinct_node(
+    nodes: IntArray, amounts: IntArray | None
+) -> tuple[IntArray, IntArray | None]:
+    """The distinct nodes in order and, per node, the sum of its rows of ``amounts``; nodes
+    already distinct and in order (a hold's, as ``np.flatnonzero`` lists them) as they are."""
+    if len(nodes) < 2 or bool((nodes[1:] > nodes[:-1]).all()):
+        return nodes, amounts
+    if amounts is None:
+        return np.unique(nodes), None
+    distinct, entry = np.unique(nodes, return_inverse=True)
+    summed = np.zeros((len(distinct), amounts.shape[1]), dtype=np.int64)
+    np.add.at(summed, entry.reshape(-1), amounts)
+    return distinct, summed
 
 
 def _domain_totals(levels: tuple[LevelIndex, ...], free: IntArray) -> list[IntArray]:

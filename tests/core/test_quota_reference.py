@@ -261,3 +261,32 @@ def test_books_under_a_changed_team_quota_are_books_built_for_that_policy(
             assert derived.cohort_borrowed(path, asked) == fresh.cohort_borrowed(path, asked)
     for path in derived.tree.order:
         assert derived.cohort_share(path) == fresh.cohort_share(path)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    policies(),
+    st.lists(st.tuples(st.booleans(), st.integers(0, 7), st.integers(0, 4), amounts), max_size=12),
+)
+def test_copies_of_copies_keep_their_own_figures_whoever_changes_first(
+    rules: ClusterPolicy, steps: list[tuple[bool, int, int, Resources]]
+) -> None:
+    """Books copied from one another share their figures until one changes them: a change
+    to any of them never shows in another, however the copies were made."""
+    books = [QuotaBook(rules, CAPACITY)]
+    usages: list[dict[TeamName, Resources]] = [{}]
+    for copy, which, who, amount in steps:
+        index = which % len(books)
+        books[index].flow(FLAVOR)  # a settlement to share
+        if copy:
+            books.append(books[index].copy())
+            usages.append(dict(usages[index]))
+            continue
+        team = rules.teams[who % len(rules.teams)].name
+        books[index].charge(team, FLAVOR, amount)
+        usages[index][team] = usages[index].get(team, Resources()) + amount
+    for book, usage in zip(books, usages, strict=True):
+        assert {t: f[FLAVOR] for t, f in book.usage.items() if f.get(FLAVOR)} == {
+            t: u for t, u in usage.items() if u
+        }
+        assert book.flow(FLAVOR) == Reference(book, FLAVOR).flow()

@@ -139,7 +139,7 @@ class QuotaBook:
         twin.usage = dict(self.usage)  # a team's dict of flavors is replaced, never changed
         twin.changes = {}
         twin._books = dict(self._books)
-        twin._owned = self._owned = set()
+        twin._owned, self._owned = set(), set()  # neither may change what both now hold
         twin._shares = dict(self._shares)
         twin.memo = {}
         return twin

@@ -5,8 +5,8 @@ team's or cohort's quota names) thousands of times a cycle. As ``Resources`` map
 builds and sorts a dict; here an amount is a tuple of ints, one per covered resource in sorted
 order (``Amounts``), and every team's guarantee and limits, every cohort's own guarantee,
 limits and subtree guarantee are such tuples, made once. Small tuples beat numpy arrays at
-these sizes (a flavor covers one to four resources; numpy pays about a microsecond per
-operation): see docs/adr/0007-quota-arithmetic-in-tuples.md.
+these sizes (a flavor covers one to four resources, and numpy pays up to a microsecond or more
+per operation on them): see docs/adr/0007-quota-arithmetic-in-tuples.md.
 """
 
 from __future__ import annotations
@@ -93,11 +93,9 @@ class FlavorTerms:
     top_guaranteed: Amounts
     """What the top-level cohorts' subtrees are guaranteed together (the rest is idle)."""
 
-    def amounts(self, resources: Mapping[str, int]) -> Amounts:
+    def amounts(self, resources: Resources) -> Amounts:
         """The covered part of ``resources`` (nothing for a flavor not counted)."""
-        if not self.counted:
-            return self.zero
-        return tuple([resources.get(name, 0) for name in self.names])
+        return _in_order(self.names, resources) if self.counted else self.zero
 
     def resources(self, amounts: Amounts) -> Resources:
         return Resources.of_amounts(self.names, amounts)

@@ -38,3 +38,16 @@ def test_a_vector_keeps_its_names_in_order_whatever_built_it(amounts: dict[str, 
     assert list(built) == sorted(built) == list(summed) == list(rebuilt)
     assert built == summed == rebuilt and len({hash(built), hash(summed), hash(rebuilt)}) == 1
     assert 0 not in built.values() and dict(built.items()) == dict(built)
+
+
+@given(AMOUNTS, st.sets(NAMES))
+def test_fixed_order_amounts_and_restrictions_are_the_vector_they_stand_for(
+    amounts: dict[str, int], kept: set[str]
+) -> None:
+    built = Resources(amounts)
+    names = tuple(sorted(set(amounts) | kept))
+    again = Resources.of_amounts(names, [built.amount(name) for name in names])
+    assert again == built and hash(again) == hash(built) and list(again) == list(built)
+    restricted = built.restricted_to(kept)
+    assert restricted == Resources({n: v for n, v in amounts.items() if n in kept})
+    assert hash(restricted) == hash(Resources(dict(restricted)))

@@ -5,7 +5,7 @@ Teams are the leaves; a team's cohort path names the cohorts above it (``[org, x
 Above the top-level cohorts is the cluster, whose only quota is the *idle* capacity no team or
 cohort is guaranteed. Top-level cohorts lend nothing to each other; they share idle capacity.
 
-Per flavor and covered resource, bottom-up (:func:`flow_of`):
+Per flavor and covered resource, bottom-up (settled by :mod:`topoq.core.quota_flow`):
 
 - a team **needs** its usage above its guarantee and **offers** what it lends (its unused
   guarantee, within its lending limit; nothing for DontLend or inactive teams);
@@ -24,8 +24,8 @@ borrowing respects every limit.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
 
 from topoq.domain.governance import (
     ClusterPolicy,
@@ -36,8 +36,6 @@ from topoq.domain.governance import (
     TeamName,
 )
 from topoq.domain.resources import Resources
-
-TeamFigure = Callable[[TeamName], Resources]
 
 
 @dataclass(frozen=True)
@@ -98,6 +96,19 @@ class CohortTree:
         spec = self.specs.get(path)
         return spec.fair_share_weight if spec is not None else 1
 
+    def with_guarantee_moved(
+        self, path: CohortPath, flavor: FlavorName, delta: Resources
+    ) -> CohortTree:
+        """The same tree once an active team at ``path`` is guaranteed ``delta`` more of
+        ``flavor`` (a policy with one team's quota changed): only the subtree guarantees on
+        its path move."""
+        guaranteed = dict(self.guaranteed)
+        for level in levels(path):
+            flavors = dict(guaranteed.get(level, {}))
+            flavors[flavor] = flavors.get(flavor, Resources()) + delta
+            guaranteed[level] = flavors
+        return replace(self, guaranteed=guaranteed)
+
 
 def levels(path: CohortPath) -> list[CohortPath]:
     """The cohorts a path goes through, from the top down (``()`` for teams without one)."""
@@ -152,53 +163,6 @@ class Flow:
         return total
 
 
-def flow_of(
-    tree: CohortTree,
-    flavor: FlavorName,
-    *,
-    need_of: TeamFigure,
-    offer_of: TeamFigure,
-    own: Callable[[CohortPath], Resources],
-    idle: Resources,
-) -> Flow:
-    """Settle every cohort bottom-up; ``own`` is a cohort's own (covered) guarantee."""
-    team_need: dict[TeamName, Resources] = {}
-    team_offer: dict[TeamName, Resources] = {}
-    need: dict[CohortPath, Resources] = {}
-    offer: dict[CohortPath, Resources] = {}
-    over: dict[CohortPath, Resources] = {}
-    supplies: dict[CohortPath, Resources] = {}
-    demands: dict[CohortPath, Resources] = {}
-    for path in tree.order:
-        supply, demand = own(path), Resources()
-        for team in tree.teams.get(path, ()):
-            team_need[team], team_offer[team] = need_of(team), offer_of(team)
-            supply, demand = supply + team_offer[team], demand + team_need[team]
-        for child in tree.children.get(path, ()):
-            supply, demand = supply + offer[child], demand + need[child]
-        supplies[path], demands[path] = supply, demand
-        need[path], offer[path], over[path] = _settle(tree.quota(path, flavor), supply, demand)
-    top_need = Resources()
-    for path in tree.order:
-        if len(path) <= 1:
-            top_need = top_need + need[path]
-    unserved = _positive(top_need - idle)
-    return Flow(
-        team_need, need, offer, over, unserved, team_offer, supplies, demands, top_need, idle
-    )
-
-
-def _settle(
-    quota: CohortQuota | None, supply: Resources, demand: Resources
-) -> tuple[Resources, Resources, Resources]:
-    """A cohort's need from its parent, its offer to it and its need over its borrow limit."""
-    short, spare = _positive(demand - supply), _positive(supply - demand)
-    if quota is None:
-        return short, spare, Resources()
-    over = _over(short, quota.borrow_limit, quota.borrow_limited)
-    return short - over, spare - _over(spare, quota.lending_limit, quota.lend_limited), over
-
-
 @dataclass(frozen=True)
 class PathFlow:
     """The cohorts on one team's path, settled again after a change of that team alone."""
@@ -206,146 +170,3 @@ class PathFlow:
     need: Mapping[CohortPath, Resources]
     over_limit: Mapping[CohortPath, Resources]
     unserved: Resources
-
-
-@dataclass(frozen=True)
-class _Resettled:
-    """One cohort on a team's path, settled again after that team's figures moved."""
-
-    level: CohortPath
-    supply: Resources
-    demand: Resources
-    need: Resources
-    offer: Resources
-    over: Resources
-
-
-def _resettle_path(
-    tree: CohortTree,
-    flow: Flow,
-    flavor: FlavorName,
-    team: TeamName,
-    path: CohortPath,
-    need: Resources,
-    offer: Resources,
-) -> tuple[list[_Resettled], Resources]:
-    """The cohorts on the team's path settled again, deepest first, once it needs ``need`` and
-    offers ``offer`` (the rest of the tree does not move), and how much more the top cohort
-    then needs."""
-    more_need, more_offer = need - flow.team_need[team], offer - flow.team_offer[team]
-    settled = []
-    for level in reversed(levels(path)):
-        supply = flow.supply[level] + more_offer
-        demand = flow.demand[level] + more_need
-        needed, offered, over = _settle(tree.quota(level, flavor), supply, demand)
-        settled.append(_Resettled(level, supply, demand, needed, offered, over))
-        more_need, more_offer = needed - flow.need[level], offered - flow.offer[level]
-    return settled, more_need
-
-
-def flow_after(
-    tree: CohortTree,
-    flow: Flow,
-    flavor: FlavorName,
-    team: TeamName,
-    path: CohortPath,
-    *,
-    need: Resources,
-    offer: Resources,
-) -> PathFlow:
-    """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``: only the cohorts
-    on its path change, so only they are settled again (deepest first)."""
-    settled, more_need = _resettle_path(tree, flow, flavor, team, path, need, offer)
-    return PathFlow(
-        {cohort.level: cohort.need for cohort in settled},
-        {cohort.level: cohort.over for cohort in settled},
-        _positive(flow.top_need + more_need - flow.idle),
-    )
-
-
-def flow_updated(
-    tree: CohortTree,
-    flow: Flow,
-    flavor: FlavorName,
-    team: TeamName,
-    path: CohortPath,
-    *,
-    need: Resources,
-    offer: Resources,
-) -> Flow:
-    """``flow`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``, as a whole
-    ``Flow``: the cohorts on its path are settled again (:func:`flow_after`'s work) and every
-    other figure is kept — the same flow as settling every cohort anew (sums of whole amounts
-    are exact), at the cost of one path instead of the whole tree. The books keep their flow
-    this way across the charges of a cycle."""
-    settled, more_need = _resettle_path(tree, flow, flavor, team, path, need, offer)
-    team_need, team_offer = dict(flow.team_need), dict(flow.team_offer)
-    team_need[team], team_offer[team] = need, offer
-    needs, offers, over = dict(flow.need), dict(flow.offer), dict(flow.over_limit)
-    supplies, demands = dict(flow.supply), dict(flow.demand)
-    for cohort in settled:
-        supplies[cohort.level], demands[cohort.level] = cohort.supply, cohort.demand
-        needs[cohort.level], offers[cohort.level], over[cohort.level] = (
-            cohort.need,
-            cohort.offer,
-            cohort.over,
-        )
-    top_need = flow.top_need + more_need
-    unserved = _positive(top_need - flow.idle)
-    return Flow(
-        team_need, needs, offers, over, unserved, team_offer, supplies, demands, top_need, flow.idle
-    )
-
-
-def drawn_from(
-    tree: CohortTree, flow: Flow, own: Callable[[CohortPath], Resources]
-) -> dict[TeamName, Resources]:
-    """Per team, the part of what it offers that borrowers use now: each cohort serves its
-    children's needs (and what its parent draws from it) from its own guarantee first, then
-    from its children's offers in proportion to each."""
-    drawn: dict[CohortPath, Resources] = {}
-    team_drawn: dict[TeamName, Resources] = {}
-    for path in reversed(tree.order):  # top-down
-        kids = tree.children.get(path, ())
-        teams = tree.teams.get(path, ())
-        demand = drawn.get(path, Resources())
-        for team in teams:
-            demand = demand + flow.team_need[team]
-        for child in kids:
-            demand = demand + flow.need[child]
-        from_children = _positive(demand - own(path))
-        offers = [(child, flow.offer[child]) for child in kids]
-        team_offers = [(team, flow.team_offer[team]) for team in teams]
-        total = Resources()
-        for _, amount in (*offers, *team_offers):
-            total = total + amount
-        for child, amount in offers:
-            drawn[child] = _share(amount, from_children, total)
-        for team, amount in team_offers:
-            team_drawn[team] = _share(amount, from_children, total)
-    return team_drawn
-
-
-def _share(amount: Resources, wanted: Resources, total: Resources) -> Resources:
-    return Resources(
-        {
-            name: min(value, value * wanted.amount(name) // total.amount(name))
-            for name, value in amount.items()
-            if total.amount(name)
-        }
-    )
-
-
-def _positive(resources: Resources) -> Resources:
-    return Resources({name: value for name, value in resources.items() if value > 0})
-
-
-def _over(amount: Resources, limit: Resources, limited: frozenset[str]) -> Resources:
-    """The part of ``amount`` above ``limit`` on the resources the limit names."""
-    return Resources(
-        {
-            name: amount.amount(name) - limit.amount(name)
-            for name in limited
-            if amount.amount(name) > limit.amount(name)
-        }
-    )

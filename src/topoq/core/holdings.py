@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from topoq.core.ledger import CapacityLedger
-from topoq.core.tree import TopologyTree
+from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import FlavorName, TeamName
-from topoq.domain.job import JobView
+from topoq.domain.job import JobId, JobView
 from topoq.domain.node import NodeName
 from topoq.domain.resources import Resources
 
@@ -47,13 +48,96 @@ def flavor_values(tree: TopologyTree, label: str) -> dict[FlavorName, tuple[str,
 
 
 def ledger_after(tree: TopologyTree, holders: Iterable[JobView]) -> CapacityLedger:
-    used: dict[str, Resources] = {}
-    for job in holders:
-        if job.allocation is None:
-            continue
-        for node, resources in job.allocation.resources_on_node.items():
-            used[node] = used.get(node, Resources()) + resources
-    return CapacityLedger.with_usage(tree, used)
+    """The free capacity the holders leave (nodes outside the tree are skipped)."""
+    held = (job.allocation.resources_on_node for job in holders if job.allocation is not None)
+    return CapacityLedger.with_used(tree, _used_on_nodes(tree, held))
+
+
+HeldOnNodes = Mapping[str, Resources]
+"""What one holder takes on each node (``Allocation.resources_on_node``)."""
+
+
+@dataclass(frozen=True)
+class PreparedLedger:
+    """The free capacity the holders of one cycle leave, and what each of them was charged:
+    the next cycle's is derived from it by the holders that changed (``prepared_ledger``'s
+    ``previous``) instead of summed again from every holder's nodes. Immutable: ``ledger()``
+    hands out a copy to charge."""
+
+    tree: TopologyTree
+    held: Mapping[JobId, HeldOnNodes]
+    used: IntArray
+    """Per node of the tree, what the holders use (not capped by capacity)."""
+    base: CapacityLedger
+    """The free capacity; never charged (``ledger()`` copies it)."""
+
+    def ledger(self) -> CapacityLedger:
+        """A ledger of the caller's own to charge (the prepared one stays as it is)."""
+        return self.base.scratch()
+
+
+def prepared_ledger(
+    tree: TopologyTree, holders: Iterable[JobView], previous: PreparedLedger | None = None
+) -> PreparedLedger:
+    """The ledger the holders leave, as ``ledger_after`` builds it (the same figures), ready
+    to derive the next cycle's from. Given the ``previous`` cycle's (on the same tree), only
+    the holders that came, went or moved are released and charged, on the nodes they hold:
+    one job ending costs its nodes, not the cluster's. ``previous`` is left unchanged."""
+    held = {
+        job.id: job.allocation.resources_on_node for job in holders if job.allocation is not None
+    }
+    if previous is None or previous.tree is not tree:
+        used = _used_on_nodes(tree, held.values())
+        return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used))
+    before = previous.held
+    gone = [nodes for job, nodes in before.items() if not _same(held.get(job), nodes)]
+    came = [nodes for job, nodes in held.items() if not _same(before.get(job), nodes)]
+    if not gone and not came:
+        return replace(previous, held=held)
+    indices, rows = _rows_on_nodes(tree, came)
+    released, released_rows = _rows_on_nodes(tree, gone)
+    changed = np.concatenate([indices, released])
+    used = previous.used.copy()
+    np.add.at(used, changed, np.concatenate([rows, -released_rows]))
+    nodes = np.unique(changed)
+    free = np.maximum(tree.capacity[nodes] - used[nodes], 0)
+    base = previous.base.scratch()
+    base.charge_nodes(nodes, base.free[nodes] - free)
+    return PreparedLedger(tree, held, used, base)
+
+
+def _same(before: HeldOnNodes | None, now: HeldOnNodes) -> bool:
+    return before is now or before == now
+
+
+def _used_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> IntArray:
+    """Per node of the tree, what ``held`` take there together."""
+    used = np.zeros_like(tree.capacity)
+    indices, rows = _rows_on_nodes(tree, held)
+    np.add.at(used, indices, rows)
+    return used
+
+
+def _rows_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> tuple[IntArray, IntArray]:
+    """(node indices, a resource row each) of what ``held`` take on the tree's nodes; the row
+    of each distinct amount is made once (most nodes of a gang take the same)."""
+    vectors: dict[Resources, IntArray] = {}
+    indices: list[int] = []
+    rows: list[IntArray] = []
+    for on_nodes in held:
+        for name, resources in on_nodes.items():
+            index = tree.node_index.get(NodeName(name))
+            if index is None:
+                continue
+            row = vectors.get(resources)
+            if row is None:
+                row = vectors[resources] = tree.resource_vector(resources)
+            indices.append(index)
+            rows.append(row)
+    width = len(tree.resource_names)
+    if not rows:
+        return np.zeros(0, dtype=np.int64), np.zeros((0, width), dtype=np.int64)
+    return np.asarray(indices, dtype=np.int64), np.vstack(rows)
 
 
 def usage_by_team(holders: Iterable[JobView]) -> dict[TeamName, dict[FlavorName, Resources]]:

@@ -7,6 +7,7 @@ A ledger is the per-cycle state; the tree is not touched. Trial placements run o
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import cast
 
 import numpy as np
 
@@ -20,9 +21,7 @@ class CapacityLedger:
     def __init__(self, tree: TopologyTree, free: IntArray) -> None:
         self.tree = tree
         self.free = free
-        self.domain_free: list[IntArray] = [
-            _sum_ranges(free, level.node_start) for level in self._summed_levels
-        ]
+        self.domain_free: list[IntArray] = _domain_totals(self._summed_levels, free)
         if tree.leaves_are_nodes:  # a host leaf's free capacity is its node's: share the array
             self.domain_free.append(free)
 
@@ -42,7 +41,7 @@ class CapacityLedger:
     ) -> CapacityLedger:
         """Free = allocatable − used. Usage on nodes outside the topology is ignored unless
         ``strict`` (then it names the unknown node). Overcommitted nodes count as full."""
-        free = tree.capacity.copy()
+        matrix = np.zeros_like(tree.capacity)
         for name, resources in used.items():
             index = tree.node_index.get(NodeName(name))
             if index is None:
@@ -51,9 +50,14 @@ class CapacityLedger:
                         f"usage names unknown node {name!r}", hint="list only nodes of the cluster"
                     )
                 continue
-            free[index] -= tree.resource_vector(resources)
-        np.maximum(free, 0, out=free)
-        return cls(tree, free)
+            matrix[index] += tree.resource_vector(resources)
+        return cls.with_used(tree, matrix)
+
+    @classmethod
+    def with_used(cls, tree: TopologyTree, used: IntArray) -> CapacityLedger:
+        """Free = allocatable − ``used`` (a row per node of the tree); overcommitted nodes
+        count as full."""
+        return cls(tree, np.maximum(tree.capacity - used, 0))
 
     def scratch(self) -> CapacityLedger:
         """A copy to try placements on; the original is untouched."""
@@ -64,6 +68,18 @@ class CapacityLedger:
         copy.domain_free = [totals.copy() for totals in self.domain_free[:summed]]
         if summed < len(self.domain_free):
             copy.domain_free.append(copy.free)
+        return copy
+
+    def without(self, nodes: IntArray, amounts: IntArray | None = None) -> CapacityLedger:
+        """A copy without ``amounts[i]`` (a row per entry) of the free capacity of
+        ``nodes[i]`` — a node listed twice loses both, none goes below zero — or, with no
+        amounts, without the listed nodes' whole free capacity: what is left to others once
+        capacity is held for a gang. The domain totals are lowered by what the nodes lose
+        instead of being summed again from every node, so it costs a copy, not a rebuild."""
+        distinct, wanted = _per_distinct_node(nodes, amounts)
+        taken = self.free[distinct] if wanted is None else np.minimum(self.free[distinct], wanted)
+        copy = self.scratch()
+        copy.charge_nodes(distinct, taken)
         return copy
 
     def charge_node(self, node: int, amount: IntArray) -> None:
@@ -93,12 +109,32 @@ class CapacityLedger:
         return self.tree.capacity - self.free
 
 
-def _sum_ranges(matrix: IntArray, starts: IntArray) -> IntArray:
-    """Row sums of ``matrix`` over the ranges ``starts[i]:starts[i+1]``."""
-    if len(starts) <= 1:
-        return np.zeros((0, matrix.shape[1]), dtype=np.int64)
-    prefix = np.vstack([np.zeros((1, matrix.shape[1]), dtype=np.int64), np.cumsum(matrix, axis=0)])
-    return np.asarray(prefix[starts[1:]] - prefix[starts[:-1]], dtype=np.int64)
+def _per_distinct_node(
+    nodes: IntArray, amounts: IntArray | None
+) -> tuple[IntArray, IntArray | None]:
+    """The distinct nodes in order and, per node, the sum of its rows of ``amounts``; nodes
+    already distinct and in order (a hold's, as ``np.flatnonzero`` lists them) as they are."""
+    if len(nodes) < 2 or bool((nodes[1:] > nodes[:-1]).all()):
+        return nodes, amounts
+    if amounts is None:
+        return np.unique(nodes), None
+    distinct, entry = np.unique(nodes, return_inverse=True)
+    summed = np.zeros((len(distinct), amounts.shape[1]), dtype=np.int64)
+    np.add.at(summed, entry.reshape(-1), amounts)
+    return distinct, summed
+
+
+def _domain_totals(levels: tuple[LevelIndex, ...], free: IntArray) -> list[IntArray]:
+    """Each level's domain totals of ``free``, bottom-up: the lowest level summed over its
+    nodes, every level above over the totals of its children (the domains one level down are
+    contiguous and never empty), so the nodes are walked once, not once per level."""
+    if not levels or levels[-1].size == 0:
+        return [np.zeros((level.size, free.shape[1]), dtype=np.int64) for level in levels]
+    totals = [np.add.reduceat(free, levels[-1].node_start[:-1], axis=0)]
+    for level in reversed(levels[:-1]):
+        children = cast(IntArray, level.child_start)  # every level but the lowest has them
+        totals.append(np.add.reduceat(totals[-1], children[:-1], axis=0))
+    return totals[::-1]
 
 
 def confined(ledger: CapacityLedger, start: int, end: int) -> CapacityLedger:

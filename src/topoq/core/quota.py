@@ -15,20 +15,22 @@ others are limited by physical capacity alone):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from topoq.core.cohort_tree import (
-    CohortTree,
-    Flow,
-    PathFlow,
-    closest_common,
-    drawn_from,
-    flow_after,
-    flow_of,
-    flow_updated,
-    levels,
+from topoq.core.cohort_tree import CohortTree, Flow, PathFlow, closest_common, levels
+from topoq.core.quota_flow import PathSettlement, Settlement, path_after, settled
+from topoq.core.quota_flow import drawn as drawn_from
+from topoq.core.quota_terms import (
+    Amounts,
+    FlavorTerms,
+    above_zero,
+    fits,
+    minus,
+    plus,
+    smaller,
+    terms_of,
 )
 from topoq.domain.governance import (
     ClusterPolicy,
@@ -67,15 +69,38 @@ def positive(resources: Resources) -> Resources:
     return Resources({name: value for name, value in resources.items() if value > 0})
 
 
-def at_most(left: Resources, right: Resources) -> Resources:
-    names = set(left) | set(right)
-    return Resources({name: min(left.amount(name), right.amount(name)) for name in names})
+@dataclass
+class _FlavorBook:
+    """One flavor's figures in a book, as ``Amounts``: each team's covered usage, each
+    cohort's subtree usage, and (cached until a change) the settlement and what each team's
+    offer lends. Books copied from one another share it until one of them changes it
+    (``QuotaBook._changing``); filling in a cache is no change (the figures are the same)."""
+
+    terms: FlavorTerms
+    capacity: Amounts
+    used: dict[TeamName, Amounts]
+    cohort_used: dict[CohortPath, Amounts]
+    settlement: Settlement | None = None
+    lent: dict[TeamName, Resources] | None = None
+
+    def copied(self) -> _FlavorBook:
+        return _FlavorBook(
+            self.terms,
+            self.capacity,
+            dict(self.used),
+            dict(self.cohort_used),
+            self.settlement,
+            self.lent,
+        )
 
 
 class QuotaBook:
     """Usage per team and flavor, with the policy and the cluster's capacity per flavor.
 
-    Mutable within a cycle; ``copy()`` before a trial."""
+    Mutable within a cycle; ``copy()`` before a trial. The arithmetic runs on fixed-order
+    tuples of the covered resources (:mod:`topoq.core.quota_terms`, worked out once per
+    policy), a flavor's counted when the book is first asked about it; what the book answers
+    is ``Resources``."""
 
     def __init__(
         self,
@@ -93,60 +118,86 @@ class QuotaBook:
         self.changes: dict[TeamName, int] = {}
         """How often what each team's standing depends on changed in this book — its own usage
         or, under fair share, the share of a cohort on its path (for callers that cache)."""
-        self.tree = tree if tree is not None else CohortTree.of(policy)
-        self._covered = {flavor: self._covered_names(flavor) for flavor in self.capacity}
-        self._cohort_used: dict[CohortPath, dict[FlavorName, Resources]] = {}
-        for team, flavors in self.usage.items():
-            for flavor, amount in flavors.items():
-                self._add_to_cohorts(team, flavor, self.covered(flavor, amount))
-        self._flows: dict[FlavorName, Flow] = {}
+        self._terms = terms_of(policy, tree)
+        self.tree = self._terms.tree
+        self._books: dict[FlavorName, _FlavorBook] = {}
+        self._owned: set[FlavorName] = set()
+        """The flavors whose figures this book alone holds (it may change them in place)."""
         self._shares: dict[CohortPath, float] = {}
-        self._drawn: dict[FlavorName, dict[TeamName, Resources]] = {}
         self.memo: dict[Hashable, object] = {}
         """Answers derived from the books as they stand (a waiting job's quota remedies), for
         callers that ask again; cleared by every change."""
 
     def copy(self) -> QuotaBook:
-        """The same books for a trial: the figures copied (not recounted from every team's
-        usage, as a new book would), the caches kept — each one is replaced, never changed in
-        place, and a change to the copy clears the copy's own. ``changes`` starts afresh."""
+        """The same books for a trial: the figures shared (not recounted from every team's
+        usage, as a new book would) until either book changes them — then the changing one
+        copies the flavor's first (copy on write: most trials change one flavor of one team,
+        or nothing) — and the caches kept. ``changes`` starts afresh."""
         twin = QuotaBook.__new__(QuotaBook)
-        twin.policy, twin.tree = self.policy, self.tree
+        twin.policy, twin.tree, twin._terms = self.policy, self.tree, self._terms
         twin.capacity = self.capacity
-        twin.usage = {team: dict(flavors) for team, flavors in self.usage.items()}
+        twin.usage = dict(self.usage)  # a team's dict of flavors is replaced, never changed
         twin.changes = {}
-        twin._covered = self._covered
-        twin._cohort_used = {path: dict(flavors) for path, flavors in self._cohort_used.items()}
-        twin._flows = dict(self._flows)
+        twin._books = dict(self._books)
+        twin._owned, self._owned = set(), set()  # neither may change what both now hold
         twin._shares = dict(self._shares)
-        twin._drawn = dict(self._drawn)
         twin.memo = {}
         return twin
 
-    def _covered_names(self, flavor: FlavorName) -> frozenset[str]:
-        names: set[str] = set()
-        for team in self.policy.teams:
-            quota = team.quota_for(flavor)
-            if quota is not None:
-                names.update(quota.covers)
-        for cohort in self.policy.cohorts:
-            cohort_quota = cohort.quota_for(flavor)
-            if cohort_quota is not None:
-                names.update(cohort_quota.covers)
-        return frozenset(names)
+    def under(self, policy: ClusterPolicy, team: TeamName, flavor: FlavorName) -> QuotaBook:
+        """These books under ``policy``, which differs from this book's only in ``team``'s
+        quota of ``flavor`` (a remedy to try): the same as ``QuotaBook(policy, capacity,
+        usage)``, with the terms adjusted for the one team instead of worked out again and
+        every team's usage kept, not counted again."""
+        twin = self.copy()
+        twin.policy = policy
+        twin._terms = self._terms.with_team_quota(policy, team, flavor)
+        twin.tree = twin._terms.tree
+        twin._shares = {}
+        for name, book in self._books.items():
+            terms = twin._terms.known(name, book.terms.counted)
+            if terms is None:
+                del twin._books[name]  # counted again when asked
+            elif terms is not book.terms:
+                twin._books[name] = _FlavorBook(terms, book.capacity, book.used, book.cohort_used)
+        return twin
 
-    def _add_to_cohorts(self, team: TeamName, flavor: FlavorName, delta: Resources) -> None:
-        spec = self.policy.by_team.get(team)
-        if spec is None or not delta:
-            return
-        for level in levels(spec.cohort):
-            flavors = self._cohort_used.setdefault(level, {})
-            flavors[flavor] = flavors.get(flavor, Resources()) + delta
+    def _book(self, flavor: FlavorName) -> _FlavorBook:
+        """The flavor's figures, counted from every team's usage when first asked."""
+        known = self._books.get(flavor)
+        if known is None:
+            known = self._books[flavor] = self._counted(flavor)
+            self._owned.add(flavor)
+        return known
+
+    def _changing(self, flavor: FlavorName) -> _FlavorBook:
+        """The flavor's figures, this book's own to change (copied if shared with a copy)."""
+        known = self._book(flavor)
+        if flavor not in self._owned:
+            known = self._books[flavor] = known.copied()
+            self._owned.add(flavor)
+        return known
+
+    def _counted(self, flavor: FlavorName) -> _FlavorBook:
+        terms = self._terms.flavor(flavor, flavor in self.capacity)
+        used: dict[TeamName, Amounts] = {}
+        cohort_used: dict[CohortPath, Amounts] = {}
+        for team, flavors in self.usage.items():
+            amount = flavors.get(flavor)
+            if amount is None:
+                continue
+            used[team] = covered = terms.amounts(amount)
+            spec = self.policy.by_team.get(team)
+            if spec is not None and any(covered):
+                for level in levels(spec.cohort):
+                    cohort_used[level] = plus(cohort_used.get(level, terms.zero), covered)
+        capacity = terms.amounts(self.capacity.get(flavor, Resources()))
+        return _FlavorBook(terms, capacity, used, cohort_used)
 
     def covered(self, flavor: FlavorName, resources: Resources) -> Resources:
         """Only the resources quotas speak about for this flavor."""
-        names = self._covered.get(flavor, frozenset())
-        return Resources({name: value for name, value in resources.items() if name in names})
+        terms = self._book(flavor).terms
+        return resources.restricted_to(terms.column) if terms.counted else Resources()
 
     # --- per-team figures -------------------------------------------------------------
     def used(self, team: TeamName, flavor: FlavorName) -> Resources:
@@ -158,33 +209,23 @@ class QuotaBook:
         return quota.guarantee if quota is not None else Resources()
 
     def borrowed(self, team: TeamName, flavor: FlavorName) -> Resources:
-        used = self.covered(flavor, self.used(team, flavor))
-        return positive(used - self.guarantee(team, flavor))
+        book = self._book(flavor)
+        return book.terms.resources(_need(book, team, book.used.get(team, book.terms.zero)))
 
     def lendable(self, team: TeamName, flavor: FlavorName) -> Resources:
-        return self._lendable_with(team, flavor, self.covered(flavor, self.used(team, flavor)))
-
-    def _lendable_with(self, team: TeamName, flavor: FlavorName, used: Resources) -> Resources:
-        spec = self.policy.by_team.get(team)
-        if spec is None or not spec.sharing.lends or not spec.active:
-            return Resources()
-        quota = spec.quota_for(flavor)
-        if quota is None:
-            return Resources()
-        unused = positive(quota.guarantee - used)
-        return unused if quota.lending_limit is None else at_most(unused, quota.lending_limit)
+        book = self._book(flavor)
+        return book.terms.resources(_offer(book, team, book.used.get(team, book.terms.zero)))
 
     def idle(self, flavor: FlavorName) -> Resources:
         """Capacity of the flavor no team is guaranteed (borrowable when sharing is on)."""
+        book = self._book(flavor)
+        return book.terms.resources(self._idle(book))
+
+    def _idle(self, book: _FlavorBook) -> Amounts:
+        # an inactive team's quota is not in force: its share is idle (not in top_guaranteed)
         if not self.policy.idle_resource_sharing:
-            return Resources()
-        # an inactive team's quota is not in force: its share is idle
-        guaranteed = _total(
-            self.tree.guaranteed.get(top, {}).get(flavor, Resources())
-            for top in self.tree.order
-            if len(top) <= 1
-        )
-        return positive(self.covered(flavor, self.capacity.get(flavor, Resources())) - guaranteed)
+            return book.terms.zero
+        return above_zero(minus(book.capacity, book.terms.top_guaranteed))
 
     def lent(self, team: TeamName, flavor: FlavorName) -> Resources:
         """The part of the team's unused guarantee that borrowers use now. Borrowers draw on
@@ -192,54 +233,60 @@ class QuotaBook:
         what each lends), then on the cohorts above; idle capacity last."""
         if team not in self.policy.by_team:
             return Resources()
-        drawn = self._drawn.get(flavor)
-        if drawn is None:
-            drawn = self._drawn[flavor] = drawn_from(
-                self.tree, self.flow(flavor), self._own(flavor)
-            )
-        return drawn.get(team, Resources())
+        book = self._book(flavor)
+        if book.lent is None:
+            drawn = drawn_from(self.tree, book.terms, self._settlement(book))
+            book.lent = {name: book.terms.resources(amounts) for name, amounts in drawn.items()}
+        return book.lent.get(team, Resources())
 
     # --- cohorts --------------------------------------------------------------------
-    def _own(self, flavor: FlavorName) -> _OwnGuarantee:
-        return _OwnGuarantee(self, flavor)
-
     def cohort_used(self, path: CohortPath, flavor: FlavorName) -> Resources:
         """The covered usage of every team under the cohort."""
-        return self._cohort_used.get(path, {}).get(flavor, Resources())
+        book = self._book(flavor)
+        return book.terms.resources(book.cohort_used.get(path, book.terms.zero))
 
     def cohort_borrowed(self, path: CohortPath, flavor: FlavorName) -> Resources:
         """What the cohort's subtree uses above its subtree's guarantee."""
-        guaranteed = self.tree.guaranteed.get(path, {}).get(flavor, Resources())
-        return positive(self.cohort_used(path, flavor) - guaranteed)
+        book = self._book(flavor)
+        zero = book.terms.zero
+        used = book.cohort_used.get(path, zero)
+        return book.terms.resources(above_zero(minus(used, book.terms.subtree.get(path, zero))))
 
     def flow(self, flavor: FlavorName) -> Flow:
-        """How the flavor's borrowing is served through the cohort tree now (cached until the
-        books change)."""
-        known = self._flows.get(flavor)
-        if known is None:
-            known = flow_of(
-                self.tree,
-                flavor,
-                need_of=lambda team: self.borrowed(team, flavor),
-                offer_of=lambda team: self.lendable(team, flavor),
-                own=self._own(flavor),
-                idle=self.idle(flavor),
-            )
-            self._flows[flavor] = known
-        return known
+        """How the flavor's borrowing is served through the cohort tree now."""
+        book = self._book(flavor)
+        return self._settlement(book).as_flow(book.terms)
 
-    def _flow_after(self, team: TeamSpec, flavor: FlavorName, demand: Resources) -> PathFlow:
+    def _settlement(self, book: _FlavorBook) -> Settlement:
+        """The flavor's settlement (cached until the books change, and kept in step with each
+        charge by settling the charged team's path again)."""
+        if book.settlement is None:
+            zero = book.terms.zero
+            need: dict[TeamName, Amounts] = {}
+            offer: dict[TeamName, Amounts] = {}
+            for teams in self.tree.teams.values():
+                for team in teams:
+                    used = book.used.get(team, zero)
+                    need[team], offer[team] = _need(book, team, used), _offer(book, team, used)
+            book.settlement = settled(self.tree, book.terms, need, offer, self._idle(book))
+        return book.settlement
+
+    def _path_after(self, team: TeamSpec, book: _FlavorBook, demand: Amounts) -> PathSettlement:
         """The cohorts on the team's path once it takes ``demand`` more."""
-        used = self.covered(flavor, self.used(team.name, flavor)) + demand
-        return flow_after(
-            self.tree,
-            self.flow(flavor),
-            flavor,
+        used = plus(book.used.get(team.name, book.terms.zero), demand)
+        return path_after(
+            book.terms,
+            self._settlement(book),
             team.name,
             team.cohort,
-            need=positive(used - self.guarantee(team.name, flavor)),
-            offer=self._lendable_with(team.name, flavor, used),
+            need=_need(book, team.name, used),
+            offer=_offer(book, team.name, used),
         )
+
+    def _flow_after(self, team: TeamSpec, flavor: FlavorName, demand: Resources) -> PathFlow:
+        """:meth:`_path_after` read as ``Resources`` (what a check settles, for tests)."""
+        book = self._book(flavor)
+        return self._path_after(team, book, book.terms.amounts(demand)).as_path_flow(book.terms)
 
     def cohort_share(self, path: CohortPath) -> float:
         """The cohort's weighted share: the largest fraction of any covered resource of any
@@ -272,11 +319,13 @@ class QuotaBook:
         if theirs.cohort and shared >= len(theirs.cohort):
             return True  # the holder is a member of the cohort they share
         branch = theirs.cohort[: shared + 1]  # () for a holder in the unnamed cohort
-        return bool(self.flow(flavor).need.get(branch))
+        return any(self._settlement(self._book(flavor)).need.get(branch, ()))
 
     def _within_subtree(self, path: CohortPath, flavor: FlavorName, demand: Resources) -> bool:
-        guaranteed = self.tree.guaranteed.get(path, {}).get(flavor, Resources())
-        return (self.cohort_used(path, flavor) + self.covered(flavor, demand)).fits_in(guaranteed)
+        book = self._book(flavor)
+        zero = book.terms.zero
+        after = plus(book.cohort_used.get(path, zero), book.terms.amounts(demand))
+        return fits(after, book.terms.subtree.get(path, zero))
 
     def within_cohort_guarantee(
         self, team: TeamName, flavor: FlavorName, demand: Resources
@@ -303,34 +352,36 @@ class QuotaBook:
 
     # --- books ----------------------------------------------------------------------
     def charge(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
-        flavors = self.usage.setdefault(team, {})
-        self._set(team, flavor, flavors.get(flavor, Resources()) + amount)
+        self._set(team, flavor, self.used(team, flavor) + amount)
 
     def release(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
-        flavors = self.usage.setdefault(team, {})
-        self._set(team, flavor, positive(flavors.get(flavor, Resources()) - amount))
+        self._set(team, flavor, positive(self.used(team, flavor) - amount))
 
     def _set(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
         spec = self.policy.by_team.get(team)
         path = levels(spec.cohort) if spec is not None else []
         fair = self.policy.idle_allocation is IdleAllocation.FAIR_SHARE
         shares = [self.cohort_share(level) for level in path] if fair else []
-        before = self.covered(flavor, self.used(team, flavor))
-        self.usage.setdefault(team, {})[flavor] = amount
-        self._add_to_cohorts(team, flavor, self.covered(flavor, amount) - before)
-        known = self._flows.pop(flavor, None)
+        book = self._changing(flavor)  # counted before the change
+        terms = book.terms
+        before, after = book.used.get(team, terms.zero), terms.amounts(amount)
+        self.usage[team] = {**self.usage.get(team, {}), flavor: amount}
+        book.used[team] = after
+        delta = minus(after, before)
+        if spec is not None and any(delta):
+            for level in path:
+                book.cohort_used[level] = plus(book.cohort_used.get(level, terms.zero), delta)
+        known, book.settlement, book.lent = book.settlement, None, None
         if known is not None and spec is not None and team in known.team_need:
             # only this team's figures moved: settle its path again, not the whole tree
-            self._flows[flavor] = flow_updated(
-                self.tree,
+            book.settlement = path_after(
+                terms,
                 known,
-                flavor,
                 team,
                 spec.cohort,
-                need=self.borrowed(team, flavor),
-                offer=self.lendable(team, flavor),
-            )
-        self._drawn.pop(flavor, None)
+                need=_need(book, team, after),
+                offer=_offer(book, team, after),
+            ).whole()
         self.memo.clear()
         for level in path:
             self._shares.pop(level, None)
@@ -350,7 +401,8 @@ class QuotaBook:
     def shortfall(self, flavor: FlavorName) -> Resources:
         """How much borrowing exceeds what lenders and idle capacity can back, or what cohorts'
         borrowing limits let in (zero when the books balance)."""
-        return self.flow(flavor).shortfall
+        book = self._book(flavor)
+        return book.terms.resources(self._settlement(book).shortfall())
 
     def within_guarantee(self, team: TeamName, flavor: FlavorName, demand: Resources) -> bool:
         """Whether taking ``demand`` keeps the team inside its guarantee, or inside that of a
@@ -364,64 +416,78 @@ class QuotaBook:
         )
 
     def _within_own_guarantee(self, spec: TeamSpec, flavor: FlavorName, demand: Resources) -> bool:
-        after = self.covered(flavor, self.used(spec.name, flavor) + demand)
-        return after.fits_in(self.guarantee(spec.name, flavor))
+        book = self._book(flavor)
+        terms = book.terms
+        after = plus(book.used.get(spec.name, terms.zero), terms.amounts(demand))
+        return fits(after, terms.guarantee[spec.name])
 
     def check(self, team: TeamName, flavor: FlavorName, demand: Resources) -> QuotaCheck:
-        """Whether ``team`` may take ``demand`` more of ``flavor`` now."""
+        """Whether ``team`` may take ``demand`` more of ``flavor`` now. Memoized on the books
+        while they stand (``memo``): a cycle asks again for every job of a team that wants as
+        much, until the next charge. Callers share the answer: they copy ``numbers`` to add
+        to them."""
         spec = self.policy.by_team.get(team)
         if spec is None or not spec.active:
             state = "unknown" if spec is None else "inactive"
             return QuotaCheck(QuotaVerdict.UNKNOWN_TEAM, f"team {team!r} is {state}")
-        demand = self.covered(flavor, demand)
-        after = self.covered(flavor, self.used(team, flavor)) + demand
-        guarantee = self.guarantee(team, flavor)
-        if after.fits_in(guarantee):
-            return self._balanced(team, flavor, demand, QuotaVerdict.WITHIN_GUARANTEE)
-        return self._borrowing(spec, flavor, demand, after - guarantee)
+        book = self._book(flavor)
+        asked = book.terms.amounts(demand)
+        key = ("quota-check", team, flavor, asked)
+        known = self.memo.get(key)
+        if isinstance(known, QuotaCheck):
+            return known
+        after = plus(book.used.get(team, book.terms.zero), asked)
+        guarantee = book.terms.guarantee[team]
+        if fits(after, guarantee):
+            answer = self._balanced(spec, flavor, asked, QuotaVerdict.WITHIN_GUARANTEE)
+        else:
+            answer = self._borrowing(spec, flavor, asked, above_zero(minus(after, guarantee)))
+        self.memo[key] = answer
+        return answer
 
     def _borrowing(
-        self, spec: TeamSpec, flavor: FlavorName, demand: Resources, over: Resources
+        self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, over: Amounts
     ) -> QuotaCheck:
-        over = positive(over)
-        quota = spec.quota_for(flavor)
+        terms = self._book(flavor).terms
         if not spec.sharing.borrows:
             return QuotaCheck(
                 QuotaVerdict.NO_QUOTA,
-                f"team {spec.name} {self.describe(spec.name, flavor)}; it needs {_fmt(over)} "
-                f"more and may not borrow ({spec.sharing.value})",
+                f"team {spec.name} {self.describe(spec.name, flavor)}; it needs "
+                f"{_fmt(terms.resources(over))} more and may not borrow ({spec.sharing.value})",
                 self._numbers(spec.name, flavor, demand),
             )
-        limit = quota.borrow_limit if quota is not None else Resources()
-        if not over.fits_in(limit):
+        if not fits(over, terms.borrow_limit[spec.name]):
+            quota = spec.quota_for(flavor)
+            limit = quota.borrow_limit if quota is not None else Resources()
             return QuotaCheck(
                 QuotaVerdict.BORROW_LIMIT,
                 f"team {spec.name} {self.describe(spec.name, flavor)}; it would borrow "
-                f"{_fmt(over)}, over its borrow limit of {_fmt(limit) or 'nothing'}",
+                f"{_fmt(terms.resources(over))}, over its borrow limit of "
+                f"{_fmt(limit) or 'nothing'}",
                 self._numbers(spec.name, flavor, demand),
             )
-        return self._balanced(spec.name, flavor, demand, QuotaVerdict.BORROWING)
+        return self._balanced(spec, flavor, demand, QuotaVerdict.BORROWING)
 
     def _balanced(
-        self, team: TeamName, flavor: FlavorName, demand: Resources, verdict: QuotaVerdict
+        self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, verdict: QuotaVerdict
     ) -> QuotaCheck:
         """The verdict unless taking ``demand`` would make the books worse: a cohort on the
         team's path over its borrowing limit (even for work within the team's guarantee: the
         lender takes back what its cohort's members borrowed, so they must be reclaimed), or,
         for borrowing, more than lenders and idle capacity can serve."""
-        spec = self.policy.by_team[team]
-        before, after = self.flow(flavor), self._flow_after(spec, flavor, demand)
+        book, team = self._book(flavor), spec.name
+        before, after = self._settlement(book), self._path_after(spec, book, demand)
         for level in reversed(levels(spec.cohort)):
-            grown = positive(after.over_limit[level] - before.over_limit[level])
-            if grown:
+            if any(above_zero(minus(after.over_limit[level], before.over_limit[level]))):
                 return self._cohort_limit(team, flavor, demand, level, after)
-        missing = positive(after.unserved - before.unserved)
-        if missing and verdict is QuotaVerdict.BORROWING:
+        missing = above_zero(minus(after.unserved, before.unserved))
+        if any(missing) and verdict is QuotaVerdict.BORROWING:
+            shown = _fmt(book.terms.resources(missing))
             return QuotaCheck(
                 QuotaVerdict.NO_LENDER,
-                f"team {team} {self.describe(team, flavor)}; it needs {_fmt(demand)} and no "
-                f"lender has room for {_fmt(missing)} of it",
-                self._numbers(team, flavor, demand) | {"missing": _fmt(missing)},
+                f"team {team} {self.describe(team, flavor)}; it needs "
+                f"{_fmt(book.terms.resources(demand))} and no lender has room for {shown} of it",
+                self._numbers(team, flavor, demand) | {"missing": shown},
             )
         message = f"team {team} {self.describe(team, flavor)}"
         return QuotaCheck(verdict, message, self._numbers(team, flavor, demand))
@@ -430,13 +496,13 @@ class QuotaBook:
         self,
         team: TeamName,
         flavor: FlavorName,
-        demand: Resources,
+        demand: Amounts,
         path: CohortPath,
-        after: PathFlow,
+        after: PathSettlement,
     ) -> QuotaCheck:
         quota = self.tree.quota(path, flavor)
         limit = quota.borrow_limit if quota is not None else Resources()
-        wanted = after.need[path] + after.over_limit[path]
+        wanted = self._book(flavor).terms.resources(plus(after.need[path], after.over_limit[path]))
         name = "/".join(path)
         return QuotaCheck(
             QuotaVerdict.BORROW_LIMIT,
@@ -447,60 +513,70 @@ class QuotaBook:
 
     def describe(self, team: TeamName, flavor: FlavorName) -> str:
         """``uses 64/64 nvidia.com/gpu of its p5.48xlarge guarantee and 32/32 borrowed``."""
-        used = self.covered(flavor, self.used(team, flavor))
-        guarantee = self.guarantee(team, flavor)
-        name = _headline(guarantee or used)
-        inside = min(used.amount(name), guarantee.amount(name))
-        text = f"uses {inside}/{guarantee.amount(name)} {name} of its {flavor} guarantee"
+        terms, name, had, given = self._headline(team, flavor, None)
+        text = f"uses {min(had, given)}/{given} {name} of its {flavor} guarantee"
         spec = self.policy.by_team.get(team)
-        quota = spec.quota_for(flavor) if spec is not None else None
         if spec is not None and spec.sharing.borrows:
-            limit = quota.borrow_limit.amount(name) if quota is not None else 0
-            text += f" and {self.borrowed(team, flavor).amount(name)}/{limit} borrowed"
+            limit = _amount_of(terms, terms.borrow_limit[team], name)
+            text += f" and {max(had - given, 0)}/{limit} borrowed"
         return text
 
-    def _numbers(
-        self, team: TeamName, flavor: FlavorName, demand: Resources
-    ) -> dict[str, int | str]:
-        name = _headline(self.guarantee(team, flavor) or demand)
+    def _numbers(self, team: TeamName, flavor: FlavorName, demand: Amounts) -> dict[str, int | str]:
+        terms, name, had, given = self._headline(team, flavor, demand)
         return {
             "flavor": str(flavor),
             "resource": name,
-            "requested": demand.amount(name),
-            "used": self.covered(flavor, self.used(team, flavor)).amount(name),
-            "guarantee": self.guarantee(team, flavor).amount(name),
-            "borrowed": self.borrowed(team, flavor).amount(name),
+            "requested": _amount_of(terms, demand, name),
+            "used": had,
+            "guarantee": given,
+            "borrowed": max(had - given, 0),
         }
 
+    def _headline(
+        self, team: TeamName, flavor: FlavorName, demand: Amounts | None
+    ) -> tuple[FlavorTerms, str, int, int]:
+        """The resource a message leads with — of the team's guarantee, else of ``demand``
+        (of its usage when None) — and what the team uses and is guaranteed of it."""
+        book = self._book(flavor)
+        terms = book.terms
+        used = book.used.get(team, terms.zero)
+        guarantee = terms.guarantee.get(team, terms.zero)
+        shown = guarantee if any(guarantee) else used if demand is None else demand
+        name = _headline_in(terms.names, shown)
+        return terms, name, _amount_of(terms, used, name), _amount_of(terms, guarantee, name)
 
-@dataclass(frozen=True)
-class _OwnGuarantee:
-    """A cohort's own covered guarantee of one flavor."""
 
-    book: QuotaBook
-    flavor: FlavorName
-
-    def __call__(self, path: CohortPath) -> Resources:
-        quota = self.book.tree.quota(path, self.flavor)
-        return self.book.covered(self.flavor, quota.guarantee) if quota is not None else Resources()
+def _need(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:
+    """What a team using ``used`` borrows: its usage above its guarantee."""
+    return above_zero(minus(used, book.terms.guarantee.get(team, book.terms.zero)))
 
 
-def _total(amounts: Iterable[Resources]) -> Resources:
-    total = Resources()
-    for amount in amounts:
-        total = total + amount
-    return total
+def _offer(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:
+    """What a team using ``used`` lends: its unused guarantee, within its lending limit."""
+    terms = book.terms
+    if not terms.lends.get(team, False):
+        return terms.zero
+    unused = above_zero(minus(terms.guarantee[team], used))
+    limit = terms.lending_limit[team]
+    return unused if limit is None else smaller(unused, limit)
+
+
+def _amount_of(terms: FlavorTerms, amounts: Amounts, name: str) -> int:
+    column = terms.column.get(name)
+    return amounts[column] if column is not None else 0
 
 
 _HEADLINE_ORDER = ("nvidia.com/gpu", "aws.amazon.com/neurondevice", "cpu", "memory")
 
 
-def _headline(resources: Resources) -> str:
-    """The resource a message leads with: accelerators first."""
+def _headline_in(names: tuple[str, ...], amounts: Amounts) -> str:
+    """The resource a message leads with: accelerators first, then the first in order of
+    those the amounts name."""
+    named = [name for name, value in zip(names, amounts, strict=True) if value]
     for name in _HEADLINE_ORDER:
-        if name in resources:
+        if name in named:
             return name
-    return next(iter(resources), "nvidia.com/gpu")
+    return named[0] if named else "nvidia.com/gpu"
 
 
 def _fmt(resources: Resources) -> str:

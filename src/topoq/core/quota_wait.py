@@ -123,11 +123,13 @@ def jobs_to_wait_for(
     the flavor when lenders lack room. None when ``MAX_JOBS_NAMED`` do not suffice."""
     headline = (accelerators_first(demand) or [NVIDIA_GPU])[0]
     anyone = verdict is QuotaVerdict.NO_LENDER
+    team = job.team
     using = {
         other.id: (other, other.allocation.usage[flavor])
         for other in running
+        if (anyone or other.team == team)  # first: it rules out most jobs, and cheaply
         if other.allocation is not None and flavor in other.allocation.usage
-        if other.id != job.id and (anyone or other.team == job.team)
+        if other.id != job.id
     }
     largest = heapq.nsmallest(
         MAX_JOBS_TRIED, using, key=lambda key: (-using[key][1].amount(headline), key)
@@ -215,7 +217,7 @@ def _admits(
 ) -> bool:
     if policy is None:
         return False
-    trial = QuotaBook(policy, book.capacity, book.usage)
+    trial = book.under(policy, job.team, flavor)  # the policy differs in this quota alone
     guaranteed = Resources()
     for team in policy.teams:
         if team.active:

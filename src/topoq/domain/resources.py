@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 import re
-from collections.abc import ItemsView, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import (
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    Sequence,
+    ValuesView,
+)
 
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.quantity import format_quantity, parse_quantity
@@ -49,6 +58,24 @@ class Resources(Mapping[str, int]):
         order, as ``__init__`` keeps them. The cycle's quota arithmetic makes millions."""
         made = cls.__new__(cls)
         made._amounts = {name: amounts[name] for name in sorted(amounts) if amounts[name] != 0}
+        return made
+
+    @classmethod
+    def of_amounts(cls, names: Sequence[str], amounts: Iterable[int]) -> Resources:
+        """From whole amounts given in the order of ``names``, which must be sorted: how the
+        quota books' fixed-order amounts (``core.quota_terms``) become ``Resources`` again,
+        with no conversion and no sorting."""
+        made = cls.__new__(cls)
+        made._amounts = {name: value for name, value in zip(names, amounts, strict=True) if value}
+        return made
+
+    def restricted_to(self, names: Collection[str]) -> Resources:
+        """Only the amounts of ``names`` (itself when it names no other)."""
+        kept = {name: value for name, value in self._amounts.items() if name in names}
+        if len(kept) == len(self._amounts):
+            return self
+        made = Resources.__new__(Resources)
+        made._amounts = kept
         return made
 
     @classmethod

@@ -1,0 +1,56 @@
+"""The per-cycle ledger prepared from the previous cycle's: the same figures as a ledger
+rebuilt from every holder, whatever came, went or moved, and the previous one unchanged."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topoq.core.holdings import ledger_after, prepared_ledger
+from topoq.core.tree import build_tree
+from topoq.domain.job import Allocation, JobPhase, JobView
+from topoq.domain.placement import PlacementResult
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
+from topoq.testing.builders import cluster
+from topoq.testing.governance import job
+
+TREE = build_tree(*cluster([2, 2, 3]))
+NAMES = [node.name for node in TREE.nodes] + ["gone"]  # a node that left the tree too
+
+Holding = list[tuple[int, int]]
+"""A holder's (node, GPUs) pairs."""
+holdings = st.lists(st.tuples(st.integers(0, len(NAMES) - 1), st.integers(1, 12)), max_size=4)
+
+
+def holder(name: str, on_nodes: Holding) -> JobView:
+    held = {NAMES[node]: Resources({NVIDIA_GPU: gpus}) for node, gpus in on_nodes}
+    allocation = Allocation(PlacementResult(name, ()), held, {})
+    return JobView(job(name, "a").spec, phase=JobPhase.RUNNING, allocation=allocation)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(holdings, max_size=6), st.lists(holdings, max_size=6), st.booleans())
+def test_a_ledger_prepared_from_the_previous_is_the_ledger_rebuilt(
+    before: list[Holding], after: list[Holding], keep_first: bool
+) -> None:
+    then = [holder(f"j{index}", nodes) for index, nodes in enumerate(before)]
+    now = [holder(f"j{index}", nodes) for index, nodes in enumerate(after)]
+    if keep_first and then:
+        now = [then[0], *now[1:]]  # one holder unchanged, the same allocation
+    previous = prepared_ledger(TREE, then)
+    kept = previous.ledger().free.copy()
+    derived = prepared_ledger(TREE, now, previous).ledger()
+    rebuilt = ledger_after(TREE, now)
+    assert (derived.free == rebuilt.free).all()
+    for mine, theirs in zip(derived.domain_free, rebuilt.domain_free, strict=True):
+        assert (mine == theirs).all()
+    assert (previous.ledger().free == kept).all()  # the previous cycle's is left as it was
+    assert (previous.ledger().free == ledger_after(TREE, then).free).all()
+
+
+def test_a_prepared_ledger_hands_out_copies_to_charge() -> None:
+    prepared = prepared_ledger(TREE, [holder("j", [(0, 8)])])
+    mine = prepared.ledger()
+    mine.charge_node(1, mine.free[1])
+    assert prepared.ledger().free[1].any()

@@ -172,10 +172,10 @@ def confined_to_unheld(ledger: CapacityLedger, holds: Sequence[NodeHold]) -> Cap
     """A copy of ``ledger`` without the capacity ``holds`` keep."""
     if not holds:
         return ledger
-    free = ledger.free.copy()
-    for hold in holds:
-        free[hold.nodes] = np.maximum(free[hold.nodes] - hold.amounts, 0)
-    return CapacityLedger(ledger.tree, free)
+    if len(holds) == 1:
+        return ledger.without(holds[0].nodes, holds[0].amounts)
+    nodes = np.concatenate([hold.nodes for hold in holds])
+    return ledger.without(nodes, np.concatenate([hold.amounts for hold in holds]))
 
 
 def quota_free_at(

@@ -19,7 +19,7 @@ from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
-from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
+from topoq.core.holdings import capacity_by_flavor, prepared_ledger, usage_by_team
 from topoq.core.holds import hold_for_starving
 from topoq.core.ordering import pending_in_order
 from topoq.core.quota import QuotaBook
@@ -54,9 +54,12 @@ def run_cycle(
     holders = {
         job.id: job for job in snapshot.jobs if job.phase.holds_capacity and job.id not in requeued
     }
+    prepared = prepared_ledger(
+        snapshot.tree, holders.values(), carried.prepared if carried is not None else None
+    )
     cycle = CycleState(  # 3
         snapshot,
-        ledger_after(snapshot.tree, holders.values()),
+        prepared.ledger(),
         QuotaBook(
             snapshot.policy,
             capacity_by_flavor(snapshot.tree, snapshot.flavor_label),
@@ -65,6 +68,7 @@ def run_cycle(
         holders,
         carried,
         trial_placements,
+        prepared,
     )
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)

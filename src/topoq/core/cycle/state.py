@@ -25,7 +25,7 @@ from topoq.core.admission import (
 from topoq.core.backfill import Ending, NodeHold, backfills, confined_to_unheld, endings
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.diagnostics import WaitIdentity
-from topoq.core.holdings import flavor_values, total_demand
+from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import priority_of
 from topoq.core.placement import place_workload
@@ -59,6 +59,9 @@ class Carried:
 
     waits: Mapping[JobId, ParkedWait]
     facts: Mapping[JobId, JobFacts]
+    prepared: PreparedLedger | None = None
+    """The capacity the holders left as the cycle began: the next cycle's is derived from it
+    by the holders that changed."""
 
 
 class CycleState:
@@ -72,8 +75,10 @@ class CycleState:
         holders: dict[JobId, JobView],
         carried: Carried | None = None,
         trial_placements: int = UNBOUNDED,
+        prepared: PreparedLedger | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self._prepared = prepared
         self.previous = carried.waits if carried else {}
         """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
         self._known_facts = carried.facts if carried else {}
@@ -350,7 +355,7 @@ class CycleState:
         return before[1]
 
     def carried(self) -> Carried:
-        return Carried(self.waits, self.facts)
+        return Carried(self.waits, self.facts, self._prepared)
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)

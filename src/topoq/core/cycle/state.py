@@ -5,7 +5,8 @@ for blocked or starving gangs, quota holds for queue heads), what was decided (a
 preemptions, diagnostics) and which jobs' failures are known for their equivalence class.
 Every change goes through a named operation, and every change ends the current **epoch**:
 answers computed on the state (a quota check, a placement, the capacity a job may use, why it
-waits) are shared between jobs only within one epoch, so sharing never changes an answer.
+waits) are shared between jobs only within one epoch, so sharing never changes an answer. An
+answer on the books or the ledger themselves (not on what is held) lasts until they change.
 """
 
 from __future__ import annotations
@@ -116,9 +117,12 @@ class CycleState:
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
         self.epoch = 0
-        """How many changes the state has had: answers are shared only within one epoch."""
+        """How many times the books or the ledger changed (the pending order follows it)."""
         self._shared: dict[Hashable, object] = {}
         """Answers computed in the current epoch (see the module's docstring)."""
+        self._booked: dict[Hashable, object] = {}
+        """Answers on the books and the ledger themselves (a check, a placement): a hold
+        changes neither, so these outlive an epoch that a hold ended, until the next booking."""
         self._ending: tuple[tuple[int, int], list[Ending]] | None = None
         self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
@@ -129,18 +133,23 @@ class CycleState:
         return self.snapshot.policy
 
     # --- sharing answers within an epoch ---------------------------------------------------
-    def shared(self, key: Hashable, compute: Callable[[], T]) -> T:
-        """``compute()``, once per epoch for ``key``."""
+    def shared(self, key: Hashable, compute: Callable[[], T], *, booked: bool = False) -> T:
+        """``compute()``, once per epoch for ``key`` (``booked``: an answer on the books and
+        the ledger alone, kept until they change)."""
+        answers = self._booked if booked else self._shared
         try:
-            return self._shared[key]  # type: ignore[return-value]
+            return answers[key]  # type: ignore[return-value]
         except KeyError:
             value = compute()
-            self._shared[key] = value
+            answers[key] = value
             return value
 
-    def _changed(self) -> None:
+    def _changed(self, *, booking: bool = True) -> None:
+        """End the epoch; ``booking``: the books or the ledger changed, not only a hold."""
         self._shared.clear()
-        self.epoch += 1
+        if booking:
+            self._booked.clear()
+            self.epoch += 1
 
     def shape_of(self, workload: WorkloadSpec) -> Hashable:
         """``workload_shape``, once per workload of the cycle."""
@@ -213,11 +222,11 @@ class CycleState:
     def hold_nodes(self, hold: NodeHold, team: TeamName) -> None:
         self.reserved.append(hold)
         self.reserving_teams.add(team)
-        self._changed()
+        self._changed(booking=False)
 
     def hold_team_quota(self, hold: QuotaHold) -> None:
         self.team_holds[hold.team] = hold
-        self._changed()
+        self._changed(booking=False)
 
     def _release_holds_of(self, job: JobView) -> None:
         """A job admitted needs its holds no longer (a starving job holds before the loop and
@@ -257,6 +266,7 @@ class CycleState:
             lambda: any(
                 self.book.within_guarantee(job.team, f, demand) for f in flavors_for(job, self.book)
             ),
+            booked=True,
         )
 
     def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
@@ -320,7 +330,9 @@ class CycleState:
         self, book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
     ) -> QuotaCheck:
         return self.shared(
-            ("check", id(book), team, flavor, demand), lambda: book.check(team, flavor, demand)
+            ("check", id(book), team, flavor, demand),
+            lambda: book.check(team, flavor, demand),
+            booked=book is self.book,
         )
 
     def _attempt(
@@ -407,6 +419,7 @@ class CycleState:
         return self.shared(
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
             lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
+            booked=ledger is self.ledger,
         )
 
 

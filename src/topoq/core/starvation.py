@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from topoq.core.ordering import team_order_key
 from topoq.core.time_limits import next_time_limit
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobPhase, JobView
@@ -25,12 +24,6 @@ def waiting_since(job: JobView) -> float:
 def is_starving(policy: ClusterPolicy, job: JobView, now: float) -> bool:
     guard = policy.starvation_guard_s
     return guard > 0 and job.phase is JobPhase.PENDING and now - waiting_since(job) >= guard
-
-
-def starving(jobs: Iterable[JobView], policy: ClusterPolicy, now: float) -> list[JobView]:
-    """The starving jobs among ``jobs``, by priority, then submission time."""
-    found = [job for job in jobs if is_starving(policy, job, now)]
-    return sorted(found, key=lambda job: team_order_key(policy, job))
 
 
 def next_time_rule_change(

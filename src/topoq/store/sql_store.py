@@ -27,7 +27,7 @@ from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_events, job_rows, team_usage, tokens
-from topoq.store.cycle_log import RecordedCycle, record_cycle
+from topoq.store.cycle_log import RecordedCycle, StoredDiagnostic, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.group_commit import GroupCommit
 from topoq.store.job_cache import JobCache
@@ -82,6 +82,7 @@ class SqlStore:
         self.database = database
         self._read_versions = _ReadVersions()
         self._known_jobs = JobCache()
+        self._known_nodes = inventory.KnownNodes()
         self._transactions = Transactions(database)
         self._submissions = GroupCommit(SubmissionWriter(self._transactions).commit)
         self._verified_tokens: dict[str, tuple[TokenRecord, float]] = {}
@@ -91,9 +92,10 @@ class SqlStore:
         """The latest policy read: its version, itself, and when the version was checked."""
         self._policy_saves = 0
         self._team_counts = TeamPhaseCounts()
-        self._known_diagnostics: dict[str, Diagnostic] = {}
-        """What each pending job's stored diagnostic is, as this store last wrote or read it
-        (another process's controller writing the same jobs' diagnostics is not seen)."""
+        self._known_diagnostics: dict[str, StoredDiagnostic] = {}
+        """What each pending job's stored diagnostic is, as this store last wrote or read it,
+        with the row's document (another process's controller writing the same jobs'
+        diagnostics is not seen)."""
 
     def close(self) -> None:
         self.database.dispose()
@@ -342,7 +344,7 @@ class SqlStore:
 
     # --- nodes --------------------------------------------------------------------------
     def nodes(self) -> list[NodeSpec]:
-        return self._query(inventory.read_nodes)
+        return self._query(self._known_nodes.read)
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""

@@ -31,6 +31,7 @@ numbers and never fails on them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import os
@@ -42,7 +43,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -119,9 +120,12 @@ class PhaseClock:
         self.cpu.clear()
 
 
-def _instrument(clock: PhaseClock, store: Any, controller: Any) -> None:
-    """Wrap what the step calls with the phase clock (whichever names this revision has)."""
+@contextlib.contextmanager
+def _instrumented(clock: PhaseClock, store: Any, controller: Any) -> Iterator[None]:
+    """Wrap what the step calls with the phase clock (whichever names this revision has),
+    and put the controller module's functions back afterwards."""
     module: Any = controller_module
+    originals = dict(vars(module))
     for name in ("nodes", "jobs", "policy", "phases_of", "fair_share_usage", "holding_jobs"):
         setattr(store, name, clock.timed("read", getattr(store, name)))
     store.job = clock.timed("events", store.job)
@@ -136,6 +140,12 @@ def _instrument(clock: PhaseClock, store: Any, controller: Any) -> None:
         if hasattr(module, name):
             setattr(module, name, clock.timed("apply", getattr(module, name)))
     controller._observe = clock.timed("metrics", controller._observe)
+    try:
+        yield
+    finally:
+        for name in ("schedule", "schedule_with_parking", "apply_cycle", "cycle_moves"):
+            if name in originals:
+                setattr(module, name, originals[name])
 
 
 def filled_store(data_dir: Path, nodes: int, pending: int) -> tuple[SqlStore, Any]:
@@ -186,37 +196,51 @@ def measure(revision: str, nodes: int, pending: int, steps: int) -> Measured:
         controller = Controller(
             store, executor, topology, clock=lambda: cluster.now, metrics=ControlPlaneMetrics()
         )
+        measured = Measured(revision, nodes, pending, 0, 0.0, 0, 0)
         phases = PhaseClock()
-        _instrument(phases, store, controller)
-        began = time.perf_counter()
-        admitted = len(controller.step().result.admissions)
-        measured = Measured(revision, nodes, pending, 1, time.perf_counter() - began, admitted, 0)
-        while True:
-            cluster.report_starts()
-            cluster.now += 1.0
-            measured.fill_steps += 1
-            more = len(controller.step().result.admissions)
-            measured.admitted += more
-            if not more:
-                break
-        rng = random.Random(pending)
-        measured.phase_wall_s = {phase: [] for phase in PHASES}
-        measured.phase_cpu_s = {phase: [] for phase in PHASES}
-        for _ in range(steps):
-            cluster.report_starts()
-            cluster.end_one(rng)
-            cluster.now += 1.0
-            phases.reset()
-            wall, cpu = time.perf_counter(), time.process_time()
-            step = controller.step()
-            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-            measured.steady_admitted += len(step.result.admissions)
-            measured.wall_s.append(wall)
-            measured.cpu_s.append(cpu)
-            _add_phases(measured, phases, wall, cpu)
+        with _instrumented(phases, store, controller):
+            _fill(measured, controller, cluster)
+            _run_steady(measured, controller, cluster, phases, steps)
         store.close()
     measured.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return measured
+
+
+def _fill(measured: Measured, controller: Controller, cluster: Cluster) -> None:
+    """Steps (the gangs each starts reported STARTED) until one admits nothing."""
+    while True:
+        if measured.fill_steps:
+            cluster.report_starts()
+            cluster.now += 1.0
+        began = time.perf_counter()
+        admitted = len(controller.step().result.admissions)
+        if not measured.fill_steps:
+            measured.first_step_s = time.perf_counter() - began
+        measured.fill_steps += 1
+        measured.admitted += admitted
+        if not admitted:
+            return
+
+
+def _run_steady(
+    measured: Measured, controller: Controller, cluster: Cluster, phases: PhaseClock, steps: int
+) -> None:
+    """``steps`` timed steps, each after one running job ended."""
+    rng = random.Random(measured.pending)
+    measured.phase_wall_s = {phase: [] for phase in PHASES}
+    measured.phase_cpu_s = {phase: [] for phase in PHASES}
+    for _ in range(steps):
+        cluster.report_starts()
+        cluster.end_one(rng)
+        cluster.now += 1.0
+        phases.reset()
+        wall, cpu = time.perf_counter(), time.process_time()
+        step = controller.step()
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        measured.steady_admitted += len(step.result.admissions)
+        measured.wall_s.append(wall)
+        measured.cpu_s.append(cpu)
+        _add_phases(measured, phases, wall, cpu)
 
 
 def _add_phases(measured: Measured, phases: PhaseClock, wall: float, cpu: float) -> None:

@@ -14,9 +14,12 @@ step** follows one running job ending: the executor reports it EXITED (exit code
 local executor's ``poll`` would, and reports STARTED for the gangs the previous step started.
 The virtual clock moves one second per step.
 
-The executor records launches instead of running processes (``testing.fakes.ScriptedExecutor``):
-the local executor would run one process per pod, some 4,000 of them on a full cluster, which
-measures the machine rather than the step; the executor's calls are the same either way.
+Between steps the benchmark does what the revision's controller process does
+(``bootstrap.GarbageBetweenSteps``, when it has it: frozen survivors, full collections between
+steps). The executor records launches instead of running processes
+(``testing.fakes.ScriptedExecutor``): the local executor would run one process per pod, some
+4,000 of them on a full cluster, which measures the machine rather than the step; the
+executor's calls are the same either way.
 
 **Phases** (wall and CPU time, summed per step; whatever is not named is ``rest``: the diff, the
 settled check, dispatch, usage bookkeeping): ``events`` (storing the executor's events: a read
@@ -54,6 +57,7 @@ from rich.table import Table
 
 import topoq.engine.controller as controller_module
 from benchmarks.cycle import REPO, SHAPES, extract, parse_scale, workload
+from topoq import bootstrap
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import ExecutorEventKind
@@ -198,15 +202,31 @@ def measure(revision: str, nodes: int, pending: int, steps: int) -> Measured:
         )
         measured = Measured(revision, nodes, pending, 0, 0.0, 0, 0)
         phases = PhaseClock()
+        between_steps = server_garbage()
         with _instrumented(phases, store, controller):
-            _fill(measured, controller, cluster)
-            _run_steady(measured, controller, cluster, phases, steps)
+            _fill(measured, controller, cluster, between_steps)
+            _run_steady(measured, controller, cluster, phases, steps, between_steps)
         store.close()
     measured.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return measured
 
 
-def _fill(measured: Measured, controller: Controller, cluster: Cluster) -> None:
+def server_garbage() -> Callable[[], None]:
+    """What this revision's controller process does about garbage collection at its start
+    and after every step (before ``bootstrap.GarbageBetweenSteps``: nothing)."""
+    keeper: Any = getattr(bootstrap, "GarbageBetweenSteps", None)
+    if keeper is None:
+        return lambda: None
+    bootstrap.settle_garbage_collector()
+    return keeper().after_step  # type: ignore[no-any-return]
+
+
+def _fill(
+    measured: Measured,
+    controller: Controller,
+    cluster: Cluster,
+    between_steps: Callable[[], None],
+) -> None:
     """Steps (the gangs each starts reported STARTED) until one admits nothing."""
     while True:
         if measured.fill_steps:
@@ -216,6 +236,7 @@ def _fill(measured: Measured, controller: Controller, cluster: Cluster) -> None:
         admitted = len(controller.step().result.admissions)
         if not measured.fill_steps:
             measured.first_step_s = time.perf_counter() - began
+        between_steps()
         measured.fill_steps += 1
         measured.admitted += admitted
         if not admitted:
@@ -223,7 +244,12 @@ def _fill(measured: Measured, controller: Controller, cluster: Cluster) -> None:
 
 
 def _run_steady(
-    measured: Measured, controller: Controller, cluster: Cluster, phases: PhaseClock, steps: int
+    measured: Measured,
+    controller: Controller,
+    cluster: Cluster,
+    phases: PhaseClock,
+    steps: int,
+    between_steps: Callable[[], None],
 ) -> None:
     """``steps`` timed steps, each after one running job ended."""
     rng = random.Random(measured.pending)
@@ -237,6 +263,7 @@ def _run_steady(
         wall, cpu = time.perf_counter(), time.process_time()
         step = controller.step()
         wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        between_steps()  # as the server's loop does, outside the step
         measured.steady_admitted += len(step.result.admissions)
         measured.wall_s.append(wall)
         measured.cpu_s.append(cpu)

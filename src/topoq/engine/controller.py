@@ -78,7 +78,8 @@ pods killed and requeues the victim itself."""
 MAX_EVENT_STEPS = 10
 """Steps in a row in which an event failed to be stored (with the store otherwise working: a
 step reads the nodes first) before it is dropped as one that never can be."""
-HOLDING_PHASES = frozenset(phase for phase in JobPhase if phase.holds_capacity)
+HOLDING_PHASES = tuple(phase for phase in JobPhase if phase.holds_capacity)
+"""A tuple, not a set: membership by identity, without hashing an enum member in Python."""
 USAGE_SAVE_INTERVAL_S = 60.0
 """The longest the teams' fair-share usage stays unsaved (it is also saved when a step changed
 jobs, and when the server stops): a crash forgets at most this much of it."""

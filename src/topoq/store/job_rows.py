@@ -95,7 +95,7 @@ def job_filters(
 
 def read_records(
     connection: Connection, where: Iterable[ColumnElement[bool]], cache: JobCache | None = None
-) -> dict[str, JobRecord]:
+) -> dict[JobId, JobRecord]:
     """The jobs matching ``where`` with their histories by id, oldest submission first. With
     a ``cache``, only the ids and versions are read for every job, and the rows of the jobs
     whose remembered record is not at that version (the controller reads every unfinished
@@ -104,11 +104,11 @@ def read_records(
     if cache is None:
         query = select(*VIEW_COLUMNS).where(*where).order_by(*order)
         return {r.view.id: r for r in records_of(connection, query)}
-    ids_versions = connection.execute(
+    ids_versions: Sequence[Any] = connection.execute(  # ids taken as JobIds, no call per row
         select(JobRow.id, JobRow.version).where(*where).order_by(*order)
     ).all()
     known = cache.get(job_id for job_id, _ in ids_versions)
-    current: dict[str, JobRecord] = {}
+    current: dict[JobId, JobRecord] = {}
     stale: list[str] = []
     for job_id, version in ids_versions:
         entry = known.get(job_id)

@@ -121,11 +121,11 @@ class SqlStore:
     def _write(self, work: Work[T]) -> T:
         return self._transactions.write(work)
 
-    def _remember(self, records: Mapping[str, JobRecord]) -> None:
+    def _remember(self, records: Mapping[JobId, JobRecord]) -> None:
         seen = self._read_versions.of_job
         if len(seen) + len(records) > MAX_REMEMBERED_VERSIONS:
             seen.clear()
-        seen.update((JobId(job_id), record.version) for job_id, record in records.items())
+        seen.update((job_id, record.version) for job_id, record in records.items())
 
     # --- jobs (the Store port) ----------------------------------------------------------
     def add_job(
@@ -145,7 +145,7 @@ class SqlStore:
         where = [] if include_finished else [JobRow.phase.in_(job_rows.ACTIVE_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
-        return {JobId(job_id): record.view for job_id, record in records.items()}
+        return {job_id: record.view for job_id, record in records.items()}
 
     def holding_jobs(self) -> dict[JobId, JobView]:
         """Every job that holds capacity (admitted or running): one query on the ``phase``
@@ -153,7 +153,7 @@ class SqlStore:
         where = [JobRow.phase.in_(job_rows.HOLDING_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
-        return {JobId(job_id): record.view for job_id, record in records.items()}
+        return {job_id: record.view for job_id, record in records.items()}
 
     def job(self, job_id: JobId) -> JobView:
         return self.job_record(job_id).view

@@ -293,8 +293,13 @@ class Controller:
         now: float,
     ) -> None:
         """What the settled shortcut of later steps needs of a stored cycle: its inputs when
-        it changed no job, and when a time rule next changes what it decided."""
-        self._settled = None if changed else inputs
+        it changed no job, and when a time rule next changes what it decided. A cycle that
+        moved jobs leaves nothing to settle on (the next step's inputs differ), so the time
+        rules are not walked for it."""
+        if changed:
+            self._settled = None
+            return
+        self._settled = inputs
         policy = inputs.policy
         # pending jobs enter the time rules only through the starvation guard
         timed = after.jobs if policy.starvation_guard_s > 0 else after.holders

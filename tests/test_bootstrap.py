@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import os
 import signal
 import subprocess
 import sys
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import cast
@@ -17,7 +19,13 @@ import pytest
 
 from tests.cli.test_demo import processes_using
 from tests.store.conftest import postgres_server  # noqa: F401 the fixture, for the PostgreSQL cases
-from topoq.bootstrap import DATABASE_URL_ENV, ControllerLoop, ensure_admin_token, wake_controller
+from topoq.bootstrap import (
+    DATABASE_URL_ENV,
+    ControllerLoop,
+    GarbageBetweenSteps,
+    ensure_admin_token,
+    wake_controller,
+)
 from topoq.cli.demo.jobs import block_job
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
@@ -345,3 +353,24 @@ def test_a_pod_log_limit_that_is_not_a_size_is_refused_in_one_line(tmp_path: Pat
     assert done.returncode == 2, done.stderr
     assert "--pod-log-limit" in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_what_a_step_leaves_is_frozen_and_the_whole_heap_collected_now_and_then() -> None:
+    clock = [0.0]
+    garbage = GarbageBetweenSteps(clock=lambda: clock[0], interval_s=60.0)
+    try:
+        garbage.after_step()
+        assert gc.get_freeze_count() > 0, "a step's survivors are out of the collections"
+
+        class Cycle:
+            def __init__(self) -> None:
+                self.me = self
+
+        frozen_then = weakref.ref(Cycle())  # alive at a freeze, garbage (a cycle) after it
+        garbage.after_step()
+        assert frozen_then() is not None, "frozen: no collection reclaims it"
+        clock[0] = 61.0
+        garbage.after_step()
+        assert frozen_then() is None, "the periodic full collection did"
+    finally:
+        gc.unfreeze()

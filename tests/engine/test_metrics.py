@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from collections import Counter
+
 from prometheus_client.parser import text_string_to_metric_families
 
+from topoq.core.lifecycle import advance
+from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller
-from topoq.engine.metrics import ControlPlaneMetrics
+from topoq.engine.metrics import ControlPlaneMetrics, JobTally
 from topoq.engine.ports import ExecutorEventKind
 from topoq.testing.builders import BLOCK
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
@@ -49,3 +53,18 @@ def test_metrics_follow_admissions_borrowing_and_preemptions() -> None:
     assert found[("topoq_gpus", (("state", "pending"), ("team", "a")))] == 32
     spans = {k: v for k, v in found.items() if k[0] == "topoq_placement_span_domains_count"}
     assert spans[("topoq_placement_span_domains_count", (("level", BLOCK),))] == 2
+
+
+def test_the_tally_kept_across_steps_matches_a_recount_as_jobs_move_and_finish() -> None:
+    waiting = {view.id: view for view in (job("p1", "a", 2), job("p2", "b", 1, gpus=0))}
+    tally = JobTally()
+    tally.update(waiting)
+    assert tally.gpus[("b", "pending")] == 0 and tally.gpu_jobs[("b", "pending")] == 1
+    admitted = advance(waiting[JobId("p1")], JobPhase.ADMITTED, now=1.0, cause="admitted")
+    moved = {**waiting, admitted.id: admitted}
+    tally.update(moved)
+    assert tally.jobs[("a", JobPhase.ADMITTED)] == 1 and tally.jobs[("a", JobPhase.PENDING)] == 0
+    assert tally.gpus[("a", "running")] == 16 and tally.gpus[("a", "pending")] == 0
+    tally.update({admitted.id: admitted})  # p2 finished: no longer among the unfinished jobs
+    assert tally.jobs[("b", JobPhase.PENDING)] == 0 and tally.gpu_jobs[("b", "pending")] == 0
+    assert +tally.jobs == Counter({("a", JobPhase.ADMITTED): 1})

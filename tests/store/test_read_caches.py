@@ -1,6 +1,7 @@
-"""What the store remembers to answer fast — verified tokens, the latest policy, decoded jobs —
-never hides a change: a revocation, a new policy version or another writer's move shows at
-once; and a submission and its audit entry are written together or not at all."""
+"""What the store remembers to answer fast — verified tokens, the latest policy, decoded jobs
+and nodes, the diagnostics it stored — never hides a change: a revocation, a new policy
+version or another writer's move shows at once; and a submission and its audit entry are
+written together or not at all."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ import pytest
 
 from tests.store.conftest import StoreLocation
 from topoq.core.lifecycle import advance
+from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason
 from topoq.domain.job import JobId, JobPhase
 from topoq.engine.ports import AuditEntry, DuplicateJob
-from topoq.store import SqlStore
+from topoq.store import DecisionKind, SqlStore
 from topoq.store import sql_store as sql_store_module
-from topoq.testing.governance import job, policy, team
+from topoq.testing.governance import gpu_cluster, job, policy, team
 
 A = JobId("a")
 
@@ -76,3 +78,56 @@ def test_a_submission_and_its_audit_entry_are_one_transaction(store: SqlStore) -
     with pytest.raises(DuplicateJob):
         store.add_job(job(A, "llm").spec, actor="bob", now=2.0, audit=again)
     assert store.audit_log() == [entry]
+
+
+def test_unchanged_nodes_are_handed_out_again_and_a_node_changed_elsewhere_is_read_anew(
+    store_location: StoreLocation,
+) -> None:
+    nodes, _ = gpu_cluster([1, 1, 1, 3])
+    with store_location.open() as one, store_location.open() as two:
+        one.save_nodes(nodes, actor="admin", now=1.0)
+        first = two.nodes()
+        assert first == nodes
+        again = two.nodes()
+        assert all(a is b for a, b in zip(first, again, strict=True)), "decoded once"
+        relabelled = replace(nodes[2], labels={**nodes[2].labels, "zone": "b"})
+        one.save_nodes([nodes[0], nodes[1], relabelled], actor="admin", now=2.0)
+        one.update_node(nodes[1].name, ready=False, now=3.0)
+        now = two.nodes()
+        assert now == [nodes[0], replace(nodes[1], ready=False), relabelled]
+        assert now[0] is first[0] and now[1] is not first[1] and now[2] is not first[2]
+
+
+def _waits(job_id: JobId, reason: PendingReason, free: int) -> Diagnostic:
+    return Diagnostic(job_id, reason, f"{free} GPUs free", {"free": free})
+
+
+def test_a_diagnostic_is_written_only_when_it_changed_and_logged_when_its_reason_did(
+    store: SqlStore,
+) -> None:
+    store.add_job(job(A, "llm").spec, actor="alice", now=0.0)
+    quota, topology = PendingReason.WAITING_FOR_QUOTA, PendingReason.TOPOLOGY_UNSATISFIABLE
+    waits = _waits(A, quota, 8)
+    for now, diagnostic in enumerate(
+        [waits, waits, _waits(A, quota, 8), _waits(A, quota, 4), _waits(A, topology, 4)], 1
+    ):
+        store.save_jobs([], now=float(now), decisions=CycleResult(diagnostics=(diagnostic,)))
+        assert store.diagnostic(A) == diagnostic
+    logged = store.decisions(job=A)
+    assert [(d.kind, d.detail["reason"]) for d in reversed(logged)] == [
+        (DecisionKind.DIAGNOSTIC, quota.value),
+        (DecisionKind.DIAGNOSTIC, topology.value),
+    ]
+
+
+def test_a_diagnostic_another_store_wrote_is_compared_with_the_row(
+    store_location: StoreLocation,
+) -> None:
+    quota = PendingReason.WAITING_FOR_QUOTA
+    with store_location.open() as one, store_location.open() as two:
+        one.add_job(job(A, "llm").spec, actor="alice", now=0.0)
+        one.save_jobs([], now=1.0, decisions=CycleResult(diagnostics=(_waits(A, quota, 8),)))
+        two.save_jobs([], now=2.0, decisions=CycleResult(diagnostics=(_waits(A, quota, 8),)))
+        assert len(two.decisions(job=A)) == 1, "read back: the same reason is not logged again"
+        two.save_jobs([], now=3.0, decisions=CycleResult(diagnostics=(_waits(A, quota, 2),)))
+        assert one.diagnostic(A) == _waits(A, quota, 2)

@@ -94,37 +94,53 @@ def apply_cycle(
     start_at_once: bool = False,
     evict_at_once: bool = False,
 ) -> dict[JobId, JobView]:
-    """The jobs after a cycle's decisions: victims are PREEMPTING (for their preemptor) until
-    the executor reports them stopped. ``start_at_once`` (an executor that starts a gang the
-    moment it is admitted) and ``evict_at_once`` (victims stop at once and requeue) are for
-    tests of the cycle alone; a real executor reports those moves as events."""
-    updated = dict(jobs)
+    """The jobs after a cycle's decisions (``cycle_moves`` over the others unchanged).
+    ``start_at_once`` (an executor that starts a gang the moment it is admitted) and
+    ``evict_at_once`` (victims stop at once and requeue) are for tests of the cycle alone; a
+    real executor reports those moves as events."""
+    moved = cycle_moves(jobs, result, now=now)
+    if evict_at_once:
+        for preempt in result.preemptions:
+            victim = moved[preempt.victim]
+            moved[preempt.victim] = advance(victim, JobPhase.PENDING, now=now, cause=VICTIM_STOPPED)
+    if start_at_once:
+        for admit in result.admissions:
+            moved[admit.job] = advance(moved[admit.job], JobPhase.RUNNING, now=now, cause="started")
+    return {**jobs, **moved}
+
+
+def cycle_moves(
+    jobs: Mapping[JobId, JobView], result: CycleResult, *, now: float
+) -> dict[JobId, JobView]:
+    """Only the jobs a cycle's decisions move, after their moves (each differs from its
+    ``jobs`` entry: a move extends the history), so that a shell's work on them follows the
+    decisions, not the length of the queue. Victims are PREEMPTING (for their preemptor)
+    until the executor reports them stopped."""
+    moved: dict[JobId, JobView] = {}
+
+    def current(job_id: JobId) -> JobView:
+        return moved[job_id] if job_id in moved else jobs[job_id]
+
     for requeue in result.requeues:
-        updated[requeue.job] = requeued(updated[requeue.job], requeue, now)
+        moved[requeue.job] = requeued(current(requeue.job), requeue, now)
     for cancel in result.cancellations:
-        updated[cancel.job] = advance(
-            updated[cancel.job], JobPhase.CANCELLED, now=now, cause=cancel.message
+        moved[cancel.job] = advance(
+            current(cancel.job), JobPhase.CANCELLED, now=now, cause=cancel.message
         )
     for preempt in result.preemptions:
-        victim = advance(
-            updated[preempt.victim],
+        moved[preempt.victim] = advance(
+            current(preempt.victim),
             JobPhase.PREEMPTING,
             now=now,
             cause=preempt.message,
             preempted_for=preempt.for_job,
         )
-        if evict_at_once:
-            victim = advance(victim, JobPhase.PENDING, now=now, cause=VICTIM_STOPPED)
-        updated[preempt.victim] = victim
     for admit in result.admissions:
-        job = advance(
-            updated[admit.job],
+        moved[admit.job] = advance(
+            current(admit.job),
             JobPhase.ADMITTED,
             now=now,
             cause="admitted",
             allocation=admit.allocation,
         )
-        if start_at_once:
-            job = advance(job, JobPhase.RUNNING, now=now, cause="started")
-        updated[admit.job] = job
-    return updated
+    return moved

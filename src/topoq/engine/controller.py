@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from topoq.core.cycle import Snapshot, schedule
+from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
 from topoq.core.fair_share import (
     TeamUsage,
     held_fractions,
@@ -43,7 +43,7 @@ from topoq.core.fair_share import (
     usage_at,
 )
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
-from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.lifecycle import advance, cycle_moves
 from topoq.core.quota import QuotaBook
 from topoq.core.starvation import next_time_rule_change
 from topoq.core.time_limits import failed_by_limit, overdue
@@ -78,6 +78,8 @@ pods killed and requeues the victim itself."""
 MAX_EVENT_STEPS = 10
 """Steps in a row in which an event failed to be stored (with the store otherwise working: a
 step reads the nodes first) before it is dropped as one that never can be."""
+HOLDING_PHASES = tuple(phase for phase in JobPhase if phase.holds_capacity)
+"""A tuple, not a set: membership by identity, without hashing an enum member in Python."""
 USAGE_SAVE_INTERVAL_S = 60.0
 """The longest the teams' fair-share usage stays unsaved (it is also saved when a step changed
 jobs, and when the server stops): a crash forgets at most this much of it."""
@@ -135,6 +137,15 @@ class _CycleInputs:
         )
 
 
+@dataclass(frozen=True)
+class _JobsAfter:
+    """The unfinished jobs after a stored cycle's moves, and those among them that hold
+    capacity (what most of the step's bookkeeping looks at)."""
+
+    jobs: Mapping[JobId, JobView]
+    holders: Mapping[JobId, JobView]
+
+
 class Controller:
     def __init__(
         self,
@@ -182,6 +193,9 @@ class Controller:
         the next step accounts for the time in between."""
         self._accounted_at: float | None = None
         self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
+        self._parking: Parking | None = None
+        """What the last committed cycle parked, handed to the next cycle (None at the start
+        and after a step that failed or raced another writer: the next cycle starts afresh)."""
 
     # --- the loop -----------------------------------------------------------------------
     def step(self) -> StepReport:
@@ -195,11 +209,7 @@ class Controller:
         now = self.clock()
         jobs = self.store.jobs()
         policy = self.store.policy() or ClusterPolicy()
-        if self._fail_overdue(jobs, now, policy, report):
-            jobs = self.store.jobs()
-        self._stop_unbooked(jobs, report)
-        if self._stop_victims(jobs, policy.preemption_grace_s, now, report):
-            jobs = self.store.jobs()  # a victim past its grace period was requeued
+        jobs, holders = self._reconcile_jobs(jobs, now, policy, report)
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
         usage = self._usage_now(now, policy)
@@ -228,10 +238,11 @@ class Controller:
             upstream_phases=upstream,
             fair_share_usage=shares_of(usage),
         )
-        result = schedule(snapshot)
+        parking, self._parking = self._parking, None  # kept again once the cycle is stored
+        result, parking = schedule_with_parking(snapshot, parking)
         report.result = result
-        after = apply_cycle(jobs, result, now=now)
-        changed = [view for job_id, view in after.items() if view != jobs[job_id]]
+        moved = cycle_moves(jobs, result, now=now)
+        changed = list(moved.values())
         if changed or result.diagnostics:
             try:
                 self.store.save_jobs(changed, now=now, decisions=result)
@@ -241,13 +252,12 @@ class Controller:
                 report.result = CycleResult()
                 report.conflicted = True
                 return report
-        self._settled = None if changed else inputs
-        self._settled_until = next_time_rule_change(after.values(), now, policy)
-        self._settled_at = now
-        self._settled_waiting = bool(result.diagnostics)
-        self._dispatch(result, after, tree, report, grace_s=policy.preemption_grace_s)
+        self._parking = parking
+        after = _JobsAfter({**jobs, **moved}, holding({**holders, **moved}))
+        self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
+        self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
-        self._held = held_fractions(policy, tree, after.values())
+        self._held = held_fractions(policy, tree, after.holders.values())
         if kept_half_life_s(policy) > 0:
             for team in self._held:  # known from now on: what they hold counts from now
                 usage.setdefault(team, TeamUsage(0.0, now))
@@ -255,6 +265,47 @@ class Controller:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
         self._save_usage(now, changed=bool(changed))
         return report
+
+    def _reconcile_jobs(
+        self, jobs: dict[JobId, JobView], now: float, policy: ClusterPolicy, report: StepReport
+    ) -> tuple[dict[JobId, JobView], dict[JobId, JobView]]:
+        """Bring the store and the executor in line before the cycle: fail the jobs past
+        their time limit, stop the pods of gangs no longer booked, stop or kill victims. The
+        unfinished jobs and those among them that hold capacity, read again when this
+        changed any."""
+        holders = holding(jobs)
+        if self._fail_overdue(holders, now, policy, report):
+            jobs = self.store.jobs()
+            holders = holding(jobs)
+        self._stop_unbooked(holders, report)
+        if self._stop_victims(holders, policy.preemption_grace_s, now, report):
+            jobs = self.store.jobs()  # a victim past its grace period was requeued
+            holders = holding(jobs)
+        return jobs, holders
+
+    def _remember_cycle(
+        self,
+        inputs: _CycleInputs,
+        result: CycleResult,
+        after: _JobsAfter,
+        *,
+        changed: bool,
+        now: float,
+    ) -> None:
+        """What the settled shortcut of later steps needs of a stored cycle: its inputs when
+        it changed no job, and when a time rule next changes what it decided. A cycle that
+        moved jobs leaves nothing to settle on (the next step's inputs differ), so the time
+        rules are not walked for it."""
+        if changed:
+            self._settled = None
+            return
+        self._settled = inputs
+        policy = inputs.policy
+        # pending jobs enter the time rules only through the starvation guard
+        timed = after.jobs if policy.starvation_guard_s > 0 else after.holders
+        self._settled_until = next_time_rule_change(timed.values(), now, policy)
+        self._settled_at = now
+        self._settled_waiting = bool(result.diagnostics)
 
     # --- fair-share usage history ---------------------------------------------------------
     def _usage_now(self, now: float, policy: ClusterPolicy) -> dict[TeamName, TeamUsage]:
@@ -295,18 +346,16 @@ class Controller:
         self,
         report: StepReport,
         duration_s: float,
-        after: Mapping[JobId, JobView],
+        after: _JobsAfter,
         tree: TopologyTree,
         policy: ClusterPolicy,
     ) -> None:
         if self.metrics is None:
             return
-        holders = [view for view in after.values() if view.phase.holds_capacity]
-        book = QuotaBook(
-            policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage_by_team(holders)
-        )
-        self.metrics.observe_step(report, duration_s, after)
-        self.metrics.observe_state(after, book)
+        usage = usage_by_team(after.holders.values())
+        book = QuotaBook(policy, capacity_by_flavor(tree, INSTANCE_TYPE_LABEL), usage)
+        self.metrics.observe_step(report, duration_s, after.jobs)
+        self.metrics.observe_state(after.jobs, book)
 
     # --- talking to the executor: a failure of one call fails that call only ------------
     def _poll(self, report: StepReport) -> list[ExecutorEvent]:
@@ -367,12 +416,17 @@ class Controller:
 
     # --- reconciling the executor with the store ----------------------------------------
     def _fail_overdue(
-        self, jobs: Mapping[JobId, JobView], now: float, policy: ClusterPolicy, report: StepReport
+        self,
+        holders: Mapping[JobId, JobView],
+        now: float,
+        policy: ClusterPolicy,
+        report: StepReport,
     ) -> bool:
         """Fail every running job past its time limit (TIME_LIMIT_REACHED, no retry); the
         store first, so that ``_stop_unbooked`` then stops its pods (and tries again while
-        that fails). Whether any job failed."""
-        for reached in overdue(jobs.values(), now, policy):
+        that fails). Whether any job failed. ``holders``: the jobs that hold capacity (only a
+        running job has a time limit that runs)."""
+        for reached in overdue(holders.values(), now, policy):
             # read again: it may have moved meanwhile (ended, cancelled, requeued)
             moved = self._change_job(
                 reached.job, lambda job: failed_by_limit(job, now, policy), now=now
@@ -381,29 +435,31 @@ class Controller:
                 report.timed_out.append(reached.job)
         return bool(report.timed_out)
 
-    def _stop_unbooked(self, jobs: Mapping[JobId, JobView], report: StepReport) -> None:
+    def _stop_unbooked(self, holders: Mapping[JobId, JobView], report: StepReport) -> None:
         """Stop the pods of every gang this controller started that the store no longer books
-        at that attempt: cancelled, drained or requeued by a user (the API only writes the
-        store), or ended while its pods linger. A stop that fails is tried again next step."""
+        at that attempt (``holders``: the jobs that hold capacity): cancelled, drained or
+        requeued by a user (the API only writes the store), or ended while its pods linger. A
+        stop that fails is tried again next step."""
         for job_id, attempt in list(self._launched.items()):
-            job = jobs.get(job_id)
-            booked = job is not None and job.phase.holds_capacity and job.attempt == attempt
+            job = holders.get(job_id)
+            booked = job is not None and job.attempt == attempt
             if not booked and self._stop(job_id, report):
                 del self._launched[job_id]
                 self._stopping.discard(job_id)
                 report.cancelled.append(job_id)
 
     def _stop_victims(
-        self, jobs: Mapping[JobId, JobView], grace_s: float, now: float, report: StepReport
+        self, holders: Mapping[JobId, JobView], grace_s: float, now: float, report: StepReport
     ) -> bool:
-        """Every PREEMPTING job is being stopped: ask the executor again where asking failed,
-        and requeue a victim still there ``GRACE_MARGIN_S`` past its grace period once the
-        executor killed its pods (``cancel`` returns when they are gone; one that fails is
-        tried again at the next step). Whether one was requeued. This runs every step,
-        settled or not, so a deadline is never slept past."""
+        """Every PREEMPTING job (among ``holders``, the jobs that hold capacity) is being
+        stopped: ask the executor again where asking failed, and requeue a victim still there
+        ``GRACE_MARGIN_S`` past its grace period once the executor killed its pods (``cancel``
+        returns when they are gone; one that fails is tried again at the next step). Whether
+        one was requeued. This runs every step, settled or not, so a deadline is never slept
+        past."""
         requeued = False
-        self._stopping &= {job.id for job in jobs.values() if job.phase is JobPhase.PREEMPTING}
-        for job in jobs.values():
+        self._stopping &= {job.id for job in holders.values() if job.phase is JobPhase.PREEMPTING}
+        for job in holders.values():
             since = job.preempting_since
             if since is None:
                 continue
@@ -567,3 +623,9 @@ def _requeued(job: JobView, now: float, cause: str) -> JobView | None:
     if not job.phase.holds_capacity:
         return None
     return advance(job, JobPhase.PENDING, now=now, cause=cause)
+
+
+def holding(jobs: Mapping[JobId, JobView]) -> dict[JobId, JobView]:
+    """The jobs that hold capacity (admitted, running, preempting): the few every step looks
+    at beside the queue, found in one pass over the jobs."""
+    return {job_id: view for job_id, view in jobs.items() if view.phase in HOLDING_PHASES}

@@ -95,25 +95,32 @@ def job_filters(
 
 def read_records(
     connection: Connection, where: Iterable[ColumnElement[bool]], cache: JobCache | None = None
-) -> list[JobRecord]:
-    """The jobs matching ``where`` with their histories, oldest submission first. With a
-    ``cache``, only the ids and versions are read for every job, and the rows of the jobs whose
-    remembered record is not at that version."""
+) -> dict[JobId, JobRecord]:
+    """The jobs matching ``where`` with their histories by id, oldest submission first. With
+    a ``cache``, only the ids and versions are read for every job, and the rows of the jobs
+    whose remembered record is not at that version (the controller reads every unfinished
+    job each step: per unchanged job this is a row of two columns and a lookup)."""
     order = (JobRow.submitted_at, JobRow.id)
     if cache is None:
-        return records_of(connection, select(*VIEW_COLUMNS).where(*where).order_by(*order))
-    versions = connection.execute(select(JobRow.id, JobRow.version).where(*where).order_by(*order))
-    ids_versions = [(row.id, row.version) for row in versions]
+        query = select(*VIEW_COLUMNS).where(*where).order_by(*order)
+        return {r.view.id: r for r in records_of(connection, query)}
+    ids_versions: Sequence[Any] = connection.execute(  # ids taken as JobIds, no call per row
+        select(JobRow.id, JobRow.version).where(*where).order_by(*order)
+    ).all()
     known = cache.get(job_id for job_id, _ in ids_versions)
-    current = {
-        job_id: record
-        for job_id, version in ids_versions
-        if job_id in known and (record := known[job_id].record_at(version)) is not None
-    }
-    for part in chunks([job_id for job_id, _ in ids_versions if job_id not in current]):
+    current: dict[JobId, JobRecord] = {}
+    stale: list[str] = []
+    for job_id, version in ids_versions:
+        entry = known.get(job_id)
+        record = None if entry is None else entry.record_at(version)
+        if record is None:
+            stale.append(job_id)
+        else:
+            current[job_id] = record
+    for part in chunks(stale):
         query = select(*VIEW_COLUMNS).where(JobRow.id.in_(part))
         current.update((r.view.id, r) for r in records_of(connection, query, cache))
-    return [current[job_id] for job_id, _ in ids_versions]
+    return {job_id: current[job_id] for job_id, _ in ids_versions}
 
 
 def records_of(

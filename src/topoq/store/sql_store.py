@@ -27,7 +27,7 @@ from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_events, job_rows, team_usage, tokens
-from topoq.store.cycle_log import RecordedCycle, record_cycle
+from topoq.store.cycle_log import RecordedCycle, StoredDiagnostic, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.group_commit import GroupCommit
 from topoq.store.job_cache import JobCache
@@ -82,6 +82,7 @@ class SqlStore:
         self.database = database
         self._read_versions = _ReadVersions()
         self._known_jobs = JobCache()
+        self._known_nodes = inventory.KnownNodes()
         self._transactions = Transactions(database)
         self._submissions = GroupCommit(SubmissionWriter(self._transactions).commit)
         self._verified_tokens: dict[str, tuple[TokenRecord, float]] = {}
@@ -91,9 +92,10 @@ class SqlStore:
         """The latest policy read: its version, itself, and when the version was checked."""
         self._policy_saves = 0
         self._team_counts = TeamPhaseCounts()
-        self._known_diagnostics: dict[str, Diagnostic] = {}
-        """What each pending job's stored diagnostic is, as this store last wrote or read it
-        (another process's controller writing the same jobs' diagnostics is not seen)."""
+        self._known_diagnostics: dict[str, StoredDiagnostic] = {}
+        """What each pending job's stored diagnostic is, as this store last wrote or read it,
+        with the row's document (another process's controller writing the same jobs'
+        diagnostics is not seen)."""
 
     def close(self) -> None:
         self.database.dispose()
@@ -119,11 +121,11 @@ class SqlStore:
     def _write(self, work: Work[T]) -> T:
         return self._transactions.write(work)
 
-    def _remember(self, records: Sequence[JobRecord]) -> None:
+    def _remember(self, records: Mapping[JobId, JobRecord]) -> None:
         seen = self._read_versions.of_job
         if len(seen) + len(records) > MAX_REMEMBERED_VERSIONS:
             seen.clear()
-        seen.update((record.view.id, record.version) for record in records)
+        seen.update((job_id, record.version) for job_id, record in records.items())
 
     # --- jobs (the Store port) ----------------------------------------------------------
     def add_job(
@@ -143,7 +145,7 @@ class SqlStore:
         where = [] if include_finished else [JobRow.phase.in_(job_rows.ACTIVE_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
-        return {record.view.id: record.view for record in records}
+        return {job_id: record.view for job_id, record in records.items()}
 
     def holding_jobs(self) -> dict[JobId, JobView]:
         """Every job that holds capacity (admitted or running): one query on the ``phase``
@@ -151,7 +153,7 @@ class SqlStore:
         where = [JobRow.phase.in_(job_rows.HOLDING_PHASES)]
         records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
         self._remember(records)
-        return {record.view.id: record.view for record in records}
+        return {job_id: record.view for job_id, record in records.items()}
 
     def job(self, job_id: JobId) -> JobView:
         return self.job_record(job_id).view
@@ -160,7 +162,7 @@ class SqlStore:
         """The job with its row version; raises UnknownJob. One statement when this store
         read the job at its current version before (``job_rows.read_one``)."""
         record = self._query(lambda c: job_rows.read_one(c, job_id, self._known_jobs))
-        self._remember([record])
+        self._remember({job_id: record})
         return record
 
     def phases_of(self, ids: Collection[JobId]) -> dict[JobId, JobPhase]:
@@ -342,7 +344,7 @@ class SqlStore:
 
     # --- nodes --------------------------------------------------------------------------
     def nodes(self) -> list[NodeSpec]:
-        return self._query(inventory.read_nodes)
+        return self._query(self._known_nodes.read)
 
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""

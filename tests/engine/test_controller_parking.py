@@ -27,9 +27,9 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
 
     def recording(snapshot: Snapshot, parking: Parking | None = None) -> tuple[CycleResult, Any]:
         handed.append(parking)
-        result, _ = real(snapshot, parking)
-        returned.append(Parking())
-        return result, returned[-1]
+        result, parked = real(snapshot, parking)
+        returned.append(parked)
+        return result, parked
 
     monkeypatch.setattr(controller_module, "schedule_with_parking", recording)
     nodes, spec = gpu_cluster([1, 2, 4])

@@ -122,11 +122,12 @@ def json_lines(entries: Iterable[LogEntry]) -> Iterator[str]:
 
 
 class DecisionLog:
-    """Collects entries; logs a waiting job again only when its reason changes."""
+    """Collects entries; logs a waiting job again only when its reason or ETA changes."""
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
-        self._waiting: dict[JobId, tuple[str, float | None]] = {}
+        self._waiting: dict[JobId, Diagnostic] = {}
+        """The diagnostic each waiting job was last logged with (or one saying the same)."""
 
     def add(self, entry: LogEntry) -> None:
         self.entries.append(entry)
@@ -158,9 +159,14 @@ class DecisionLog:
             )
         for admit in result.admissions:
             self._admitted(now, jobs[admit.job], admit.allocation)
+        victims: dict[JobId, list[JobId]] = {}
+        for preempt in result.preemptions:
+            victims.setdefault(preempt.for_job, []).append(preempt.victim)
         for diagnostic in result.diagnostics:
-            victims = tuple(p.victim for p in result.preemptions if p.for_job == diagnostic.job)
-            self._wait(now, diagnostic, team(diagnostic.job), victims)
+            if not self._said_before(diagnostic):
+                self._wait(
+                    now, diagnostic, team(diagnostic.job), tuple(victims.get(diagnostic.job, ()))
+                )
 
     def _admitted(self, now: float, job: JobView, allocation: Allocation) -> None:
         flavor, gpus, borrowed = allocation_gpus(allocation)
@@ -177,18 +183,28 @@ class DecisionLog:
         )
         self.add(LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus))
 
+    def _said_before(self, diagnostic: Diagnostic) -> bool:
+        """Whether the job's last wait entry says the same (a job waiting for victims is
+        logged every cycle). A cycle hands back the very same diagnostic for a job whose wait
+        did not change, which is recognised without comparing."""
+        if diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS:
+            return False
+        logged = self._waiting.get(diagnostic.job)
+        return logged is not None and (logged is diagnostic or _said(logged) == _said(diagnostic))
+
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
     ) -> None:
-        reason = diagnostic.reason.value
-        eta = diagnostic.numbers.get(ETA_KEY)
-        said = (reason, float(eta) if isinstance(eta, int | float) else None)
-        repeated = self._waiting.get(diagnostic.job) == said
-        if repeated and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
-            return
+        reason, eta = _said(diagnostic)
         entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
-        self.add(replace(entry, victims=victims, eta=said[1]))
-        self._waiting[diagnostic.job] = said
+        self.add(replace(entry, victims=victims, eta=eta))
+        self._waiting[diagnostic.job] = diagnostic
+
+
+def _said(diagnostic: Diagnostic) -> tuple[str, float | None]:
+    """What a wait entry says: the reason and the ETA."""
+    eta = diagnostic.numbers.get(ETA_KEY)
+    return diagnostic.reason.value, float(eta) if isinstance(eta, int | float) else None
 
 
 def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
-from topoq.core.fair_share import TeamUsage, held_fractions, kept_half_life_s, shares_of, usage_at
+from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
@@ -41,6 +41,7 @@ from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
+from topoq.sim.holdings import TeamHoldings
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
 from topoq.sim.scenario import Scenario, load_scenario
 from topoq.sim.summary import Summary, summarize
@@ -127,7 +128,7 @@ class Simulation:
         self.finished: dict[JobId, JobView] = {}
         """Jobs that succeeded, failed or were cancelled: out of every later snapshot."""
         self._pending: set[JobId] = set()
-        self._holders: dict[JobId, JobView] = {}
+        self._holdings = TeamHoldings()
         """The jobs holding capacity, which the teams' fair-share usage accrues from."""
         self._depended_on: set[JobId] = set()
         """Every job a submitted job depends on."""
@@ -234,7 +235,7 @@ class Simulation:
         named = {job: self.unfinished[job] for job in decided_jobs(result)}
         for moved in apply_cycle(named, result, now=self.now, start_at_once=True).values():
             self._store(moved)
-        self._held = held_fractions(policy, self._tree, self._holders.values())
+        self._held = self._holdings.borrowed_fractions(policy, self._tree)
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)
@@ -262,10 +263,7 @@ class Simulation:
             self._pending.add(job.id)
         else:
             self._pending.discard(job.id)
-        if job.phase.holds_capacity:
-            self._holders[job.id] = job
-        else:
-            self._holders.pop(job.id, None)
+        self._holdings.store(job)
 
     def _job(self, job_id: JobId) -> JobView:
         found = self.unfinished.get(job_id)

@@ -186,11 +186,17 @@ class DecisionLog:
     def _said_before(self, diagnostic: Diagnostic) -> bool:
         """Whether the job's last wait entry says the same (a job waiting for victims is
         logged every cycle). A cycle hands back the very same diagnostic for a job whose wait
-        did not change, which is recognised without comparing."""
+        did not change, which is recognised without comparing; a new one is compared by
+        reason, then by ETA (the same values, else the same once read as :func:`_eta`)."""
         if diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS:
             return False
         logged = self._waiting.get(diagnostic.job)
-        return logged is not None and (logged is diagnostic or _said(logged) == _said(diagnostic))
+        if logged is None or logged.reason is not diagnostic.reason:
+            return False
+        if logged is diagnostic:
+            return True
+        before, after = logged.numbers.get(ETA_KEY), diagnostic.numbers.get(ETA_KEY)
+        return before == after or _eta(before) == _eta(after)
 
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
@@ -203,8 +209,11 @@ class DecisionLog:
 
 def _said(diagnostic: Diagnostic) -> tuple[str, float | None]:
     """What a wait entry says: the reason and the ETA."""
-    eta = diagnostic.numbers.get(ETA_KEY)
-    return diagnostic.reason.value, float(eta) if isinstance(eta, int | float) else None
+    return diagnostic.reason.value, _eta(diagnostic.numbers.get(ETA_KEY))
+
+
+def _eta(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:

@@ -32,7 +32,7 @@ from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
-from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import TeamName
 from topoq.domain.job import FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
@@ -128,6 +128,7 @@ class Simulation:
         self.finished: dict[JobId, JobView] = {}
         """Jobs that succeeded, failed or were cancelled: out of every later snapshot."""
         self._pending: set[JobId] = set()
+        """The pending jobs (held ones too): whether an interval tick has anything to do."""
         self._holdings = TeamHoldings()
         """The jobs holding capacity, which the teams' fair-share usage accrues from."""
         self._depended_on: set[JobId] = set()
@@ -144,7 +145,6 @@ class Simulation:
         self._queue: list[tuple[float, int, _Item]] = []
         self._pushed = 0
         self._runs: dict[JobId, int] = {}
-        self._last_wait: dict[JobId, Diagnostic] = {}
         self._tick_queued = False
         self._warnings: list[str] = list(scenario.warnings)
         self.fair_share_usage: dict[TeamName, TeamUsage] = {}
@@ -247,7 +247,6 @@ class Simulation:
                 self._victim_stopped(stops.job, stops.attempt)
         for admit in result.admissions:
             self._start(admit.job)
-        self._last_wait.update({diagnostic.job: diagnostic for diagnostic in result.diagnostics})
         return result
 
     def _store(self, job: JobView) -> None:
@@ -270,7 +269,6 @@ class Simulation:
         return found if found is not None else self.finished[job_id]
 
     def _start(self, job_id: JobId) -> None:
-        self._last_wait.pop(job_id, None)
         run = self._pushed
         self._runs[job_id] = run
         job = self.unfinished[job_id]
@@ -381,7 +379,7 @@ class Simulation:
         pending = []
         for job in self.unfinished.values():
             if job.phase is JobPhase.PENDING:
-                last = self._last_wait.get(job.id)
+                last = self.log.last_waits.get(job.id)
                 reason = last.reason.value if last else None
                 pending.append(
                     LeftPending(job.id, job.team, reason, last.message if last else None)

@@ -126,8 +126,12 @@ class DecisionLog:
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
+        self.last_waits: dict[JobId, Diagnostic] = {}
+        """Each job's last diagnostic since it was last admitted: what a report of the jobs
+        left pending says."""
         self._waiting: dict[JobId, Diagnostic] = {}
-        """The diagnostic each waiting job was last logged with (or one saying the same)."""
+        """The last diagnostic of each waiting job whose wait entry says what it says (none
+        once another entry for the job was logged): also the job's ``last_waits``."""
 
     def add(self, entry: LogEntry) -> None:
         self.entries.append(entry)
@@ -162,13 +166,23 @@ class DecisionLog:
         victims: dict[JobId, list[JobId]] = {}
         for preempt in result.preemptions:
             victims.setdefault(preempt.for_job, []).append(preempt.victim)
+        waiting = self._waiting
         for diagnostic in result.diagnostics:
-            if not self._said_before(diagnostic):
+            # A cycle hands back the very same diagnostic for a job whose wait did not change:
+            # recognised here at the cost of a lookup, as most waiting jobs are every cycle.
+            logged = waiting.get(diagnostic.job)
+            if logged is diagnostic and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
+                continue
+            self.last_waits[diagnostic.job] = diagnostic
+            if logged is not None and _says_the_same(logged, diagnostic):
+                waiting[diagnostic.job] = diagnostic
+            else:
                 self._wait(
                     now, diagnostic, team(diagnostic.job), tuple(victims.get(diagnostic.job, ()))
                 )
 
     def _admitted(self, now: float, job: JobView, allocation: Allocation) -> None:
+        self.last_waits.pop(job.id, None)
         flavor, gpus, borrowed = allocation_gpus(allocation)
         reason = Outcome.BORROWING if borrowed else Outcome.WITHIN_GUARANTEE
         admit = LogEntry(now, Decision.ADMIT, job.id, job.team, reason.value)
@@ -183,21 +197,6 @@ class DecisionLog:
         )
         self.add(LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus))
 
-    def _said_before(self, diagnostic: Diagnostic) -> bool:
-        """Whether the job's last wait entry says the same (a job waiting for victims is
-        logged every cycle). A cycle hands back the very same diagnostic for a job whose wait
-        did not change, which is recognised without comparing; a new one is compared by
-        reason, then by ETA (the same values, else the same once read as :func:`_eta`)."""
-        if diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS:
-            return False
-        logged = self._waiting.get(diagnostic.job)
-        if logged is None or logged.reason is not diagnostic.reason:
-            return False
-        if logged is diagnostic:
-            return True
-        before, after = logged.numbers.get(ETA_KEY), diagnostic.numbers.get(ETA_KEY)
-        return before == after or _eta(before) == _eta(after)
-
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
     ) -> None:
@@ -205,6 +204,19 @@ class DecisionLog:
         entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
         self.add(replace(entry, victims=victims, eta=eta))
         self._waiting[diagnostic.job] = diagnostic
+
+
+def _says_the_same(logged: Diagnostic, diagnostic: Diagnostic) -> bool:
+    """Whether ``diagnostic``'s wait entry would say what ``logged``'s does (a job waiting
+    for victims is logged every cycle): the same reason, then the same ETA (the same values,
+    else the same once read as :func:`_eta`)."""
+    if (
+        diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS
+        or logged.reason is not diagnostic.reason
+    ):
+        return False
+    before, after = logged.numbers.get(ETA_KEY), diagnostic.numbers.get(ETA_KEY)
+    return before == after or _eta(before) == _eta(after)
 
 
 def _said(diagnostic: Diagnostic) -> tuple[str, float | None]:

@@ -12,6 +12,7 @@ from topoq.sim.summary import (
     UsageInterval,
     gpu_hours,
     percentile,
+    share_windows,
     usage_intervals,
     wait_stats,
 )
@@ -113,3 +114,18 @@ def test_percentiles_are_nearest_rank() -> None:
     stats = wait_stats([30.0, 10.0, 20.0])
     assert (stats.started, stats.mean_s, stats.p50_s, stats.p95_s) == (3, 20, 20, 30)
     assert wait_stats([]).mean_s is None
+
+
+def test_share_windows_count_each_run_for_its_overlap_with_each_window() -> None:
+    runs = [
+        UsageInterval(JobId("a1"), TeamName("a"), "f", 8, 0.0, 5400.0),
+        UsageInterval(JobId("b1"), TeamName("b"), "f", 8, 3600.0, 7200.0),
+    ]
+    windows = share_windows(
+        runs, [TeamName("a"), TeamName("b")], start_s=0.0, end_s=7200.0, count=2
+    )
+    assert [(w.start_s, w.end_s) for w in windows] == [(0.0, 3600.0), (3600.0, 7200.0)]
+    assert windows[0].gpu_hours == {"a": 8.0, "b": 0.0}
+    assert windows[1].gpu_hours == {"a": 4.0, "b": 8.0}
+    assert windows[1].shares == pytest.approx({"a": 1 / 3, "b": 2 / 3})
+    assert share_windows(runs, [TeamName("a")], start_s=0.0, end_s=0.0) == ()

@@ -11,6 +11,13 @@ controller. When a cycle preempted, requeued or cancelled something, another cyc
 the same instant (so without a stop delay the preemptor starts there). The tree is rebuilt
 only when a node fails or recovers. The run ends at ``until_s``, or when no event is left:
 jobs still pending then are reported with their last diagnostic.
+
+The simulator's own work per cycle is proportional to what changed, not to the jobs ever
+submitted, so that a long scenario costs what its cycles cost: the snapshot carries only the
+unfinished jobs (the finished ones that jobs depend on go in as ``upstream_phases``, as in the
+controller), the cycle's decisions are applied to the jobs they name, the jobs holding
+capacity (what fair-share usage accrues from) and the pending ones are kept as they change,
+and the cycle's ``Parking`` is handed to the next.
 """
 
 from __future__ import annotations
@@ -20,12 +27,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from topoq.core.cycle import Snapshot, schedule
-from topoq.core.fair_share import TeamUsage, held_fractions, kept_half_life_s, shares_of, usage_at
+from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
+from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
-from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import TeamName
 from topoq.domain.job import FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
@@ -34,6 +41,7 @@ from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
+from topoq.sim.holdings import TeamHoldings
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
 from topoq.sim.scenario import Scenario, load_scenario
 from topoq.sim.summary import Summary, summarize
@@ -114,7 +122,21 @@ class Simulation:
     def __init__(self, scenario: Scenario) -> None:
         self.scenario = scenario
         self.now = 0.0
-        self.jobs: dict[JobId, JobView] = {}
+        self.unfinished: dict[JobId, JobView] = {}
+        """Pending, admitted, running and preempting jobs, in submission order: what a
+        cycle's snapshot carries."""
+        self.finished: dict[JobId, JobView] = {}
+        """Jobs that succeeded, failed or were cancelled: out of every later snapshot."""
+        self._pending: set[JobId] = set()
+        """The pending jobs (held ones too): whether an interval tick has anything to do."""
+        self._holdings = TeamHoldings()
+        """The jobs holding capacity, which the teams' fair-share usage accrues from."""
+        self._depended_on: set[JobId] = set()
+        """Every job a submitted job depends on."""
+        self._upstream_phases: dict[JobId, JobPhase] = {}
+        """The phase of each finished job another depends on; replaced, never changed, so
+        each snapshot keeps the one it was given."""
+        self._parking: Parking | None = None
         self.log = DecisionLog()
         self.cycles = 0
         self._exit_codes: dict[JobId, tuple[int, ...]] = {}
@@ -123,7 +145,6 @@ class Simulation:
         self._queue: list[tuple[float, int, _Item]] = []
         self._pushed = 0
         self._runs: dict[JobId, int] = {}
-        self._last_wait: dict[JobId, Diagnostic] = {}
         self._tick_queued = False
         self._warnings: list[str] = list(scenario.warnings)
         self.fair_share_usage: dict[TeamName, TeamUsage] = {}
@@ -182,8 +203,8 @@ class Simulation:
         interval = self.scenario.cycle_interval_s
         if interval is None or self._tick_queued:
             return
-        waiting = any(job.phase is JobPhase.PENDING for job in self.jobs.values())
-        if waiting and any(not isinstance(item, _Tick) for _, _, item in self._queue):
+        # No tick is queued, so anything queued is something else still to come.
+        if self._pending and self._queue:
             self._push((self.now // interval + 1) * interval, _Tick())
             self._tick_queued = True
 
@@ -203,35 +224,54 @@ class Simulation:
         snapshot = Snapshot(
             self.now,
             self._tree,
-            tuple(self.jobs.values()),
+            tuple(self.unfinished.values()),
             policy,
+            upstream_phases=self._upstream_phases,
             fair_share_usage=shares_of(self.fair_share_usage),
         )
-        result = schedule(snapshot)
+        result, self._parking = schedule_with_parking(snapshot, self._parking)
         self.cycles += 1
-        self.log.cycle(self.now, result, self.jobs)
-        self.jobs = apply_cycle(self.jobs, result, now=self.now, start_at_once=True)
-        self._held = held_fractions(policy, self._tree, self.jobs.values())
+        self.log.cycle(self.now, result, self.unfinished)
+        named = {job: self.unfinished[job] for job in decided_jobs(result)}
+        for moved in apply_cycle(named, result, now=self.now, start_at_once=True).values():
+            self._store(moved)
+        self._held = self._holdings.borrowed_fractions(policy, self._tree)
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)
         for preempt in result.preemptions:
-            stops = _VictimStops(preempt.victim, self.jobs[preempt.victim].attempt)
+            stops = _VictimStops(preempt.victim, self.unfinished[preempt.victim].attempt)
             if self.scenario.stop_delay_s:
                 self._push(self.now + self.scenario.stop_delay_s, stops)
             else:
                 self._victim_stopped(stops.job, stops.attempt)
         for admit in result.admissions:
             self._start(admit.job)
-        for diagnostic in result.diagnostics:
-            self._last_wait[diagnostic.job] = diagnostic
         return result
 
+    def _store(self, job: JobView) -> None:
+        """Keep ``job``'s new state where the next cycle and the reports look for it."""
+        if job.phase.finished:
+            self.unfinished.pop(job.id, None)
+            self.finished[job.id] = job
+            if job.id in self._depended_on:
+                self._upstream_phases = {**self._upstream_phases, job.id: job.phase}
+        else:
+            self.unfinished[job.id] = job
+        if job.phase is JobPhase.PENDING:
+            self._pending.add(job.id)
+        else:
+            self._pending.discard(job.id)
+        self._holdings.store(job)
+
+    def _job(self, job_id: JobId) -> JobView:
+        found = self.unfinished.get(job_id)
+        return found if found is not None else self.finished[job_id]
+
     def _start(self, job_id: JobId) -> None:
-        self._last_wait.pop(job_id, None)
         run = self._pushed
         self._runs[job_id] = run
-        job = self.jobs[job_id]
+        job = self.unfinished[job_id]
         runtime = job.spec.runtime_s or 0.0
         limit = time_limit_of(self.scenario.policy, job)
         if limit is not None and limit < runtime:  # stopped at its limit (TIME_LIMIT_REACHED)
@@ -242,11 +282,11 @@ class Simulation:
     # --- the executor's reports -----------------------------------------------------
     def _run_ended(self, job_id: JobId, by_limit: bool) -> None:
         del self._runs[job_id]
-        job = self.jobs[job_id]
+        job = self.unfinished[job_id]
         if by_limit:
             failed = failed_by_limit(job, self.now, self.scenario.policy)
             if failed is not None:
-                self.jobs[job_id] = failed
+                self._store(failed)
                 entry = LogEntry(self.now, Decision.FAIL, job_id, job.team)
                 reason = FailureReason.TIME_LIMIT_REACHED.value
                 self.log.add(replace(entry, reason=reason, message=failed.history[-1].cause))
@@ -267,7 +307,7 @@ class Simulation:
         )
 
     def _victim_stopped(self, job_id: JobId, attempt: int) -> None:
-        job = self.jobs[job_id]
+        job = self._job(job_id)
         moved = self._report(job, ExecutorEventKind.STOPPED, attempt=attempt)
         if moved is not None:
             entry = LogEntry(self.now, Decision.STOPPED, job_id, job.team)
@@ -286,7 +326,7 @@ class Simulation:
         event = ExecutorEvent(kind, self.now, job=job.id, attempt=attempt, exit_code=exit_code)
         moved = moved_by(job, event)
         if moved is not None:
-            self.jobs[job.id] = moved
+            self._store(moved)
         return moved
 
     # --- scenario events ------------------------------------------------------------
@@ -298,8 +338,8 @@ class Simulation:
             self._cancel(action.job)
         elif isinstance(action, Hold | Release):
             held = isinstance(action, Hold)
-            job = self.jobs[action.job]
-            self.jobs[action.job] = replace(job, held=held)
+            job = self._job(action.job)
+            self._store(replace(job, held=held))
             decision = Decision.HOLD if held else Decision.RELEASE
             self.log.add(LogEntry(self.now, decision, job.id, job.team))
         else:
@@ -312,19 +352,20 @@ class Simulation:
 
     def _submit(self, submit: Submit) -> None:
         spec = submit.spec
-        self.jobs[spec.id] = JobView(spec)
+        self._store(JobView(spec))
+        self._depended_on.update(dependency.job for dependency in spec.dependencies)
         self._exit_codes[spec.id] = submit.exit_codes
         gpus = sum(ps.requests.amount(NVIDIA_GPU) * ps.count for ps in spec.workload.pod_sets)
         self.log.add(LogEntry(self.now, Decision.SUBMIT, spec.id, spec.team, gpus=gpus))
 
     def _cancel(self, job_id: JobId) -> None:
-        job = self.jobs[job_id]
+        job = self._job(job_id)
         entry = LogEntry(self.now, Decision.CANCEL, job_id, job.team)
         if job.phase.finished:
             message = f"the job already ended ({job.phase.value}); nothing to cancel"
             self.log.add(replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message))
             return
-        self.jobs[job_id] = advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled")
+        self._store(advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled"))
         self._runs.pop(job_id, None)
         self.log.add(
             replace(entry, reason=Outcome.CANCELLED_BY_USER.value, message="cancelled by the user")
@@ -336,14 +377,14 @@ class Simulation:
         entries = tuple(self.log.entries)
         summary = summarize(entries, self.scenario.policy, capacity_gpus=capacity, end_s=self.now)
         pending = []
-        for job in self.jobs.values():
+        for job in self.unfinished.values():
             if job.phase is JobPhase.PENDING:
-                last = self._last_wait.get(job.id)
+                last = self.log.last_waits.get(job.id)
                 reason = last.reason.value if last else None
                 pending.append(
                     LeftPending(job.id, job.team, reason, last.message if last else None)
                 )
-        running = tuple(j.id for j in self.jobs.values() if j.phase is JobPhase.RUNNING)
+        running = tuple(j.id for j in self.unfinished.values() if j.phase is JobPhase.RUNNING)
         return SimulationResult(
             self.scenario.name,
             entries,
@@ -355,3 +396,13 @@ class Simulation:
             tuple(self._warnings),
             eta_error(entries),
         )
+
+
+def decided_jobs(result: CycleResult) -> set[JobId]:
+    """The jobs a cycle's decisions move (requeued, cancelled, preempted, admitted)."""
+    return {
+        *(requeue.job for requeue in result.requeues),
+        *(cancel.job for cancel in result.cancellations),
+        *(preempt.victim for preempt in result.preemptions),
+        *(admit.job for admit in result.admissions),
+    }

@@ -122,11 +122,16 @@ def json_lines(entries: Iterable[LogEntry]) -> Iterator[str]:
 
 
 class DecisionLog:
-    """Collects entries; logs a waiting job again only when its reason changes."""
+    """Collects entries; logs a waiting job again only when its reason or ETA changes."""
 
     def __init__(self) -> None:
         self.entries: list[LogEntry] = []
-        self._waiting: dict[JobId, tuple[str, float | None]] = {}
+        self.last_waits: dict[JobId, Diagnostic] = {}
+        """Each job's last diagnostic since it was last admitted: what a report of the jobs
+        left pending says."""
+        self._waiting: dict[JobId, Diagnostic] = {}
+        """The last diagnostic of each waiting job whose wait entry says what it says (none
+        once another entry for the job was logged): also the job's ``last_waits``."""
 
     def add(self, entry: LogEntry) -> None:
         self.entries.append(entry)
@@ -158,11 +163,26 @@ class DecisionLog:
             )
         for admit in result.admissions:
             self._admitted(now, jobs[admit.job], admit.allocation)
+        victims: dict[JobId, list[JobId]] = {}
+        for preempt in result.preemptions:
+            victims.setdefault(preempt.for_job, []).append(preempt.victim)
+        waiting = self._waiting
         for diagnostic in result.diagnostics:
-            victims = tuple(p.victim for p in result.preemptions if p.for_job == diagnostic.job)
-            self._wait(now, diagnostic, team(diagnostic.job), victims)
+            # A cycle hands back the very same diagnostic for a job whose wait did not change:
+            # recognised here at the cost of a lookup, as most waiting jobs are every cycle.
+            logged = waiting.get(diagnostic.job)
+            if logged is diagnostic and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
+                continue
+            self.last_waits[diagnostic.job] = diagnostic
+            if logged is not None and _says_the_same(logged, diagnostic):
+                waiting[diagnostic.job] = diagnostic
+            else:
+                self._wait(
+                    now, diagnostic, team(diagnostic.job), tuple(victims.get(diagnostic.job, ()))
+                )
 
     def _admitted(self, now: float, job: JobView, allocation: Allocation) -> None:
+        self.last_waits.pop(job.id, None)
         flavor, gpus, borrowed = allocation_gpus(allocation)
         reason = Outcome.BORROWING if borrowed else Outcome.WITHIN_GUARANTEE
         admit = LogEntry(now, Decision.ADMIT, job.id, job.team, reason.value)
@@ -180,15 +200,32 @@ class DecisionLog:
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
     ) -> None:
-        reason = diagnostic.reason.value
-        eta = diagnostic.numbers.get(ETA_KEY)
-        said = (reason, float(eta) if isinstance(eta, int | float) else None)
-        repeated = self._waiting.get(diagnostic.job) == said
-        if repeated and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
-            return
+        reason, eta = _said(diagnostic)
         entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
-        self.add(replace(entry, victims=victims, eta=said[1]))
-        self._waiting[diagnostic.job] = said
+        self.add(replace(entry, victims=victims, eta=eta))
+        self._waiting[diagnostic.job] = diagnostic
+
+
+def _says_the_same(logged: Diagnostic, diagnostic: Diagnostic) -> bool:
+    """Whether ``diagnostic``'s wait entry would say what ``logged``'s does (a job waiting
+    for victims is logged every cycle): the same reason, then the same ETA (the same values,
+    else the same once read as :func:`_eta`)."""
+    if (
+        diagnostic.reason is PendingReason.WAITING_FOR_VICTIMS
+        or logged.reason is not diagnostic.reason
+    ):
+        return False
+    before, after = logged.numbers.get(ETA_KEY), diagnostic.numbers.get(ETA_KEY)
+    return before == after or _eta(before) == _eta(after)
+
+
+def _said(diagnostic: Diagnostic) -> tuple[str, float | None]:
+    """What a wait entry says: the reason and the ETA."""
+    return diagnostic.reason.value, _eta(diagnostic.numbers.get(ETA_KEY))
+
+
+def _eta(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) else None
 
 
 def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:

@@ -8,6 +8,9 @@
   percentiles over the jobs that started.
 - **Utilisation** is the GPU-hours used over the cluster's GPUs (failed nodes included) times
   the simulated span.
+- **Shares over time**: the span cut into :data:`SHARE_WINDOWS` equal windows, with the
+  GPU-hours each team used in each and its part of all used there, so that one sees fair share
+  converge (or not) rather than only its average over the run.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from topoq.domain.quantity import NVIDIA_GPU
 from topoq.sim.log import STOPS_A_RUN, Decision, LogEntry, Outcome
 
 SECONDS_PER_HOUR = 3600.0
+SHARE_WINDOWS = 10
+"""How many equal windows the simulated span is cut into for the teams' shares over time."""
 
 
 @dataclass(frozen=True)
@@ -64,6 +69,28 @@ class TeamSummary:
 
 
 @dataclass(frozen=True)
+class ShareWindow:
+    """The GPU-hours each team used from ``start_s`` to ``end_s`` (every flavor)."""
+
+    start_s: float
+    end_s: float
+    gpu_hours: Mapping[TeamName, float]
+
+    @property
+    def shares(self) -> dict[TeamName, float]:
+        """Each team's part of the GPU-hours used in the window (empty when nothing ran)."""
+        return shares_of_hours(self.gpu_hours)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "start_s": self.start_s,
+            "end_s": self.end_s,
+            "gpu_hours": dict(self.gpu_hours),
+            "shares": self.shares,
+        }
+
+
+@dataclass(frozen=True)
 class Summary:
     teams: tuple[TeamSummary, ...]
     start_s: float
@@ -72,6 +99,8 @@ class Summary:
     gpu_hours_used: float
     utilisation: float
     """GPU-hours used / (capacity × span); 0 for an empty span."""
+    windows: tuple[ShareWindow, ...] = ()
+    """The teams' GPU-hours over time, :data:`SHARE_WINDOWS` equal windows of the span."""
 
     def team(self, name: str) -> TeamSummary:
         return next(summary for summary in self.teams if summary.team == name)
@@ -84,6 +113,7 @@ class Summary:
             "gpu_hours_used": self.gpu_hours_used,
             "utilisation": self.utilisation,
             "teams": [asdict(team) for team in self.teams],
+            "windows": [window.document() for window in self.windows],
         }
 
 
@@ -96,12 +126,14 @@ def summarize(
     start_s: float = 0.0,
 ) -> Summary:
     """The summary of the log of a run that ended at ``end_s`` on ``capacity_gpus`` GPUs."""
-    hours = gpu_hours(usage_intervals(entries, end_s), guarantees(policy))
+    intervals = usage_intervals(entries, end_s)
+    hours = gpu_hours(intervals, guarantees(policy))
     waits = wait_times(entries)
     suffered, caused = preemption_counts(entries)
     counts = decision_counts(entries)
     teams = []
-    for team in teams_in(policy, entries):
+    names = teams_in(policy, entries)
+    for team in names:
         spec = policy.by_team.get(team)
         inside, borrowed = hours.get(team, (0.0, 0.0))
         team_counts = counts.get(team, {})
@@ -124,7 +156,8 @@ def summarize(
     used = sum(team.gpu_hours for team in teams)
     available = capacity_gpus * (end_s - start_s) / SECONDS_PER_HOUR
     utilisation = used / available if available > 0 else 0.0
-    return Summary(tuple(teams), start_s, end_s, capacity_gpus, used, utilisation)
+    windows = share_windows(intervals, names, start_s=start_s, end_s=end_s)
+    return Summary(tuple(teams), start_s, end_s, capacity_gpus, used, utilisation, windows)
 
 
 def _guaranteed_gpus(spec: TeamSpec | None) -> int:
@@ -200,6 +233,44 @@ def _integrate(steps: Sequence[tuple[float, int]], guarantee: int) -> tuple[floa
         level += change
         previous = at
     return inside, borrowed
+
+
+def share_windows(
+    intervals: Iterable[UsageInterval],
+    teams: Sequence[TeamName],
+    *,
+    start_s: float,
+    end_s: float,
+    count: int = SHARE_WINDOWS,
+) -> tuple[ShareWindow, ...]:
+    """The GPU-hours of every team in ``count`` equal windows from ``start_s`` to ``end_s``
+    (none for an empty span); each run counts in the windows it overlaps, for the overlap."""
+    if end_s <= start_s:
+        return ()
+    width = (end_s - start_s) / count
+    bounds = [(start_s + index * width, start_s + (index + 1) * width) for index in range(count)]
+    bounds[-1] = (bounds[-1][0], end_s)
+    hours = [dict.fromkeys(teams, 0.0) for _ in bounds]
+    for interval in intervals:
+        first = max(0, int((interval.start_s - start_s) // width))
+        for index in range(first, count):
+            low, high = bounds[index]
+            if low >= interval.end_s:
+                break
+            overlap = min(high, interval.end_s) - max(low, interval.start_s)
+            if overlap > 0:
+                used = overlap * interval.gpus / SECONDS_PER_HOUR
+                hours[index][interval.team] = hours[index].get(interval.team, 0.0) + used
+    return tuple(
+        ShareWindow(low, high, team_hours)
+        for (low, high), team_hours in zip(bounds, hours, strict=True)
+    )
+
+
+def shares_of_hours(hours: Mapping[TeamName, float]) -> dict[TeamName, float]:
+    """Each team's part of the GPU-hours (empty when there are none)."""
+    total = sum(hours.values())
+    return {team: used / total for team, used in hours.items()} if total > 0 else {}
 
 
 def wait_times(entries: Iterable[LogEntry]) -> dict[TeamName, list[float]]:

@@ -1,0 +1,228 @@
+"""``topoq simulate`` on a long scenario, today's code against a baseline revision in the same run.
+
+    python -m benchmarks.simulation                    # fair-share-at-scale, 12,000 jobs, 20,000 s
+    python -m benchmarks.simulation --quick            # its first 2,000 s (1,200 jobs, ~30 s)
+    python -m benchmarks.simulation --until 4000       # its first 4,000 s
+    python -m benchmarks.simulation --scenario examples/scenarios/fair-share.yaml
+    python -m benchmarks.simulation --baseline HEAD~3  # any git revision; "none" skips it
+    python -m benchmarks.simulation --markdown
+
+**Scenario**: ``examples/scenarios/fair-share-at-scale.yaml`` (three teams weighted 1:2:3, each
+submitting an 8-GPU job of 300 s every 5 s on 64 nodes), or any scenario file; ``--until`` keeps
+the events up to that time and ends the run there.
+
+**Measured**, in CPU seconds of the child process: the whole run (``Simulation.run``: every
+cycle, the decision log, the summary; reading the scenario file is not counted), and the part
+spent in the scheduling cycle the simulator calls (``schedule_with_parking``, or ``schedule``
+in a revision that calls that). The rest is the simulator's own work: what it does per cycle
+around the core (the snapshot, applying decisions, fair-share usage, the log) and at the end.
+
+Each revision runs in a child process of its own, with its ``src/`` extracted by ``git
+archive`` (``benchmarks.cycle.extract``), so that each runs its own simulator and core; both
+must decide the same, which the ``same log`` column checks (the JSON lines of both logs are
+hashed). A benchmark, not a timed test: it prints numbers and never fails on them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import json
+import os
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from benchmarks.cycle import REPO, extract
+from topoq.sim import engine, load_scenario
+
+BASELINE_REVISION = "f9f1774"
+"""The simulator before issue 10's work on it: every job ever submitted in every snapshot."""
+SCENARIO = REPO / "examples" / "scenarios" / "fair-share-at-scale.yaml"
+QUICK_UNTIL_S = 2000.0
+TARGET_S = 30.0
+"""Issue 10: the whole 12,000-job scenario simulated in under 30 s."""
+CYCLE_FUNCTIONS = ("schedule_with_parking", "schedule")
+"""What the simulator may call a cycle through, newest first."""
+
+
+@dataclass(frozen=True)
+class Measured:
+    revision: str
+    scenario: str
+    simulated_s: float
+    jobs: int
+    cycles: int
+    total_s: float
+    schedule_s: float
+    peak_rss_mib: float
+    log_digest: str
+
+    @property
+    def own_s(self) -> float:
+        return self.total_s - self.schedule_s
+
+
+def measure(revision: str, path: Path, until_s: float | None) -> Measured:
+    """One run on the code importable here (in the child process)."""
+    scenario = load_scenario(path)
+    if until_s is not None:
+        events = tuple(event for event in scenario.events if event.at_s <= until_s)
+        scenario = replace(scenario, events=events, until_s=until_s)
+    spent = [0.0]
+    name = next(name for name in CYCLE_FUNCTIONS if hasattr(engine, name))
+    setattr(engine, name, _timed(getattr(engine, name), spent))
+    began = time.process_time()
+    result = engine.Simulation(scenario).run()
+    total = time.process_time() - began
+    digest = hashlib.sha256("\n".join(result.log_lines()).encode()).hexdigest()
+    return Measured(
+        revision,
+        scenario.name,
+        result.end_s,
+        sum(1 for entry in result.log if entry.decision == "submit"),
+        result.cycles,
+        total,
+        spent[0],
+        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        digest[:12],
+    )
+
+
+def _timed(function: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    def timed(*arguments: Any) -> Any:
+        began = time.process_time()
+        try:
+            return function(*arguments)
+        finally:
+            spent[0] += time.process_time() - began
+
+    return timed
+
+
+def run_child(revision: str, source: Path | None, path: Path, until_s: float | None) -> Measured:
+    environment = dict(os.environ)
+    paths = [str(source)] if source is not None else []
+    environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
+    command = [sys.executable, "-m", "benchmarks.simulation", "--child", revision]
+    command += ["--scenario", str(path)]
+    if until_s is not None:
+        command += ["--until", str(until_s)]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
+    return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def run(baseline: str, path: Path, until_s: float | None) -> list[Measured]:
+    """The baseline revision's run (unless it is "none"), then today's, each in a child."""
+    with tempfile.TemporaryDirectory(prefix="topoq-simulation-baseline-") as scratch:
+        sources = [] if baseline == "none" else [(baseline, extract(baseline, Path(scratch)))]
+        return [
+            run_child(revision, source, path, until_s)
+            for revision, source in [*sources, ("today", None)]
+        ]
+
+
+_HEADINGS = (
+    "revision",
+    "simulated",
+    "jobs",
+    "cycles",
+    "total CPU",
+    "schedule",
+    "simulator",
+    "simulator share",
+    "peak RSS",
+    "log",
+)
+
+
+def _cells(r: Measured) -> tuple[str, ...]:
+    share = r.own_s / r.total_s if r.total_s > 0 else 0.0
+    return (
+        r.revision,
+        f"{r.simulated_s:,.0f} s",
+        f"{r.jobs:,}",
+        f"{r.cycles:,}",
+        f"{r.total_s:.2f} s",
+        f"{r.schedule_s:.2f} s",
+        f"{r.own_s:.2f} s",
+        f"{share:.0%}",
+        f"{r.peak_rss_mib:,.0f} MiB",
+        r.log_digest,
+    )
+
+
+def table(rows: Sequence[Measured], *, markdown: bool = False) -> str:
+    if markdown:
+        lines = ["| " + " | ".join(_HEADINGS) + " |", "|---|" + "--:|" * (len(_HEADINGS) - 1)]
+        lines += ["| " + " | ".join(_cells(row)) + " |" for row in rows]
+        return "\n".join(lines) + "\n"
+    title = f"topoq simulate {rows[0].scenario} (CPU time)" if rows else "topoq simulate"
+    out = Table(box=box.SIMPLE_HEAVY, title=title)
+    for heading in _HEADINGS:
+        out.add_column(heading, justify="left" if heading in ("revision", "log") else "right")
+    for row in rows:
+        out.add_row(*_cells(row))
+    console = Console(file=io.StringIO(), width=140)
+    console.print(out)
+    return console.file.getvalue()  # type: ignore[attr-defined]
+
+
+def verdicts(rows: Sequence[Measured]) -> list[str]:
+    """Whether the revisions decided the same, the simulator's own speed-up, and the target."""
+    lines = []
+    today = next((row for row in rows if row.revision == "today"), None)
+    baseline = next((row for row in rows if row.revision != "today"), None)
+    if today is not None and baseline is not None:
+        same = "the same log" if today.log_digest == baseline.log_digest else "DIFFERENT logs"
+        speed = f"{baseline.own_s / today.own_s:.1f}x" if today.own_s > 0 else "-"
+        lines.append(
+            f"{same} as {baseline.revision}; the simulator's own work {speed} cheaper "
+            f"({baseline.own_s:.2f} s -> {today.own_s:.2f} s)"
+        )
+    if today is not None:
+        met = "met" if today.total_s < TARGET_S else "not met"
+        lines.append(
+            f"target: {today.jobs:,} jobs over {today.simulated_s:,.0f} s simulated in under "
+            f"{TARGET_S:.0f} s CPU: {met} ({today.total_s:.1f} s)"
+        )
+    return lines
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.simulation",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--scenario", type=Path, default=SCENARIO)
+    parser.add_argument("--until", type=float, help="keep the events up to this time (s)")
+    parser.add_argument("--quick", action="store_true", help=f"--until {QUICK_UNTIL_S:g}")
+    parser.add_argument("--baseline", default=BASELINE_REVISION, help='a git revision, or "none"')
+    parser.add_argument("--markdown", action="store_true")
+    parser.add_argument("--child", metavar="REVISION", help=argparse.SUPPRESS)
+    options = parser.parse_args(argv)
+    until_s = QUICK_UNTIL_S if options.quick and options.until is None else options.until
+    path = options.scenario.resolve()
+    if options.child:
+        print(json.dumps(asdict(measure(options.child, path, until_s))))
+        return
+    rows = run(options.baseline, path, until_s)
+    print(table(rows, markdown=options.markdown) + "\n".join(verdicts(rows)))
+
+
+if __name__ == "__main__":
+    main()

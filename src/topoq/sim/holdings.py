@@ -1,0 +1,69 @@
+"""What the teams' jobs hold, kept as jobs start and stop holding capacity, for fair-share usage.
+
+A team's fair-share usage accrues at its borrowed fraction while it holds capacity
+(``core.fair_share.held_fractions``). Working that out from every holding job after every
+cycle costs as much as there are running jobs; here the usage per team and flavor changes by
+one job's allocation at a time, and the fractions are settled again only when some team's usage
+(or the tree) changed: on a busy cluster one team's job often just takes the place of another
+of the same team's, and nothing changed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from topoq.core.fair_share import borrowed_fractions
+from topoq.core.holdings import capacity_by_flavor
+from topoq.core.quota import QuotaBook
+from topoq.core.tree import TopologyTree
+from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
+from topoq.domain.job import JobId, JobView
+from topoq.domain.node import INSTANCE_TYPE_LABEL
+from topoq.domain.resources import Resources
+
+Usage = dict[TeamName, dict[FlavorName, Resources]]
+
+
+class TeamHoldings:
+    """The jobs holding capacity and what they use per team and flavor."""
+
+    def __init__(self) -> None:
+        self._jobs: dict[JobId, JobView] = {}
+        self._usage: Usage = {}
+        self._settled: tuple[TopologyTree, Usage, dict[TeamName, float]] | None = None
+        """The tree and usage the fractions were last settled for, and those fractions."""
+
+    def store(self, job: JobView) -> None:
+        """Take ``job``'s new state: it holds capacity now, or no longer, or still."""
+        before = self._jobs.pop(job.id, None)
+        if before is not None and before.allocation is not None:
+            self._change(before.team, before.allocation.usage, add=False)
+        if job.phase.holds_capacity:
+            self._jobs[job.id] = job
+            if job.allocation is not None:
+                self._change(job.team, job.allocation.usage, add=True)
+
+    def borrowed_fractions(
+        self, policy: ClusterPolicy, tree: TopologyTree
+    ) -> dict[TeamName, float]:
+        """``held_fractions(policy, tree, holders)``: every borrowing team's borrowed fraction."""
+        settled = self._settled
+        if settled is not None and settled[0] is tree and settled[1] == self._usage:
+            return settled[2]
+        capacity = capacity_by_flavor(tree, INSTANCE_TYPE_LABEL)
+        fractions = borrowed_fractions(QuotaBook(policy, capacity, self._usage))
+        usage = {team: dict(flavors) for team, flavors in self._usage.items()}
+        self._settled = (tree, usage, fractions)
+        return fractions
+
+    def _change(self, team: TeamName, amounts: Mapping[FlavorName, Resources], add: bool) -> None:
+        flavors = self._usage.setdefault(team, {})
+        for flavor, amount in amounts.items():
+            before = flavors.get(flavor, Resources())
+            after = before + amount if add else before - amount
+            if after:
+                flavors[flavor] = after
+            else:
+                flavors.pop(flavor, None)
+        if not flavors:
+            del self._usage[team]

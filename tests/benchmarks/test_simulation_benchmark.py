@@ -1,0 +1,29 @@
+"""The simulation benchmark keeps working: the first minute of fair-share-at-scale on today's code
+and on the baseline revision extracted with git, each in its own process, deciding the same
+(timings are not checked: benchmarks are not timed tests)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from benchmarks.cycle import REPO, extract
+from benchmarks.simulation import BASELINE_REVISION, SCENARIO, run_child, table, verdicts
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the baseline is extracted with git")
+def test_today_and_the_baseline_simulate_the_same_and_are_tabled(tmp_path: Path) -> None:
+    inside = subprocess.run(["git", "-C", str(REPO), "rev-parse"], check=False).returncode == 0
+    if not inside:
+        pytest.skip("not a git checkout")
+    baseline = run_child("base", extract(BASELINE_REVISION, tmp_path), SCENARIO, 60.0)
+    today = run_child("today", None, SCENARIO, 60.0)
+    assert (today.jobs, today.simulated_s) == (39, 60.0)  # three jobs at 0, 5, ..., 60 s
+    assert today.cycles > 0 and 0 < today.schedule_s <= today.total_s
+    assert baseline.log_digest == today.log_digest
+    printed = table([baseline, today], markdown=True)
+    assert "| base | 60 s | 39 |" in printed and "| today | 60 s | 39 |" in printed
+    assert verdicts([baseline, today])[0].startswith("the same log as base")

@@ -113,16 +113,22 @@ def pending_in_order(
     seen = epoch()
     while heap:
         _, team = heapq.heappop(heap)
-        yield queues[team][positions[team]]
-        positions[team] += 1
-        if positions[team] == len(queues[team]):
-            del positions[team]
-        if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
-            seen = epoch()
-            heap = [(head_key(other), other) for other in positions]
-            heapq.heapify(heap)
-        elif team in positions:
-            heapq.heappush(heap, (head_key(team), team))
+        while True:  # the team stays next while its new head comes before every other head
+            yield queues[team][positions[team]]
+            positions[team] += 1
+            if positions[team] == len(queues[team]):
+                del positions[team]
+            if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
+                seen = epoch()
+                heap = [(head_key(other), other) for other in positions]
+                heapq.heapify(heap)
+                break
+            if team not in positions:
+                break
+            key = head_key(team)
+            if heap and heap[0][0] < key:
+                heapq.heappush(heap, (key, team))
+                break
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

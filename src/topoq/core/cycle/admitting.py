@@ -31,7 +31,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import team_order_key
 from topoq.core.quota import QuotaBook
 from topoq.domain.decisions import Diagnostic, PendingReason
-from topoq.domain.governance import QueueingStrategy, TeamName
+from topoq.domain.governance import TeamName
 from topoq.domain.job import JobPhase, JobView
 
 
@@ -96,16 +96,15 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
         return failure
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
-        return _wait(cycle, job, attempts), None
+        return _wait(cycle, job, attempts)
     searched = preempt_for(cycle, job, attempts)
     if searched is Search.PREEMPTED:
         return None
-    return _wait(cycle, job, attempts, searched is Search.DEFERRED), None
+    return _wait(cycle, job, attempts, searched is Search.DEFERRED)
 
 
 def _strict(cycle: CycleState, team: TeamName) -> bool:
-    spec = cycle.policy.by_team.get(team)
-    return spec is not None and spec.queueing is QueueingStrategy.STRICT_FIFO
+    return team in cycle.strict_teams
 
 
 def _behind_strict_head(cycle: CycleState, job: JobView) -> bool:
@@ -187,7 +186,7 @@ def _diagnosed(
 
 def _wait(
     cycle: CycleState, job: JobView, attempts: list[Attempt], deferred: bool = False
-) -> Diagnostic:
+) -> Failure:
     """A waiting job holds what its rules let it hold (its team's quota as queue head, a
     domain of its required level) and learns its expected start: both worked out every cycle;
     why it waits is kept while its reason stands, as for any wait."""
@@ -208,4 +207,4 @@ def _wait(
     if deferred:
         diagnostic = with_search_deferred(diagnostic)
     cycle.decide_wait(diagnostic)
-    return diagnostic
+    return diagnostic, identity  # the later jobs of its class wait as it does

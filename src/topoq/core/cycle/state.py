@@ -34,7 +34,7 @@ from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.time_limits import time_limit_of
 from topoq.domain.decisions import Admit, Diagnostic, Preempt
-from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
+from topoq.domain.governance import ClusterPolicy, FlavorName, QueueingStrategy, TeamName
 from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.node import NodeName
 from topoq.domain.placement import PlacementResult
@@ -106,6 +106,12 @@ class CycleState:
         """Teams that won or lost work to another team's preemption this cycle: neither is
         turned around in the same cycle, so work is not evicted only to be readmitted."""
         self.blocked_teams: set[TeamName] = set()
+        self.strict_teams = frozenset(
+            spec.name
+            for spec in snapshot.policy.teams
+            if spec.queueing is QueueingStrategy.STRICT_FIFO
+        )
+        """Teams that queue strict-fifo: a waiting job blocks the team's later jobs."""
         self.team_holds: dict[TeamName, QuotaHold] = {}
         """Quota held for each team's first waiting job (its queue head) against the team's
         own later jobs (and other teams' borrowing once it starves), so that smaller jobs

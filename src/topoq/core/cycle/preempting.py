@@ -99,7 +99,7 @@ def _preemption_rules(
             for h in running
             if h.team != job.team
             and cycle.book.borrowed(h.team, flavor)
-            and _share_without(cycle.book, h, usage) >= mine_after
+            and _share_left(cycle, h) >= mine_after
         ]
         share = {
             team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
@@ -128,6 +128,17 @@ def _reclaim_candidates(
     ]
     ordered = eviction_order(book.policy, borrowers)
     return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
+
+
+def _share_left(cycle: CycleState, victim: JobView) -> float:
+    """``_share_without`` on the cycle's books, shared by the victims of a team that use alike
+    until the books change."""
+    usage = victim.allocation.usage if victim.allocation is not None else {}
+    return cycle.shared(
+        ("share-without", victim.team, tuple(sorted(usage.items()))),
+        lambda: _share_without(cycle.book, victim, cycle.snapshot.fair_share_usage),
+        booked=True,
+    )
 
 
 def _share_without(book: QuotaBook, victim: JobView, usage: Mapping[TeamName, float]) -> float:

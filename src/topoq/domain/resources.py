@@ -45,7 +45,7 @@ def _check_resource_name(name: object, field: str) -> None:
 class Resources(Mapping[str, int]):
     """Amounts in canonical units (see :mod:`topoq.domain.quantity`); zero entries are dropped."""
 
-    __slots__ = ("_amounts",)
+    __slots__ = ("_amounts", "_hash")
 
     def __init__(self, amounts: Mapping[str, int] | None = None) -> None:
         self._amounts: dict[str, int] = {
@@ -112,8 +112,18 @@ class Resources(Mapping[str, int]):
     def __len__(self) -> int:
         return len(self._amounts)
 
+    def __reduce__(self) -> tuple[type[Resources], tuple[dict[str, int]]]:
+        """Pickled by its amounts alone: a string's hash differs between processes, so the
+        cached hash must not travel."""
+        return (Resources, (self._amounts,))
+
     def __hash__(self) -> int:
-        return hash(tuple(self._amounts.items()))
+        """Worked out once (the value never changes): amounts key the cycle's shared answers."""
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash: int = hash(tuple(self._amounts.items()))
+            return self._hash
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, Resources):

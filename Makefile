@@ -28,6 +28,9 @@ bench: install
 	$(BIN)/python -m benchmarks.cluster_reads
 	$(BIN)/python -m benchmarks.worker_replacement
 	$(BIN)/python -m benchmarks.cycle
+	$(BIN)/python -m benchmarks.quota_arithmetic
+	$(BIN)/python -m benchmarks.controller_step
+	$(BIN)/python -m benchmarks.simulation
 
 demo: install
 	$(BIN)/topoq demo

@@ -37,12 +37,9 @@ import argparse
 import contextlib
 import io
 import json
-import os
 import random
 import resource
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from collections import defaultdict
@@ -56,7 +53,7 @@ from rich.console import Console
 from rich.table import Table
 
 import topoq.engine.controller as controller_module
-from benchmarks.cycle import REPO, SHAPES, extract, parse_scale, workload
+from benchmarks.cycle import SHAPES, child_result, extract, parse_scale, workload
 from topoq import bootstrap
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics
@@ -279,20 +276,10 @@ def _add_phases(measured: Measured, phases: PhaseClock, wall: float, cpu: float)
 
 
 def run_child(revision: str, source: Path | None, nodes: int, pending: int, steps: int) -> Measured:
-    environment = dict(os.environ)
-    paths = [str(source)] if source is not None else []
-    environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
-    command = [sys.executable, "-m", "benchmarks.controller_step", "--child", revision]
-    done = subprocess.run(
-        [*command, str(nodes), str(pending), str(steps)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
+    found = child_result(
+        "benchmarks.controller_step", revision, source, str(nodes), str(pending), str(steps)
     )
-    if done.returncode != 0:
-        raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
-    return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
+    return Measured(**found)
 
 
 def percentile(values: Sequence[float], fraction: float) -> float:

@@ -50,6 +50,7 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -200,20 +201,24 @@ def extract(revision: str, into: Path) -> Path:
 def run_child(
     revision: str, source: Path | None, nodes: int, pending: int, rounds: int
 ) -> Measured:
+    found = child_result(
+        "benchmarks.cycle", revision, source, str(nodes), str(pending), str(rounds)
+    )
+    return Measured(**found)
+
+
+def child_result(module: str, revision: str, source: Path | None, *arguments: str) -> Any:
+    """What ``python -m module --child revision arguments...`` printed last, as JSON: a
+    benchmark's measurement of one revision in a process of its own, with ``source`` (the
+    revision's extracted ``src/``, None: today's) first on its path."""
     environment = dict(os.environ)
     paths = [str(source)] if source is not None else []
     environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
-    command = [sys.executable, "-m", "benchmarks.cycle", "--child", revision, str(nodes)]
-    done = subprocess.run(
-        [*command, str(pending), str(rounds)],
-        env=environment,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    command = [sys.executable, "-m", module, "--child", revision, *arguments]
+    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
-    return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def table(rows: Sequence[Measured], *, markdown: bool = False) -> str:

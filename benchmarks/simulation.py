@@ -29,10 +29,7 @@ import argparse
 import hashlib
 import io
 import json
-import os
 import resource
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -44,7 +41,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from benchmarks.cycle import REPO, extract
+from benchmarks.cycle import REPO, child_result, extract
 from topoq.sim import engine, load_scenario
 
 BASELINE_REVISION = "f9f1774"
@@ -112,17 +109,10 @@ def _timed(function: Callable[..., Any], spent: list[float]) -> Callable[..., An
 
 
 def run_child(revision: str, source: Path | None, path: Path, until_s: float | None) -> Measured:
-    environment = dict(os.environ)
-    paths = [str(source)] if source is not None else []
-    environment["PYTHONPATH"] = os.pathsep.join([*paths, str(REPO)])
-    command = [sys.executable, "-m", "benchmarks.simulation", "--child", revision]
-    command += ["--scenario", str(path)]
+    arguments = ["--scenario", str(path)]
     if until_s is not None:
-        command += ["--until", str(until_s)]
-    done = subprocess.run(command, env=environment, capture_output=True, text=True, check=False)
-    if done.returncode != 0:
-        raise SystemExit(f"error: the {revision} run failed:\n{done.stderr.strip()}")
-    return Measured(**json.loads(done.stdout.strip().splitlines()[-1]))
+        arguments += ["--until", str(until_s)]
+    return Measured(**child_result("benchmarks.simulation", revision, source, *arguments))
 
 
 def run(baseline: str, path: Path, until_s: float | None) -> list[Measured]:

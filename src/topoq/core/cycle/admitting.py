@@ -36,11 +36,14 @@ from topoq.domain.job import JobPhase, JobView
 
 
 def consider(cycle: CycleState, job: JobView) -> None:
+    team = job.team
+    if team not in cycle.strict_teams and not cycle.stopping_for and cycle.waits_as_known(job):
+        return  # its class failed before it this cycle: it waits alike (the common case)
     stopping = cycle.stopping_for.get(job.id)
     if stopping:
         cycle.decide_wait(waiting_for_victims(job, [v.id for v in stopping], {}))
         return
-    if job.team in cycle.blocked_teams or _behind_strict_head(cycle, job):
+    if team in cycle.blocked_teams or _behind_strict_head(cycle, job):
         cycle.decide_wait(
             Diagnostic(
                 job.id,
@@ -56,7 +59,7 @@ def consider(cycle: CycleState, job: JobView) -> None:
         if failure is not None:
             cycle.remember_failure(job_class, *failure)
     else:
-        _fails_alike(cycle, job, known)
+        cycle.wait_alike(job, known)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
 
@@ -66,23 +69,11 @@ Failure = tuple[Diagnostic, WaitIdentity | None]
 (None: worked out afresh every cycle)."""
 
 
-def _fails_alike(cycle: CycleState, job: JobView, known: Failure) -> Failure:
-    """The job waits as the job of its class (or held back alike) before it: with the
-    diagnostic it had if it waited so last cycle too, else that job's, named for it."""
-    diagnostic, identity = known
-    parked = cycle.parked_wait(job, identity) if identity is not None else None
-    said = parked or alike(diagnostic, job)
-    if identity is not None:
-        cycle.note_wait(job.id, identity, said)
-    cycle.decide_wait(said)
-    return said, identity
-
-
 def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
     held_back = cycle.held_back_alike(job)
     if held_back is not None:  # as a job of its team and shape (of another priority) was
-        return _fails_alike(cycle, job, held_back)
+        return cycle.wait_alike(job, held_back)
     holds = cycle.quota_holds_on(job)
     attempts = cycle.attempts(job, cycle.book_for(job))
     admitted = next((a for a in attempts if a.allocation is not None), None)

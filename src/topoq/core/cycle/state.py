@@ -27,6 +27,7 @@ from topoq.core.backfill import Ending, NodeHold, backfills, confined_to_unheld,
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
+from topoq.core.holds import alike
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import priority_of
 from topoq.core.placement import place_workload
@@ -382,6 +383,38 @@ class CycleState:
         """How the first job of the class failed this cycle, and its wait's identity (None:
         a wait that is worked out afresh every cycle)."""
         return self._failed.get(job_class)
+
+    def waits_as_known(self, job: JobView) -> bool:
+        """When a job of the same class failed before it this cycle: the job waits alike —
+        with the diagnostic it had if it waited so last cycle too, else that job's, named
+        for it — and True. The fast path of ``admitting.consider`` for most waiting jobs."""
+        facts = self.facts.get(job.id)
+        if facts is None:
+            facts = self.facts_of(job)
+        known = self._failed.get(facts[1])
+        if known is None:
+            return False
+        self.wait_alike(job, known)
+        return True
+
+    def wait_alike(
+        self, job: JobView, known: tuple[Diagnostic, WaitIdentity | None]
+    ) -> tuple[Diagnostic, WaitIdentity | None]:
+        """The job waits as ``known`` (the first job of its class, or one held back alike):
+        with the diagnostic it had if it waited so last cycle too, else that one's, named for
+        it."""
+        diagnostic, identity = known
+        if identity is None:
+            said = alike(diagnostic, job)
+        else:
+            before = self.previous.get(job.id)
+            if before is not None and before[0] == identity:
+                said = before[1]
+            else:
+                said = alike(diagnostic, job)
+            self.waits[job.id] = (identity, said)
+        self.diagnostics.append(said)
+        return said, identity
 
     def remember_failure(
         self, job_class: JobClass, diagnostic: Diagnostic, identity: WaitIdentity | None

@@ -17,8 +17,8 @@ from topoq.core.cycle.preempting import (
     waiting_for_victims,
     with_search_deferred,
 )
-from topoq.core.cycle.state import CycleState
-from topoq.core.diagnostics import WaitIdentity, diagnose_waiting, waiting_reason
+from topoq.core.cycle.state import CycleState, Failure
+from topoq.core.diagnostics import diagnose_waiting, waiting_reason
 from topoq.core.holds import (
     alike,
     backfill_remedy,
@@ -62,11 +62,6 @@ def consider(cycle: CycleState, job: JobView) -> None:
         cycle.wait_alike(job, known)
     if _strict(cycle, job.team):
         cycle.blocked_teams.add(job.team)
-
-
-Failure = tuple[Diagnostic, WaitIdentity | None]
-"""Why a job waits, and the identity of its wait when the next cycle may keep it as it is
-(None: worked out afresh every cycle)."""
 
 
 def _first_try(cycle: CycleState, job: JobView) -> Failure | None:

@@ -51,6 +51,10 @@ can go, without its name) and time limit."""
 JobFacts = tuple[JobView, JobClass, float | None]
 """A job, its class and its time limit."""
 
+Failure = tuple[Diagnostic, WaitIdentity | None]
+"""Why a job waits, and the identity of its wait when the next cycle may keep it as it is
+(None: worked out afresh every cycle)."""
+
 ParkedWait = tuple[WaitIdentity, Diagnostic]
 """How a job waited after a cycle: the identity of its wait and its diagnostic."""
 
@@ -119,7 +123,7 @@ class CycleState:
         cannot keep it waiting forever."""
         self.trial_budget = TrialBudget(trial_placements)
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
-        self._failed: dict[JobClass, tuple[Diagnostic, WaitIdentity | None]] = {}
+        self._failed: dict[JobClass, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
@@ -379,7 +383,7 @@ class CycleState:
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
 
-    def known_failure(self, job_class: JobClass) -> tuple[Diagnostic, WaitIdentity | None] | None:
+    def known_failure(self, job_class: JobClass) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:
         a wait that is worked out afresh every cycle)."""
         return self._failed.get(job_class)
@@ -397,9 +401,7 @@ class CycleState:
         self.wait_alike(job, known)
         return True
 
-    def wait_alike(
-        self, job: JobView, known: tuple[Diagnostic, WaitIdentity | None]
-    ) -> tuple[Diagnostic, WaitIdentity | None]:
+    def wait_alike(self, job: JobView, known: Failure) -> Failure:
         """The job waits as ``known`` (the first job of its class, or one held back alike):
         with the diagnostic it had if it waited so last cycle too, else that one's, named for
         it."""
@@ -421,7 +423,7 @@ class CycleState:
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
 
-    def held_back_alike(self, job: JobView) -> tuple[Diagnostic, WaitIdentity | None] | None:
+    def held_back_alike(self, job: JobView) -> Failure | None:
         """How a job of the same team, shape and time limit was held back in this epoch, if
         one was: priority does not enter a held-back job's answer (it neither places nor
         evicts), and nothing changed since. None for a job something is held for."""
@@ -429,9 +431,7 @@ class CycleState:
         found = self._shared.get(key) if key is not None else None
         return found  # type: ignore[return-value]
 
-    def share_held_back(
-        self, job: JobView, failure: tuple[Diagnostic, WaitIdentity | None]
-    ) -> None:
+    def share_held_back(self, job: JobView, failure: Failure) -> None:
         key = self._held_back_key(job)
         if key is not None:
             self._shared[key] = failure

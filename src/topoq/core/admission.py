@@ -11,7 +11,7 @@ from dataclasses import dataclass, field, replace
 from topoq.core.holdings import flavor_values, resources_taken, total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
-from topoq.core.quota import QuotaBook, QuotaCheck, QuotaVerdict
+from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.tree import TopologyTree
 from topoq.domain.flavors import DEFAULT_FLAVOR
 from topoq.domain.governance import FlavorName, TeamName
@@ -93,10 +93,6 @@ def _borrowed_after(
     trial = book.copy()
     trial.charge(job.team, flavor, demand)
     return trial.borrowed(job.team, flavor) - book.borrowed(job.team, flavor)
-
-
-def would_be_within_guarantee(attempts: list[Attempt]) -> bool:
-    return any(a.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE for a in attempts)
 
 
 @dataclass(frozen=True)

@@ -172,8 +172,6 @@ def confined_to_unheld(ledger: CapacityLedger, holds: Sequence[NodeHold]) -> Cap
     """A copy of ``ledger`` without the capacity ``holds`` keep."""
     if not holds:
         return ledger
-    if len(holds) == 1:
-        return ledger.without(holds[0].nodes, holds[0].amounts)
     nodes = np.concatenate([hold.nodes for hold in holds])
     return ledger.without(nodes, np.concatenate([hold.amounts for hold in holds]))
 

@@ -151,7 +151,7 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
-    then priority, fair-share position, submission (``ordering.next_job_key`` on the books as
+    then priority, fair-share position, submission (``ordering.next_job_keys`` on the books as
     the cycle starts) — holds what it needs, so that no job of the cycle, considered before or
     after it, takes that: its quota against other teams' borrowing when it may borrow, and the
     capacity its placement takes at its expected start once its quota allows it. It is

@@ -29,20 +29,16 @@ def priority_of(policy: ClusterPolicy, job: JobView) -> int:
     return policy.priority_of(job.spec.priority_class)
 
 
-def next_job_key(book: QuotaBook, job: JobView, usage: Mapping[TeamName, float] = NO_USAGE) -> _Key:
-    """Jobs that fit their team's guarantee first (a guarantee is honoured before anyone
-    borrows), then by priority, then by the team's fair-share position (lowest first, when
-    idle compute is shared fairly: its weighted borrowed share now plus its decayed ``usage``
-    over its weight, ``core.fair_share``), then by submission time. Computed against the
-    books as they stand, so each admission moves its team back."""
-    return next_job_keys(book, usage)(job)
-
-
 def next_job_keys(
     book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
 ) -> Callable[[JobView], _Key]:
-    """:func:`next_job_key` for many jobs: the standing of jobs of one team, class and demand
-    is worked out once while the team's figures in the books stay the same."""
+    """The key that orders pending jobs: jobs that fit their team's guarantee first (a
+    guarantee is honoured before anyone borrows), then by priority, then by the team's
+    fair-share position (lowest first, when idle compute is shared fairly: its weighted
+    borrowed share now plus its decayed ``usage`` over its weight, ``core.fair_share``), then
+    by submission time. Computed against the books as they stand, so each admission moves its
+    team back; the standing of jobs of one team, class and demand is worked out once while the
+    team's figures in the books stay the same."""
     standing: dict[tuple[TeamName, int, str | None, Resources], _Standing] = {}
 
     def key(job: JobView) -> _Key:
@@ -73,18 +69,18 @@ def _standing(
 def pending_in_order(
     jobs: Iterable[JobView],
     book: QuotaBook,
-    usage: Mapping[TeamName, float] = NO_USAGE,
-    epoch: Callable[[], int] | None = None,
+    usage: Mapping[TeamName, float],
+    epoch: Callable[[], int],
 ) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
-    :func:`next_job_key` on the books *as admissions so far left them* (and each team's
+    :func:`next_job_keys` on the books *as admissions so far left them* (and each team's
     decayed ``usage``, constant within the cycle). A head's key depends only on its own
     team's figures, so it is computed again only when its usage of the books changed.
 
-    ``epoch`` (optional) tells when the books may have changed since the last job was handed
-    out: while it stays the same, the teams' heads wait in a heap and only the team just
-    served gets a new key; without it every head is checked at every step."""
+    ``epoch`` tells when the books may have changed since the last job was handed out: while
+    it stays the same, the teams' heads wait in a heap and only the team just served gets a
+    new key."""
     queues: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         queues.setdefault(job.team, []).append(job)
@@ -100,14 +96,6 @@ def pending_in_order(
             cached = known[team] = (*stamp, key_of(head))
         return cached[2]
 
-    if epoch is None:
-        while positions:
-            team = min(positions, key=head_key)
-            yield queues[team][positions[team]]
-            positions[team] += 1
-            if positions[team] == len(queues[team]):
-                del positions[team]
-        return
     heap = [(head_key(team), team) for team in positions]
     heapq.heapify(heap)
     seen = epoch()

@@ -44,15 +44,23 @@ class Parking:
             return snapshot.now  # expected starts and backfill move with time
         return next_time_rule_change(snapshot.jobs, snapshot.now, snapshot.policy)
 
-    def holds_for(self, snapshot: Snapshot) -> bool:
-        """Whether a cycle on ``snapshot`` decides what the parked cycle decided."""
+    def same_rules(self, snapshot: Snapshot) -> bool:
+        """Whether ``snapshot`` has the parked cycle's tree, flavor label and policy: only then
+        is what it carried worth anything."""
         before = self.snapshot
-        if not (
+        return (
             snapshot.tree is before.tree
             and snapshot.flavor_label == before.flavor_label
-            and len(snapshot.jobs) == len(before.jobs)
-            and all(a is b for a, b in zip(snapshot.jobs, before.jobs, strict=True))
             and snapshot.policy == before.policy
+        )
+
+    def holds_for(self, snapshot: Snapshot) -> bool:
+        """Whether a cycle on ``snapshot`` (with the same rules) decides what the parked cycle
+        decided."""
+        before = self.snapshot
+        if not (
+            len(snapshot.jobs) == len(before.jobs)
+            and all(a is b for a, b in zip(snapshot.jobs, before.jobs, strict=True))
             and snapshot.upstream_phases == before.upstream_phases
             and snapshot.fair_share_usage == before.fair_share_usage
         ):
@@ -68,12 +76,9 @@ def schedule_with_parking(
 ) -> tuple[CycleResult, Parking]:
     """One cycle, reusing what the cycle that left ``parking`` worked out where it cannot
     have changed; the same decisions and reasons as ``schedule(snapshot)``."""
-    if parking is not None and parking.holds_for(snapshot):
+    if parking is None or not parking.same_rules(snapshot):
+        parking = None  # a policy or inventory change: nothing carried holds
+    elif parking.holds_for(snapshot):
         return parking.result, parking
-    same_rules = (
-        parking is not None
-        and parking.snapshot.tree is snapshot.tree
-        and parking.snapshot.policy == snapshot.policy
-    )
-    result, carried = run_cycle(snapshot, parking.carried if parking and same_rules else None)
+    result, carried = run_cycle(snapshot, parking.carried if parking is not None else None)
     return result, Parking(snapshot, result, carried)

@@ -11,7 +11,7 @@ answer on the books or the ledger themselves (not on what is held) lasts until t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -27,7 +27,7 @@ from topoq.core.backfill import Ending, NodeHold, backfills, confined_to_unheld,
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
-from topoq.core.holds import alike
+from topoq.core.holds import alike, within_guarantee
 from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import priority_of
 from topoq.core.placement import place_workload
@@ -271,12 +271,9 @@ class CycleState:
         return self.shared(key, lambda: confined_to_unheld(self.ledger, binding))
 
     def within_guarantee(self, job: JobView) -> bool:
-        demand = total_demand(job)
         return self.shared(
-            ("within", job.team, demand),
-            lambda: any(
-                self.book.within_guarantee(job.team, f, demand) for f in flavors_for(job, self.book)
-            ),
+            ("within", job.team, total_demand(job)),
+            lambda: within_guarantee(self.book, job),
             booked=True,
         )
 
@@ -307,12 +304,8 @@ class CycleState:
         """For each flavor the job may use, in order, until one admits: the quota check on
         ``book``, then placement on ``ledger`` (default: the capacity left for the job)."""
         ledger = ledger or self.ledger_for(job)
-        label = self.snapshot.flavor_label
         found = []
-        for flavor in flavors_for(job, book):
-            workload = in_flavor(job.spec.workload, flavor, self._values, label)
-            if workload is None:
-                continue
+        for flavor, workload in self._workloads(job, book):
             attempt = self._attempt(job, flavor, book, ledger, workload)
             found.append(attempt)
             if attempt.allocation is not None:
@@ -324,18 +317,23 @@ class CycleState:
     ) -> bool:
         """Whether ``attempts`` would admit the job, without working out the allocation."""
         ledger = ledger or self.ledger_for(job)
-        label = self.snapshot.flavor_label
         demand = total_demand(job)
-        for flavor in flavors_for(job, book):
-            workload = in_flavor(job.spec.workload, flavor, self._values, label)
-            if (
-                workload is None
-                or not self._check(book, job.team, flavor, demand).verdict.admissible
-            ):
+        for flavor, workload in self._workloads(job, book):
+            if not self._check(book, job.team, flavor, demand).verdict.admissible:
                 continue
             if self._placed(ledger, workload, job.previous_nodes)[0].admitted:
                 return True
         return False
+
+    def _workloads(
+        self, job: JobView, book: QuotaBook
+    ) -> Iterator[tuple[FlavorName, WorkloadSpec]]:
+        """Each flavor the job may use, in the order tried, with its workload restricted to it."""
+        label = self.snapshot.flavor_label
+        for flavor in flavors_for(job, book):
+            workload = in_flavor(job.spec.workload, flavor, self._values, label)
+            if workload is not None:
+                yield flavor, workload
 
     def _check(
         self, book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
@@ -409,12 +407,8 @@ class CycleState:
         if identity is None:
             said = alike(diagnostic, job)
         else:
-            before = self.previous.get(job.id)
-            if before is not None and before[0] == identity:
-                said = before[1]
-            else:
-                said = alike(diagnostic, job)
-            self.waits[job.id] = (identity, said)
+            said = self.parked_wait(job, identity) or alike(diagnostic, job)
+            self.note_wait(job.id, identity, said)
         self.diagnostics.append(said)
         return said, identity
 

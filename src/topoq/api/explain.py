@@ -1,7 +1,8 @@
-"""Why a job waits, worked out afresh: a read-only scheduling cycle on the current state up
-to the job's turn (nothing of it is committed; the controller's own next cycle decides). The
-controller's cycles keep a wait's message and numbers until its reason changes (ADR 0007);
-``explain`` gives them as they are now, with the remedies. Under fair share, a pending job's
+"""Why a job waits: the diagnostic of the latest cycle that considered it (a wait that keeps
+its reason keeps its message and numbers, ADR 0007), or — asked ``fresh``, or before any
+cycle has — a read-only scheduling cycle on the current state up to the job's turn, which
+gives them as they are now (nothing of it is committed; the controller's own next cycle
+decides). Under fair share, a pending job's
 explanation also shows each team's standing: borrowed share now, decayed usage, weight and
 position."""
 
@@ -27,9 +28,9 @@ MAX_STANDINGS = 50
 """Teams listed in a fair-share section at most (the job's own team always among them)."""
 
 
-def explain_job(service: Service, view: JobView) -> Explanation:
+def explain_job(service: Service, view: JobView, *, fresh: bool = False) -> Explanation:
     """Why the job waits (or what it does), with where each of its dependencies stands."""
-    explanation = _explanation(service, view)
+    explanation = _explanation(service, view, fresh=fresh)
     if not view.spec.dependencies:
         return explanation
     return explanation.model_copy(update={"dependencies": dependency_statuses(service, view)})
@@ -49,7 +50,7 @@ def dependency_statuses(service: Service, view: JobView) -> list[DependencyStatu
     ]
 
 
-def _explanation(service: Service, view: JobView) -> Explanation:
+def _explanation(service: Service, view: JobView, *, fresh: bool) -> Explanation:
     if view.phase is not JobPhase.PENDING:
         return _not_waiting(view)
     policy = service.store.policy() or ClusterPolicy()
@@ -60,6 +61,9 @@ def _explanation(service: Service, view: JobView) -> Explanation:
     usage_stored = service.store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
     usage = estimated_usage(policy, tree, holders, usage_stored, now)
     fair_share = _fair_share(policy, tree, holders, usage, view.team) if fair else []
+    stored = None if fresh else service.store.diagnostic(view.id)
+    if stored is not None:
+        return _waiting(view, stored, fair_share)
     jobs = tuple(service.store.jobs().values())
     upstream = upstream_phases(service.store, jobs)
     snapshot = Snapshot(now, tree, jobs, policy, upstream_phases=upstream, fair_share_usage=usage)
@@ -68,9 +72,6 @@ def _explanation(service: Service, view: JobView) -> Explanation:
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
     if diagnostic is not None:
         return _waiting(view, diagnostic, fair_share)
-    stored = service.store.diagnostic(view.id)
-    if stored is not None:
-        return _waiting(view, stored, fair_share)
     message = _undiagnosed(view, result)
     return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
 

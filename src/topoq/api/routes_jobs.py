@@ -112,11 +112,23 @@ def release_job(job_id: str, principal: JobWriter, service: ServiceDep) -> JobDe
 
 
 @router.get("/{job_id}/explain", summary="Why a job waits (or what it is doing)")
-def explain(job_id: str, principal: Anyone, service: ServiceDep) -> Explanation:
+def explain(
+    job_id: str,
+    principal: Anyone,
+    service: ServiceDep,
+    fresh: Annotated[
+        bool,
+        Query(
+            description="work the wait out afresh (a read-only cycle up to the job's turn) "
+            "instead of answering with the latest cycle's diagnostic"
+        ),
+    ] = False,
+) -> Explanation:
     """For a pending job: the reason, its message, the numbers behind it and what would
-    change it, from a read-only scheduling cycle on the current state."""
+    change it — as the latest cycle left them (a wait that keeps its reason keeps its message
+    and numbers, ADR 0007), or with ``fresh`` as they are now."""
     view = _visible_job(service, principal, job_id, "see")
-    return explain_job(service, view)
+    return explain_job(service, view, fresh=fresh)
 
 
 @router.get("/{job_id}/history", summary="A job's phase changes")

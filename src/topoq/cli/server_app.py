@@ -228,7 +228,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         from topoq.cli.server_commands import connected, dependency_lines, eta_text, print_json
 
         with connected(server, token) as client:
-            answer = client.explain(job)
+            answer = client.explain(job, fresh=True)
             if as_json:
                 print_json(answer)
                 return

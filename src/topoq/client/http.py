@@ -98,8 +98,10 @@ class TopoqClient:
     def release(self, job_id: str) -> JobDetail:
         return self._call("POST", f"/jobs/{segment(job_id)}/release", JobDetail)
 
-    def explain(self, job_id: str) -> Explanation:
-        return self._call("GET", f"/jobs/{segment(job_id)}/explain", Explanation)
+    def explain(self, job_id: str, *, fresh: bool = False) -> Explanation:
+        """Why the job waits: as the latest cycle left it, or ``fresh``: as it is now."""
+        params = {"fresh": "true"} if fresh else None
+        return self._call("GET", f"/jobs/{segment(job_id)}/explain", Explanation, params=params)
 
     def history(self, job_id: str) -> JobHistory:
         return self._call("GET", f"/jobs/{segment(job_id)}/history", JobHistory)

@@ -5,7 +5,6 @@ everyone else meanwhile."""
 
 from __future__ import annotations
 
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -13,11 +12,11 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.api.conftest import CLUSTER_FILE, small_job
-from tests.api.test_server import client, wait_for
-from topoq.testing.server import running_server
+from tests.api.conftest import small_job
+from tests.api.test_server import wait_for
+from tests.api.test_starvation_server import phase
+from tests.api.test_time_limits_server import server_with_policy
 
-SLEEPER = [sys.executable, "-c", "import time; time.sleep(300)"]
 POLICY = """
 apiVersion: topoq.io/v1
 kind: Policy
@@ -32,23 +31,13 @@ teams:
 """
 
 
-def sleeping(name: str, team: str) -> dict[str, Any]:
-    body = small_job(name, pods=2, team=team)
-    body["document"]["spec"]["podSets"][0]["command"] = SLEEPER  # type: ignore[index]
-    return body
-
-
 @pytest.fixture(scope="module")
 def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    data_dir = tmp_path_factory.mktemp("server")
-    policy = data_dir.with_name("parking-policy.yaml")
-    policy.write_text(POLICY, encoding="utf-8")
-    with running_server(data_dir, cluster=CLUSTER_FILE, policy=policy) as running:
-        yield client(running.url, (data_dir / "admin-token").read_text().strip())
+    yield from server_with_policy(tmp_path_factory, "parking", POLICY)
 
 
-def phase(admin: httpx.Client, job: str) -> str:
-    return str(admin.get(f"/jobs/{job}").json()["phase"])
+def sleeping(name: str, team: str) -> dict[str, object]:
+    return small_job(name, pods=2, team=team)  # its pods sleep 60 s (server_with_policy)
 
 
 def explained(admin: httpx.Client, job: str, **params: str) -> dict[str, Any]:

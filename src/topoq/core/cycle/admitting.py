@@ -66,10 +66,10 @@ def consider(cycle: CycleState, job: JobView) -> None:
 
 def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
-    held_back = cycle.held_back_alike(job)
+    holds = cycle.quota_holds_on(job)
+    held_back = cycle.held_back_alike(job, holds)
     if held_back is not None:  # as a job of its team and shape (of another priority) was
         return cycle.wait_alike(job, held_back)
-    holds = cycle.quota_holds_on(job)
     attempts = cycle.attempts(job, cycle.book_for(job))
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
@@ -78,7 +78,7 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     own = next((h for h in holds if h.team == job.team), None)
     if own is not None or (holds and _fits_unheld(cycle, job)):
         failure = _held_back(cycle, job, own or holds[0])
-        cycle.share_held_back(job, failure)
+        cycle.share_held_back(job, holds, failure)
         return failure
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
@@ -150,8 +150,9 @@ def _diagnosed(
     reserved_note: str | None,
     book: QuotaBook,
 ) -> Diagnostic:
-    """``diagnose_waiting``, shared by the jobs of a team that tried alike in this epoch
-    (the same quota checks and placements: the answer depends on nothing else of the job)."""
+    """``diagnose_waiting``, shared by the jobs of a team that tried alike until the books
+    change (the same quota checks and placements, on the same ledger and books: the answer
+    depends on nothing else of the job)."""
     key = (
         "diagnose",
         job.team,
@@ -161,7 +162,8 @@ def _diagnosed(
         id(book),
         *((a.flavor, id(a.quota), id(a.placement)) for a in attempts),
     )
-    shared = cycle.shared(
+    shared = cycle.shared_on(
+        (attempts, ledger, book),
         key,
         lambda: diagnose_waiting(
             job, attempts, ledger, reserved_note, book, cycle.holders.values()

@@ -122,12 +122,13 @@ def _keep_room_for_preemptors(cycle: CycleState) -> None:
     (they are holders) and in the quota book their usage counts for the pending job they were
     evicted for, as in the cycle that evicted them: no later job takes the promised quota,
     and the preemptor does not evict again for the same need."""
+    stopping = [victim for victim in cycle.holders.values() if victim.phase is JobPhase.PREEMPTING]
+    if not stopping:
+        return
     pending: dict[str, JobView] = {
         job.id: job for job in cycle.snapshot.jobs if job.phase is JobPhase.PENDING
     }
-    for victim in list(cycle.holders.values()):
-        if victim.phase is not JobPhase.PREEMPTING:
-            continue
+    for victim in stopping:
         cycle.evict(victim)
         preemptor = pending.get(victim.preempted_for) if victim.preempted_for else None
         if preemptor is None or victim.allocation is None:

@@ -4,9 +4,12 @@ It keeps what is booked (the capacity ledger and the quota books), what is held 
 for blocked or starving gangs, quota holds for queue heads), what was decided (admissions,
 preemptions, diagnostics) and which jobs' failures are known for their equivalence class.
 Every change goes through a named operation, and every change ends the current **epoch**:
-answers computed on the state (a quota check, a placement, the capacity a job may use, why it
-waits) are shared between jobs only within one epoch, so sharing never changes an answer. An
-answer on the books or the ledger themselves (not on what is held) lasts until they change.
+answers computed on the state are shared between jobs only within one epoch, so sharing never
+changes an answer. Most answers are on the books and the ledger, or on books and ledgers
+derived from them by named holds (a quota check, a placement, the capacity and books a job may
+use, why it waits): their keys name the holds they depend on, so they last until the books or
+the ledger change, across the epochs that a new hold ends. Only answers on the set of holds
+itself are forgotten with every hold.
 """
 
 from __future__ import annotations
@@ -132,8 +135,13 @@ class CycleState:
         self._shared: dict[Hashable, object] = {}
         """Answers computed in the current epoch (see the module's docstring)."""
         self._booked: dict[Hashable, object] = {}
-        """Answers on the books and the ledger themselves (a check, a placement): a hold
-        changes neither, so these outlive an epoch that a hold ended, until the next booking."""
+        """Answers on the books and the ledger, and on those derived from them by the holds
+        their keys name (a check, a placement): a new hold changes none of them, so these
+        outlive an epoch that a hold ended, until the next booking. A key may name an object
+        by ``id``: the answer keeps that object, so the id stays its own while it is known."""
+        self._holds_made: list[object] = []
+        """Every hold of the cycle, kept so that an answer keyed by a hold's ``id`` is never
+        taken for another hold's."""
         self._ending: tuple[tuple[int, int], list[Ending]] | None = None
         self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
@@ -153,6 +161,18 @@ class CycleState:
         except KeyError:
             value = compute()
             answers[key] = value
+            return value
+
+    def shared_on(self, kept: object, key: Hashable, compute: Callable[[], T]) -> T:
+        """``shared(key, compute, booked=True)`` for a key that names ``kept`` (an object, or
+        a tuple of them) by ``id``: the answer keeps it, so that the id stays its own while
+        the answer is known."""
+        answers = self._booked
+        try:
+            return answers[key][1]  # type: ignore[index, no-any-return]
+        except KeyError:
+            value = compute()
+            answers[key] = (kept, value)
             return value
 
     def _changed(self, *, booking: bool = True) -> None:
@@ -231,11 +251,13 @@ class CycleState:
 
     # --- what is held ---------------------------------------------------------------------
     def hold_nodes(self, hold: NodeHold, team: TeamName) -> None:
+        self._holds_made.append(hold)
         self.reserved.append(hold)
         self.reserving_teams.add(team)
         self._changed(booking=False)
 
     def hold_team_quota(self, hold: QuotaHold) -> None:
+        self._holds_made.append(hold)
         self.team_holds[hold.team] = hold
         self._changed(booking=False)
 
@@ -268,7 +290,7 @@ class CycleState:
         if not binding:
             return self.ledger
         key = ("ledger", *(id(hold) for hold in binding))
-        return self.shared(key, lambda: confined_to_unheld(self.ledger, binding))
+        return self.shared(key, lambda: confined_to_unheld(self.ledger, binding), booked=True)
 
     def within_guarantee(self, job: JobView) -> bool:
         return self.shared(
@@ -295,7 +317,7 @@ class CycleState:
         holds = self.quota_holds_on(job)
         if not holds:
             return self.book
-        return self.shared(("book", *holds), lambda: _with_holds(self.book, holds))
+        return self.shared(("book", *holds), lambda: _with_holds(self.book, holds), booked=True)
 
     # --- trying a job -----------------------------------------------------------------------
     def attempts(
@@ -338,10 +360,10 @@ class CycleState:
     def _check(
         self, book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
     ) -> QuotaCheck:
-        return self.shared(
+        return self.shared_on(
+            book,
             ("check", id(book), team, flavor, demand),
             lambda: book.check(team, flavor, demand),
-            booked=book is self.book,
         )
 
     def _attempt(
@@ -388,15 +410,27 @@ class CycleState:
 
     def waits_as_known(self, job: JobView) -> bool:
         """When a job of the same class failed before it this cycle: the job waits alike —
-        with the diagnostic it had if it waited so last cycle too, else that job's, named
-        for it — and True. The fast path of ``admitting.consider`` for most waiting jobs."""
+        with the diagnostic it had if it waited so last cycle too, else that job's, named for
+        it — and True. The fast path of ``admitting.consider`` for most waiting jobs (what
+        ``wait_alike`` does, written out for them)."""
         facts = self.facts.get(job.id)
         if facts is None:
             facts = self.facts_of(job)
         known = self._failed.get(facts[1])
         if known is None:
             return False
-        self.wait_alike(job, known)
+        diagnostic, identity = known
+        if identity is None:
+            said = alike(diagnostic, job)
+        else:
+            before = self.previous.get(job.id)
+            if before is not None and before[0] == identity:
+                said = before[1]
+                self.waits[job.id] = before
+            else:
+                said = alike(diagnostic, job)
+                self.waits[job.id] = (identity, said)
+        self.diagnostics.append(said)
         return True
 
     def wait_alike(self, job: JobView, known: Failure) -> Failure:
@@ -417,24 +451,26 @@ class CycleState:
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
 
-    def held_back_alike(self, job: JobView) -> Failure | None:
-        """How a job of the same team, shape and time limit was held back in this epoch, if
-        one was: priority does not enter a held-back job's answer (it neither places nor
-        evicts), and nothing changed since. None for a job something is held for."""
-        key = self._held_back_key(job)
-        found = self._shared.get(key) if key is not None else None
-        return found  # type: ignore[return-value]
+    def held_back_alike(self, job: JobView, holds: list[QuotaHold]) -> Failure | None:
+        """How a job of the same team, shape and time limit was held back by the same quota
+        ``holds`` on the same capacity since the books last changed, if one was: priority
+        does not enter a held-back job's answer (it neither places nor evicts). None for a
+        job something is held for."""
+        key = self._held_back_key(job, holds)
+        found = self._booked.get(key) if key is not None else None
+        return found[1] if found is not None else None  # type: ignore[index]
 
-    def share_held_back(self, job: JobView, failure: Failure) -> None:
-        key = self._held_back_key(job)
+    def share_held_back(self, job: JobView, holds: list[QuotaHold], failure: Failure) -> None:
+        key = self._held_back_key(job, holds)
         if key is not None:
-            self._shared[key] = failure
+            self.shared_on(self.ledger_for(job), key, lambda: failure)
 
-    def _held_back_key(self, job: JobView) -> Hashable | None:
+    def _held_back_key(self, job: JobView, holds: list[QuotaHold]) -> Hashable | None:
         if self.holds_anything_for(job):
             return None
         team, _, shape, limit = self.facts_of(job)[1]
-        return ("held-back", team, shape, limit, job.previous_nodes)
+        capacity = id(self.ledger_for(job))
+        return ("held-back", team, shape, limit, job.previous_nodes, *holds, capacity)
 
     def holds_anything_for(self, job: JobView) -> bool:
         quota = self.team_holds.get(job.team)
@@ -449,10 +485,10 @@ class CycleState:
     def _placed(
         self, ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: frozenset[str]
     ) -> tuple[PlacementResult, CapacityLedger]:
-        return self.shared(
+        return self.shared_on(
+            ledger,
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
             lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
-            booked=ledger is self.ledger,
         )
 
 

@@ -273,6 +273,7 @@ class CycleState:
             return
         self.reserved = kept
         self._failed.clear()
+        self._changed(booking=False)
 
     def ledger_for(self, job: JobView) -> CapacityLedger:
         """The capacity left for ``job``: without the nodes held for other gangs, unless it
@@ -280,13 +281,21 @@ class CycleState:
         if not self.reserved:
             return self.ledger
         within = self.within_guarantee(job)
-        binding = tuple(
-            hold
-            for hold in self.reserved
-            if hold.job != job.id
-            and not (within and hold.borrowing)
-            and not self._backfills(job, hold.expected_start)
+        holder = job.id if any(hold.job == job.id for hold in self.reserved) else None
+        return self.shared(  # what binds depends on the job only through these three
+            ("ledger for", holder, within, self.facts_of(job)[2]),
+            lambda: self._ledger_without(
+                tuple(
+                    hold
+                    for hold in self.reserved
+                    if hold.job != job.id
+                    and not (within and hold.borrowing)
+                    and not self._backfills(job, hold.expected_start)
+                )
+            ),
         )
+
+    def _ledger_without(self, binding: tuple[NodeHold, ...]) -> CapacityLedger:
         if not binding:
             return self.ledger
         key = ("ledger", *(id(hold) for hold in binding))
@@ -302,6 +311,13 @@ class CycleState:
     def quota_holds_on(self, job: JobView) -> list[QuotaHold]:
         """The quota holds ``job`` must leave alone (it may backfill into the others)."""
         own = self.team_holds.get(job.team)
+        holder = job.id if own is not None and own.job == job.id else None
+        return self.shared(  # what binds depends on the job only through these three
+            ("quota holds on", job.team, holder, self.facts_of(job)[2]),
+            lambda: self._quota_holds_binding(job, own),
+        )
+
+    def _quota_holds_binding(self, job: JobView, own: QuotaHold | None) -> list[QuotaHold]:
         across = self.shared(
             "across", lambda: [h for h in self.team_holds.values() if h.across_teams]
         )
@@ -470,7 +486,8 @@ class CycleState:
             return None
         team, _, shape, limit = self.facts_of(job)[1]
         capacity = id(self.ledger_for(job))
-        return ("held-back", team, shape, limit, job.previous_nodes, *holds, capacity)
+        starts = tuple(hold.expected_start for hold in holds)  # not in a hold's equality
+        return ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, capacity)
 
     def holds_anything_for(self, job: JobView) -> bool:
         quota = self.team_holds.get(job.team)

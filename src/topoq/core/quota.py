@@ -31,6 +31,7 @@ from topoq.core.quota_terms import (
     plus,
     smaller,
     terms_of,
+    total,
 )
 from topoq.domain.governance import (
     ClusterPolicy,
@@ -404,6 +405,116 @@ class QuotaBook:
         book = self._book(flavor)
         return book.terms.resources(self._settlement(book).shortfall())
 
+    def shortfall_if_charged(
+        self, team: TeamName, flavor: FlavorName, demand: Resources
+    ) -> Resources:
+        """What ``shortfall(flavor)`` would be once ``team`` took ``demand`` more: what a copy
+        charged with it would answer, settled on the team's path alone (no copy, no charge:
+        a waiting job's remedies ask it for every job they try)."""
+        spec = self.policy.by_team.get(team)
+        if spec is None:  # a team outside the cohort tree: only a charged copy settles it
+            trial = self.copy()
+            trial.charge(team, flavor, demand)
+            return trial.shortfall(flavor)
+        book = self._book(flavor)
+        after = self._path_after(spec, book, book.terms.amounts(demand))
+        over_limit = {**self._settlement(book).over_limit, **after.over_limit}
+        return book.terms.resources(total(over_limit.values(), after.unserved))
+
+    def admits_with_quota(
+        self,
+        team: TeamName,
+        flavor: FlavorName,
+        demand: Resources,
+        *,
+        guarantee: Resources,
+        borrow_limit: Resources,
+    ) -> bool | None:
+        """Whether ``check(team, flavor, demand)`` would admit if ``team``'s quota of
+        ``flavor`` had this guarantee and borrow limit (its lending limit and every other
+        quota as they are): what these books ``under`` such a policy would answer, worked out
+        without the policy, its terms and a whole settlement (a waiting job's remedies ask
+        it, dozens of times a cycle). Such a quota moves only the team's need and offer and
+        the idle capacity (no cohort's own guarantee or limits), so the team's path settled
+        again from this settlement — as that policy's books stand, then with ``demand`` —
+        is all of that policy's settlement that differs. None when either amount names a
+        resource no quota of the flavor covers (that policy's terms would have another
+        column: ask ``under``)."""
+        spec = self.policy.by_team.get(team)
+        if spec is None or not spec.active:
+            return False  # UNKNOWN_TEAM under any quota
+        book = self._book(flavor)
+        terms = book.terms
+        given, limit = _covered_amounts(terms, guarantee), _covered_amounts(terms, borrow_limit)
+        if given is None or limit is None:
+            return None
+        used = book.used.get(team, terms.zero)
+        after = plus(used, terms.amounts(demand))
+        within = fits(after, given)
+        if not within and not (
+            spec.sharing.borrows and fits(above_zero(minus(after, given)), limit)
+        ):
+            return False  # NO_QUOTA or BORROW_LIMIT, as ``check`` would find
+        settlement, lending_limit = self._settlement(book), terms.lending_limit[team]
+
+        def settled_with(amounts: Amounts) -> PathSettlement:
+            """The team's path once it uses ``amounts`` under the changed quota (which it
+            now has: it lends if its sharing does, the team being active)."""
+            unused = above_zero(minus(given, amounts))
+            offer = unused if lending_limit is None else smaller(unused, lending_limit)
+            return path_after(
+                terms,
+                settlement,
+                team,
+                spec.cohort,
+                need=above_zero(minus(amounts, given)),
+                offer=offer if spec.sharing.lends else terms.zero,
+            )
+
+        standing, taking = settled_with(used), settled_with(after)
+        path = levels(spec.cohort)
+        for level in path:
+            if any(above_zero(minus(taking.over_limit[level], standing.over_limit[level]))):
+                return False  # a cohort over its borrowing limit, as ``_balanced`` finds
+        if within:
+            return True
+        idle = terms.zero
+        if self.policy.idle_resource_sharing:  # the team's guarantee is no longer idle
+            guaranteed = plus(terms.top_guaranteed, minus(given, terms.guarantee[team]))
+            idle = above_zero(minus(book.capacity, guaranteed))
+        top, top_need = path[0], settlement.top_need
+
+        def unserved(moved: PathSettlement) -> Amounts:
+            """What idle capacity cannot serve (``moved.unserved`` is read against this
+            settlement's idle capacity; under the changed quota it is ``idle``)."""
+            need = plus(top_need, minus(moved.need[top], settlement.need[top]))
+            return above_zero(minus(need, idle))
+
+        return not any(above_zero(minus(unserved(taking), unserved(standing))))
+
+    def guarantees_fit_with(
+        self, team: TeamName, flavor: FlavorName, guarantee: Resources
+    ) -> bool | None:
+        """Whether the active teams' guarantees of ``flavor``, ``team``'s being ``guarantee``,
+        fit in the flavor's capacity of the resources its quotas cover (any do for a flavor
+        the cluster lacks). The guarantees are summed once per policy and flavor; None when
+        ``guarantee`` names a resource no quota of the flavor covers."""
+        book = self._book(flavor)
+        terms = book.terms
+        given = _covered_amounts(terms, guarantee)
+        if given is None:
+            return None
+        if not terms.counted:
+            return True
+        guaranteed = _active_guaranteed(self.policy, terms)
+        spec = self.policy.by_team.get(team)
+        if spec is not None and spec.active:
+            guaranteed = plus(guaranteed, minus(given, terms.guarantee[team]))
+        # as ``Resources.fits_in``: only what is guaranteed at all must fit
+        return all(
+            value <= room for value, room in zip(guaranteed, book.capacity, strict=True) if value
+        )
+
     def within_guarantee(self, team: TeamName, flavor: FlavorName, demand: Resources) -> bool:
         """Whether taking ``demand`` keeps the team inside its guarantee, or inside that of a
         cohort on its path with a guarantee of its own (which is its teams' as a team's is the
@@ -559,6 +670,32 @@ def _offer(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:
     unused = above_zero(minus(terms.guarantee[team], used))
     limit = terms.lending_limit[team]
     return unused if limit is None else smaller(unused, limit)
+
+
+def _covered_amounts(terms: FlavorTerms, resources: Resources) -> Amounts | None:
+    """``resources`` in the terms' order (a flavor not counted too, as its guarantees read),
+    or None when they name a resource the terms do not cover."""
+    if not resources.keys() <= terms.column.keys():
+        return None
+    return tuple([resources.amount(name) for name in terms.names])
+
+
+_ACTIVE_GUARANTEED: dict[int, tuple[FlavorTerms, Amounts]] = {}
+"""What the active teams are guaranteed together, per flavor's terms (by identity; each entry
+keeps its terms alive, so an identity is never reused while it is here)."""
+_MAX_ACTIVE_GUARANTEED = 64
+
+
+def _active_guaranteed(policy: ClusterPolicy, terms: FlavorTerms) -> Amounts:
+    """The active teams' guarantees of the flavor summed (``terms`` being ``policy``'s)."""
+    known = _ACTIVE_GUARANTEED.get(id(terms))
+    if known is not None and known[0] is terms:
+        return known[1]
+    summed = total((terms.guarantee[team.name] for team in policy.teams if team.active), terms.zero)
+    if len(_ACTIVE_GUARANTEED) >= _MAX_ACTIVE_GUARANTEED:
+        _ACTIVE_GUARANTEED.clear()
+    _ACTIVE_GUARANTEED[id(terms)] = (terms, summed)
+    return summed
 
 
 def _amount_of(terms: FlavorTerms, amounts: Amounts, name: str) -> int:

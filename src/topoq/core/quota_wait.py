@@ -1,8 +1,9 @@
 """A wait for quota with its numbers — what the team uses, is guaranteed and may borrow, what
 its pool could still lend — and the smallest changes that would admit the job now: a borrow
 limit of N, a guarantee of N, or named running jobs whose end frees enough. Each change is
-tried on a copy of the books (a copy of the policy for the limits) and offered only if the
-job would then pass the quota check."""
+offered only if the job would then pass the quota check: a limit is tried on the books' own
+figures (``QuotaBook.admits_with_quota``, no changed policy made), an ended job on a copy of
+the books."""
 
 from __future__ import annotations
 
@@ -91,15 +92,11 @@ def quota_remedies(
     found: list[str] = []
     if verdict is QuotaVerdict.BORROW_LIMIT:
         needed = _raised(limit, positive(after - guarantee))
-        if _admits(
-            book, _with_quota(book.policy, team, flavor, borrow_limit=needed), job, flavor, asked
-        ):
+        if _admits_with_quota(book, job, flavor, asked, borrow_limit=needed):
             found.append(f"raise {team}'s borrow limit on {flavor} to {_amounts(needed, limit)}")
     if verdict in (QuotaVerdict.BORROW_LIMIT, QuotaVerdict.NO_QUOTA):
         needed = _raised(guarantee, positive(after - limit))
-        if _admits(
-            book, _with_quota(book.policy, team, flavor, guarantee=needed), job, flavor, asked
-        ):
+        if _admits_with_quota(book, job, flavor, asked, guarantee=needed):
             found.append(f"raise {team}'s guarantee on {flavor} to {_amounts(needed, guarantee)}")
     waited = jobs_to_wait_for(book, job, flavor, asked, verdict, running)
     if waited is not None:
@@ -127,8 +124,10 @@ def jobs_to_wait_for(
     using = {
         other.id: (other, other.allocation.usage[flavor])
         for other in running
-        if (anyone or other.team == team)  # first: it rules out most jobs, and cheaply
-        if other.allocation is not None and flavor in other.allocation.usage
+        # the cheapest first: the jobs admitted in this cycle have no allocation yet (in a
+        # cold cycle, all of them), and the other teams' jobs are most of the rest
+        if other.allocation is not None
+        if (anyone or other.team == team) and flavor in other.allocation.usage
         if other.id != job.id
     }
     largest = heapq.nsmallest(
@@ -159,9 +158,7 @@ def _gap(
     """How far the job is from passing (summed over resources): what lenders cannot back, or
     what the team's use would exceed."""
     if verdict is QuotaVerdict.NO_LENDER:
-        trial = book.copy()
-        trial.charge(job.team, flavor, demand)
-        return sum(trial.shortfall(flavor).values())
+        return sum(book.shortfall_if_charged(job.team, flavor, demand).values())
     after = book.covered(flavor, book.used(job.team, flavor)) + demand
     ceiling = book.guarantee(job.team, flavor) + _borrow_limit(book, job.team, flavor)
     return sum(positive(after - ceiling).values())
@@ -206,6 +203,39 @@ def _with_quota(
         return replace(policy, teams=teams)
     except InvalidInputError:
         return None
+
+
+def _admits_with_quota(
+    book: QuotaBook,
+    job: JobView,
+    flavor: FlavorName,
+    demand: Resources,
+    *,
+    guarantee: Resources | None = None,
+    borrow_limit: Resources | None = None,
+) -> bool:
+    """Whether the job would pass the quota check if its team's quota of ``flavor`` had this
+    guarantee or borrow limit (the other as it is), and that policy guaranteed no more than
+    the flavor has (else it is no policy to advise): ``_admits`` of ``_with_quota``, answered
+    on the books' figures. A policy is made only when an amount names a resource no quota of
+    the flavor covers (never for the remedies' amounts: they are read from covered figures).
+    ``_with_quota`` never finds that policy invalid (it keeps the teams, their names,
+    cohorts and flavors, all that a policy's validation looks at), so neither does this."""
+    quota = book.policy.by_team[job.team].quota_for(flavor)
+    given = guarantee if guarantee is not None else book.guarantee(job.team, flavor)
+    limit = borrow_limit if borrow_limit is not None else Resources()
+    if borrow_limit is None and quota is not None:
+        limit = quota.borrow_limit  # the quota's, whether or not the team may borrow
+    fits = book.guarantees_fit_with(job.team, flavor, given)
+    admits = fits and book.admits_with_quota(
+        job.team, flavor, demand, guarantee=given, borrow_limit=limit
+    )
+    if admits is None:
+        changed = _with_quota(
+            book.policy, job.team, flavor, guarantee=guarantee, borrow_limit=borrow_limit
+        )
+        return _admits(book, changed, job, flavor, demand)
+    return admits
 
 
 def _admits(

@@ -5,7 +5,6 @@ hint a job kept out of held capacity gets. The rules: ``topoq.core.backfill``, A
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Mapping
 from dataclasses import replace
@@ -26,7 +25,7 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import next_job_keys
+from topoq.core.ordering import in_key_order
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
 from topoq.core.starvation import is_starving
@@ -158,14 +157,12 @@ def hold_for_starving(cycle: HoldingCycle, ready: list[JobView]) -> None:
     admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
     overriding fair share: of two starving teams, the one fair share serves first is held for."""
     holding = 0
-    key = next_job_keys(cycle.book, cycle.snapshot.fair_share_usage)
     now = cycle.snapshot.now
-    candidates = [(key(job), job) for job in ready if is_starving(cycle.policy, job, now)]
-    heapq.heapify(candidates)  # keys end with the job's id: no two are equal
-    while candidates:
+    starving = [job for job in ready if is_starving(cycle.policy, job, now)]
+    # in order lazily: most cycles hold for the first one or two, of thousands starving
+    for job in in_key_order(starving, cycle.book, cycle.snapshot.fair_share_usage):
         if holding == MAX_STARVING_HOLDS:
             return
-        _, job = heapq.heappop(candidates)
         attempts = cycle.attempts(job, cycle.book_for(job))
         attempt = next((a for a in attempts if a.quota.verdict.admissible), None)
         if attempt is None:

@@ -56,14 +56,25 @@ def _standing(
     book: QuotaBook, job: JobView, demand: Resources, usage: Mapping[TeamName, float]
 ) -> _Standing:
     policy = book.policy
-    within = any(
-        book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
-    )
+    within = _within_guarantee(book, job, demand)
     fair = policy.idle_allocation is IdleAllocation.FAIR_SHARE
     share = (
         (*cohort_shares(book, job.team), fair_share_position(book, job.team, usage)) if fair else ()
     )  # cohorts first, then the team (its share now and its decayed usage)
     return (0 if within else 1, -priority_of(policy, job), share)
+
+
+def _within_guarantee(book: QuotaBook, job: JobView, demand: Resources) -> bool:
+    """Whether the job's demand fits its team's guarantee in one of its flavors, memoized on
+    the books as they stand (``QuotaBook.memo``, cleared by every change): the jobs of each
+    class of a team that want as much ask alike, and this is the dearest part of a standing."""
+    asked = ("within-guarantee", job.team, demand)
+    known = book.memo.get(asked)
+    if not isinstance(known, bool):
+        known = book.memo[asked] = any(
+            book.within_guarantee(job.team, flavor, demand) for flavor in flavors_for(job, book)
+        )
+    return known
 
 
 def pending_in_order(
@@ -76,47 +87,142 @@ def pending_in_order(
     (priority, then submission); among the teams' heads the next is chosen with
     :func:`next_job_keys` on the books *as admissions so far left them* (and each team's
     decayed ``usage``, constant within the cycle). A head's key depends only on its own
-    team's figures, so it is computed again only when its usage of the books changed.
+    team's figures, so its standing is worked out again only when the team's count of changes
+    in the book moved (``_TeamQueue``).
 
     ``epoch`` tells when the books may have changed since the last job was handed out: while
     it stays the same, the teams' heads wait in a heap and only the team just served gets a
-    new key."""
-    queues: dict[TeamName, list[JobView]] = {}
+    new key; once it moves, every head's key is asked again (most come from the teams'
+    caches) and the heap is built anew."""
+    by_team: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
-        queues.setdefault(job.team, []).append(job)
-    positions = dict.fromkeys(queues, 0)
-    known: dict[TeamName, tuple[str, int, _Key]] = {}
-    key_of = next_job_keys(book, usage)
-
-    def head_key(team: TeamName) -> _Key:
-        head = queues[team][positions[team]]
-        stamp = (head.id, book.changes.get(team, 0))
-        cached = known.get(team)
-        if cached is None or cached[:2] != stamp:
-            cached = known[team] = (*stamp, key_of(head))
-        return cached[2]
-
-    heap = [(head_key(team), team) for team in positions]
+        by_team.setdefault(job.team, []).append(job)
+    kinds: dict[tuple[str | None, Resources], int] = {}
+    queues = {team: _TeamQueue(team, mine, kinds, book, usage) for team, mine in by_team.items()}
+    heap = [(queue.head_key(), team) for team, queue in queues.items()]
     heapq.heapify(heap)
     seen = epoch()
     while heap:
         _, team = heapq.heappop(heap)
+        queue = queues[team]
         while True:  # the team stays next while its new head comes before every other head
-            yield queues[team][positions[team]]
-            positions[team] += 1
-            if positions[team] == len(queues[team]):
-                del positions[team]
+            yield queue.head()
+            queue.position += 1
+            if queue.position == len(queue.jobs):
+                del queues[team]
             if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
                 seen = epoch()
-                heap = [(head_key(other), other) for other in positions]
+                heap = [(other.head_key(), name) for name, other in queues.items()]
                 heapq.heapify(heap)
                 break
-            if team not in positions:
+            if team not in queues:
                 break
-            key = head_key(team)
+            key = queue.head_key()
             if heap and heap[0][0] < key:
                 heapq.heappush(heap, (key, team))
                 break
+
+
+class _TeamQueue:
+    """One team's pending jobs in the team's own order, and what the key of each
+    (:func:`next_job_keys`) needs that the books do not move, worked out once as the queue is
+    built: the kind of its standing (priority class and demand, as a small number) and its
+    submission (time, id). A head's key is then its kind's standing — computed once per kind
+    while the team's count of changes in the book stays the same, as ``next_job_keys`` caches
+    it — followed by its submission: handing out a job costs a look-up and a tuple, not a
+    key worked out from the job."""
+
+    __slots__ = (
+        "_book",
+        "_counted",
+        "_kinds",
+        "_standings",
+        "_submissions",
+        "_usage",
+        "jobs",
+        "position",
+        "team",
+    )
+
+    def __init__(
+        self,
+        team: TeamName,
+        jobs: list[JobView],
+        kinds: dict[tuple[str | None, Resources], int],
+        book: QuotaBook,
+        usage: Mapping[TeamName, float],
+    ) -> None:
+        """``jobs`` in the team's order; ``kinds`` numbers each (priority class, demand) met,
+        shared by the cycle's queues (each queue keeps its own standings per number)."""
+        self.team = team
+        self.jobs = jobs
+        self.position = 0
+        """The queue's head: the first job not handed out yet."""
+        self._book, self._usage = book, usage
+        self._kinds = [
+            kinds.setdefault((job.spec.priority_class, total_demand(job)), len(kinds))
+            for job in jobs
+        ]
+        self._submissions = [(job.spec.submitted_at, job.id) for job in jobs]
+        self._counted: int | None = None
+        """The team's count of changes in the book that ``_standings`` were worked out at."""
+        self._standings: dict[int, _Standing] = {}
+
+    def head(self) -> JobView:
+        return self.jobs[self.position]
+
+    def head_key(self) -> _Key:
+        """``next_job_keys`` of the head on the books as they stand now."""
+        changes = self._book.changes.get(self.team, 0)
+        if changes != self._counted:
+            self._counted, self._standings = changes, {}
+        kind = self._kinds[self.position]
+        standing = self._standings.get(kind)
+        if standing is None:
+            head = self.jobs[self.position]
+            standing = self._standings[kind] = _standing(
+                self._book, head, total_demand(head), self._usage
+            )
+        return standing + self._submissions[self.position]
+
+
+def in_key_order(
+    jobs: Iterable[JobView], book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
+) -> Iterator[JobView]:
+    """``jobs`` in the order of :func:`next_job_keys` on the books as they stand when this is
+    called (changes to the books while the jobs are handed out do not move them), for callers
+    that take only the first few: jobs of one team, class and demand stand alike, so the
+    standing is worked out once per such group, and within a group the order is that of
+    submission (time, id). Only each group's best waits in a heap; a group's next joins it
+    when its predecessor is handed out."""
+    groups: dict[tuple[TeamName, str | None, Resources], list[JobView]] = {}
+    for job in jobs:
+        groups.setdefault((job.team, job.spec.priority_class, total_demand(job)), []).append(job)
+    alike = [
+        (_standing(book, group[0], total_demand(group[0]), usage), sorted(group, key=_submission))
+        for group in groups.values()
+    ]  # worked out now: the books may change before the last job is handed out
+    return _merged(alike)
+
+
+def _merged(alike: list[tuple[_Standing, list[JobView]]]) -> Iterator[JobView]:
+    """The jobs of groups that each stand alike and are in submission order, by their keys."""
+    heap = [
+        (standing + _submission(group[0]), index, 0)
+        for index, (standing, group) in enumerate(alike)
+    ]
+    heapq.heapify(heap)  # keys end with the job's id: no two are equal
+    while heap:
+        _, index, position = heapq.heappop(heap)
+        standing, group = alike[index]
+        yield group[position]
+        if position + 1 < len(group):
+            following = group[position + 1]
+            heapq.heappush(heap, (standing + _submission(following), index, position + 1))
+
+
+def _submission(job: JobView) -> tuple[float, str]:
+    return (job.spec.submitted_at, job.id)
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

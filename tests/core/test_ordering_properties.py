@@ -6,7 +6,7 @@ properties say the caching never changes the order, with admissions between the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 
 import pytest
 from hypothesis import given, settings
@@ -144,6 +144,35 @@ def test_the_pending_order_is_the_best_head_by_keys_worked_out_afresh_after_each
         order.append(handed)
         admissions(handed)
     assert [one.id for one in order] == [one.id for one in expected]
+
+
+@settings(max_examples=300, deadline=None)
+@given(situation=situations(), leaving=st.sets(st.sampled_from("abc")), after=st.integers(0, 3))
+def test_a_team_that_settles_its_jobs_left_leaves_the_order_and_the_others_keep_theirs(
+    situation: tuple[ClusterPolicy, dict[TeamName, int], list[JobView], dict[TeamName, float]],
+    leaving: set[str],
+    after: int,
+) -> None:
+    """Handing out no job changes no key: a team leaving the order (its jobs left settled by
+    ``settle_rest``) leaves the others' jobs in the order they had."""
+    rules, held, jobs, usage = situation
+    names = sorted(spec.name for spec in rules.teams)
+    teams = {
+        names[ord(letter) - ord("a")] for letter in leaving if ord(letter) - ord("a") < len(names)
+    }
+    full = list(pending_in_order(jobs, book_of(rules, held), usage, lambda: 0))
+    settled: list[JobView] = []
+
+    def settle_rest(team: TeamName, queue: Sequence[JobView], position: int) -> bool:
+        if team not in teams or position < after:
+            return False
+        settled.extend(queue[position:])
+        return True
+
+    order = list(pending_in_order(jobs, book_of(rules, held), usage, lambda: 0, settle_rest))
+    assert [one.id for one in order] == [one.id for one in full if one not in settled]
+    assert sorted(one.id for one in [*order, *settled]) == sorted(one.id for one in jobs)
+    assert all(one.team in teams for one in settled)
 
 
 @settings(max_examples=300, deadline=None)

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 
 from tests.core.test_cycle_properties import CLASSES, arrivals, clusters
 from topoq.core.cycle import Parking, Snapshot, schedule, schedule_with_parking
+from topoq.core.cycle.run import run_cycle
 from topoq.core.lifecycle import apply_cycle
-from topoq.domain.decisions import CycleResult
+from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import Cluster, job, policy, team
@@ -102,3 +103,33 @@ def test_a_wait_that_keeps_its_reason_keeps_its_diagnostic_until_the_reason_chan
         Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy), parking
     )
     assert [a.job for a in third.admissions] == ["a2-head", "a3-wait"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_settling_a_team_whose_jobs_left_all_failed_decides_and_says_what_their_turns_would(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    count = 0
+    for wave in waves:
+        for team_name, pods, gpus, cls, required in wave:
+            extra = {"required": BLOCK} if required else {}
+            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
+            count += 1
+        snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+        settled, _ = run_cycle(snapshot)
+        turn_by_turn, _ = run_cycle(snapshot, settle_teams=False)
+        assert settled.admissions == turn_by_turn.admissions
+        assert settled.preemptions == turn_by_turn.preemptions
+        assert sorted(settled.diagnostics, key=_by_job) == sorted(
+            turn_by_turn.diagnostics, key=_by_job
+        )
+        c.jobs = apply_cycle(c.jobs, settled, now=c.now, start_at_once=True, evict_at_once=True)
+        running = sorted(c.running())
+        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
+            c.finish(job_id)
+        c.now += data.draw(st.sampled_from([0.0, 700.0, 4000.0]))  # jobs come to starve
+
+
+def _by_job(diagnostic: Diagnostic) -> str:
+    return diagnostic.job

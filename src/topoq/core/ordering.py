@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 
 from topoq.core.admission import flavors_for
@@ -82,6 +82,7 @@ def pending_in_order(
     book: QuotaBook,
     usage: Mapping[TeamName, float],
     epoch: Callable[[], int],
+    settle_rest: Callable[[TeamName, Sequence[JobView], int], bool] | None = None,
 ) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
@@ -93,7 +94,11 @@ def pending_in_order(
     ``epoch`` tells when the books may have changed since the last job was handed out: while
     it stays the same, the teams' heads wait in a heap and only the team just served gets a
     new key; once it moves, every head's key is asked again (most come from the teams'
-    caches) and the heap is built anew."""
+    caches) and the heap is built anew.
+
+    ``settle_rest(team, jobs, position)``, asked before a team's next job is handed out,
+    answers True when it has settled the team's jobs left (``jobs[position:]``) itself: the
+    team then leaves the order (its jobs are not handed out)."""
     by_team: dict[TeamName, list[JobView]] = {}
     for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
         by_team.setdefault(job.team, []).append(job)
@@ -102,13 +107,22 @@ def pending_in_order(
     heap = [(queue.head_key(), team) for team, queue in queues.items()]
     heapq.heapify(heap)
     seen = epoch()
+
+    def settled(queue: _TeamQueue) -> bool:
+        return queue.position == len(queue.jobs) or (
+            settle_rest is not None and settle_rest(queue.team, queue.jobs, queue.position)
+        )
+
     while heap:
         _, team = heapq.heappop(heap)
         queue = queues[team]
+        if settled(queue):
+            del queues[team]
+            continue
         while True:  # the team stays next while its new head comes before every other head
             yield queue.head()
             queue.position += 1
-            if queue.position == len(queue.jobs):
+            if settled(queue):
                 del queues[team]
             if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
                 seen = epoch()

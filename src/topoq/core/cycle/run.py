@@ -44,10 +44,15 @@ def run_cycle(
     carried: Carried | None = None,
     until: JobId | None = None,
     trial_placements: int = TRIAL_PLACEMENTS_PER_CYCLE,
+    *,
+    settle_teams: bool = True,
 ) -> tuple[CycleResult, Carried]:
     """The cycle, and what it hands to the next. ``carried``: what the last cycle (on the same
     policy and tree) handed on: a job that waits the same way keeps its diagnostic (ADR
-    0007), and a job that is the very same object keeps its class."""
+    0007), and a job that is the very same object keeps its class. ``settle_teams``: a team
+    whose jobs left are all of classes that failed leaves the order, its jobs waiting as their
+    classes did (``CycleState.settle_rest``; the same decisions and diagnostics as handing
+    each out, listed sooner)."""
     requeues = _requeue_lost_gangs(snapshot)  # 1
     requeued = {requeue.job for requeue in requeues}
     dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
@@ -81,9 +86,15 @@ def run_cycle(
             continue
         ready.append(job)
     hold_for_starving(cycle, ready)  # 4
+    cycle.line_up()
     for job in pending_in_order(
-        ready, cycle.book, snapshot.fair_share_usage, lambda: cycle.epoch
+        ready,
+        cycle.book,
+        snapshot.fair_share_usage,
+        lambda: cycle.epoch,
+        cycle.settle_rest if settle_teams and until is None else None,
     ):  # 5
+        cycle.hand_out(job)
         consider(cycle, job)
         if job.id == until:
             break

@@ -14,7 +14,7 @@ itself are forgotten with every hold.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterator, Mapping
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -126,6 +126,12 @@ class CycleState:
         cannot keep it waiting forever."""
         self.trial_budget = TrialBudget(trial_placements)
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
+        # Jobs that hold something and whose turn in the order is still to come; and for
+        # each team, where the jobs it has left that are all of classes that failed begin in
+        # its queue, while failures stand (``settle_rest``).
+        self._holders_to_come: set[JobId]
+        self._failed_tails: dict[TeamName, int]
+        self._holders_to_come, self._failed_tails = set(), {}
         self._failed: dict[JobClass, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
@@ -273,6 +279,7 @@ class CycleState:
             return
         self.reserved = kept
         self._failed.clear()
+        self._failed_tails.clear()
         self._changed(booking=False)
 
     def ledger_for(self, job: JobView) -> CapacityLedger:
@@ -418,6 +425,41 @@ class CycleState:
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
+
+    # --- the order's jobs left -----------------------------------------------------------
+    def line_up(self) -> None:
+        """The order starts: the jobs that hold something already (a starving job's holds)
+        have their turns to come."""
+        self._holders_to_come = {hold.job for hold in self.reserved} | {
+            hold.job for hold in self.team_holds.values()
+        }
+
+    def hand_out(self, job: JobView) -> None:
+        """The job's turn comes now."""
+        if self._holders_to_come:
+            self._holders_to_come.discard(job.id)
+
+    def settle_rest(self, team: TeamName, jobs: Sequence[JobView], position: int) -> bool:
+        """When every job a team has left in the order (``jobs[position:]``) is of a class that
+        failed, and no failure can be forgotten any more: each waits as its class failed, now,
+        and True (the team leaves the order). Exactly what their turns would decide, in one
+        pass: such a turn changes nothing but the job's own wait, and failures are forgotten
+        only when a job that holds something is admitted, which only a job whose turn is still
+        to come can be (holds are taken before the order starts, or by a job in its own turn,
+        which fails). Not for a strict-fifo team, nor while victims stop for a preemptor (their
+        turns are not of that kind)."""
+        if self._holders_to_come or team in self.strict_teams or self.stopping_for:
+            return False
+        failed, facts_of = self._failed, self.facts_of
+        tail = self._failed_tails.get(team, len(jobs))
+        while tail > position and facts_of(jobs[tail - 1])[1] in failed:
+            tail -= 1  # each job is looked at once while failures stand
+        self._failed_tails[team] = tail
+        if tail > position:
+            return False
+        for job in jobs[position:]:
+            self.waits_as_known(job)
+        return True
 
     def known_failure(self, job_class: JobClass) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:

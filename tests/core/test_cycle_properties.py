@@ -64,6 +64,15 @@ def arrivals(draw: st.DrawFn, teams: str = "ab") -> list[list[tuple[str, int, in
     ]
 
 
+def submit_wave(c: Cluster, wave: list[tuple[str, int, int, str, bool]], count: int) -> int:
+    """Submits a wave of ``arrivals`` named from ``j{count}`` on; the next count."""
+    for team_name, pods, gpus, cls, required in wave:
+        extra = {"required": BLOCK} if required else {}
+        c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
+        count += 1
+    return count
+
+
 def check_books(c: Cluster) -> None:
     running = [v for v in c.jobs.values() if v.phase is JobPhase.RUNNING]
     usage = usage_by_team(running)
@@ -88,10 +97,7 @@ def test_books_balance_and_only_lower_priority_or_borrowed_work_is_preempted(
 ) -> None:
     count = 0
     for wave in waves:
-        for team_name, pods, gpus, cls, required in wave:
-            extra = {"required": BLOCK} if required else {}
-            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
-            count += 1
+        count = submit_wave(c, wave, count)
         before = dict(c.jobs)
         book = QuotaBook(
             c.policy,

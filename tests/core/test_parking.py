@@ -8,7 +8,7 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.core.test_cycle_properties import CLASSES, arrivals, clusters
+from tests.core.test_cycle_properties import CLASSES, arrivals, clusters, submit_wave
 from topoq.core.cycle import Parking, Snapshot, schedule, schedule_with_parking
 from topoq.core.cycle.run import run_cycle
 from topoq.core.lifecycle import apply_cycle
@@ -112,10 +112,7 @@ def test_settling_a_team_whose_jobs_left_all_failed_decides_and_says_what_their_
 ) -> None:
     count = 0
     for wave in waves:
-        for team_name, pods, gpus, cls, required in wave:
-            extra = {"required": BLOCK} if required else {}
-            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls, **extra))
-            count += 1
+        count = submit_wave(c, wave, count)
         snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
         settled, _ = run_cycle(snapshot)
         turn_by_turn, _ = run_cycle(snapshot, settle_teams=False)

@@ -68,8 +68,8 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
     holds = cycle.quota_holds_on(job)
     held_back = cycle.held_back_alike(job, holds)
-    if held_back is not None:  # as a job of its team and shape (of another priority) was
-        return cycle.wait_alike(job, held_back)
+    if held_back.failure is not None:  # as a job of its team and shape (of another priority)
+        return cycle.wait_alike(job, held_back.failure)
     attempts = cycle.attempts(job, cycle.book_for(job))
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
@@ -78,7 +78,7 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     own = next((h for h in holds if h.team == job.team), None)
     if own is not None or (holds and _fits_unheld(cycle, job)):
         failure = _held_back(cycle, job, own or holds[0])
-        cycle.share_held_back(job, holds, failure)
+        cycle.share_held_back(held_back, failure)
         return failure
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
         # only held nodes stand in its way: it waits for the gang, evicting nobody

@@ -74,7 +74,7 @@ def _preemption_rules(
     policy = cycle.policy
     team = policy.by_team.get(job.team)
     mine = priority_of(policy, job)
-    running = [h for h in cycle.holders.values() if h.id not in cycle.evicting and _uses(h, flavor)]
+    running = cycle.running_on(flavor)
     if team is not None and team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY:
         lower = [h for h in running if h.team == job.team and priority_of(policy, h) < mine]
         yield PreemptionCause.PREEMPTED_FOR_PRIORITY, eviction_order(policy, lower), _always
@@ -155,10 +155,6 @@ def _share_without(book: QuotaBook, victim: JobView, usage: Mapping[TeamName, fl
 
 def _always(victim: JobView, book: QuotaBook) -> bool:
     return True
-
-
-def _uses(job: JobView, flavor: FlavorName) -> bool:
-    return job.allocation is not None and flavor in job.allocation.usage
 
 
 def _fits_guarantee(cycle: CycleState, job: JobView, flavor: FlavorName) -> bool:

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from topoq.core.admission import (
     Attempt,
@@ -57,6 +57,15 @@ JobFacts = tuple[JobView, JobClass, float | None]
 Failure = tuple[Diagnostic, WaitIdentity | None]
 """Why a job waits, and the identity of its wait when the next cycle may keep it as it is
 (None: worked out afresh every cycle)."""
+
+
+class HeldBack(NamedTuple):
+    """A held-back job's answer if one alike was found (``failure``), and what to share its
+    own under otherwise (``key``: None when nothing may be shared)."""
+
+    key: tuple[Hashable, CapacityLedger] | None
+    failure: Failure | None
+
 
 ParkedWait = tuple[WaitIdentity, Diagnostic]
 """How a job waited after a cycle: the identity of its wait and its diagnostic."""
@@ -104,9 +113,7 @@ class CycleState:
         self.evicting: set[JobId] = set()
         self.stopping_for: dict[JobId, list[JobView]] = {}
         """The victims still stopping (PREEMPTING) of each pending preemptor."""
-        self.reserved: list[NodeHold] = []
-        """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
-        self.reserving_teams: set[TeamName] = set()
+        self._nothing_held()
         self.eta_teams: set[TeamName] = set()
         """Teams whose first waiting job was given an ETA (one per team per cycle)."""
         self.gaining_teams: set[TeamName] = set()
@@ -120,18 +127,13 @@ class CycleState:
             if spec.queueing is QueueingStrategy.STRICT_FIFO
         )
         """Teams that queue strict-fifo: a waiting job blocks the team's later jobs."""
-        self.team_holds: dict[TeamName, QuotaHold] = {}
-        """Quota held for each team's first waiting job (its queue head) against the team's
-        own later jobs (and other teams' borrowing once it starves), so that smaller jobs
-        cannot keep it waiting forever."""
         self.trial_budget = TrialBudget(trial_placements)
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
-        # Jobs that hold something and whose turn in the order is still to come; and for
-        # each team, where the jobs it has left that are all of classes that failed begin in
-        # its queue, while failures stand (``settle_rest``).
-        self._holders_to_come: set[JobId]
-        self._failed_tails: dict[TeamName, int]
-        self._holders_to_come, self._failed_tails = set(), {}
+        self._holders_to_come: set[JobId] = set()
+        """Jobs that hold something and whose turn in the order is still to come."""
+        self._failed_tails: dict[TeamName, int] = {}
+        """For each team, where the jobs it has left that are all of classes that failed
+        begin in its queue, while failures stand (``settle_rest``)."""
         self._failed: dict[JobClass, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
@@ -145,13 +147,24 @@ class CycleState:
         their keys name (a check, a placement): a new hold changes none of them, so these
         outlive an epoch that a hold ended, until the next booking. A key may name an object
         by ``id``: the answer keeps that object, so the id stays its own while it is known."""
-        self._holds_made: list[object] = []
-        """Every hold of the cycle, kept so that an answer keyed by a hold's ``id`` is never
-        taken for another hold's."""
         self._ending: tuple[tuple[int, int], list[Ending]] | None = None
         self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
+
+    def _nothing_held(self) -> None:
+        self.reserved: list[NodeHold] = []
+        """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
+        self._holding_nodes: set[JobId] = set()
+        """The jobs ``reserved`` holds nodes for."""
+        self.reserving_teams: set[TeamName] = set()
+        self.team_holds: dict[TeamName, QuotaHold] = {}
+        """Quota held for each team's first waiting job (its queue head) against the team's
+        own later jobs (and other teams' borrowing once it starves), so that smaller jobs
+        cannot keep it waiting forever."""
+        self._holds_made: list[object] = []
+        """Every hold of the cycle, kept so that an answer keyed by a hold's ``id`` is never
+        taken for another hold's."""
 
     @property
     def policy(self) -> ClusterPolicy:
@@ -242,6 +255,22 @@ class CycleState:
     def evict(self, victim: JobView) -> None:
         """The victim is being stopped: never chosen again; it keeps its nodes until then."""
         self.evicting.add(victim.id)
+        self._changed()
+
+    def running_on(self, flavor: FlavorName) -> list[JobView]:
+        """The jobs holding capacity in ``flavor`` that are not being evicted (until the books
+        change)."""
+        return self.shared(
+            ("running on", flavor),
+            lambda: [
+                held
+                for held in self.holders.values()
+                if held.id not in self.evicting
+                and held.allocation is not None
+                and flavor in held.allocation.usage
+            ],
+            booked=True,
+        )
 
     def running(self) -> list[JobView]:
         """The jobs holding capacity that are not being evicted."""
@@ -259,6 +288,7 @@ class CycleState:
     def hold_nodes(self, hold: NodeHold, team: TeamName) -> None:
         self._holds_made.append(hold)
         self.reserved.append(hold)
+        self._holding_nodes.add(hold.job)
         self.reserving_teams.add(team)
         self._changed(booking=False)
 
@@ -278,6 +308,7 @@ class CycleState:
         elif len(kept) == len(self.reserved):
             return
         self.reserved = kept
+        self._holding_nodes = {hold.job for hold in kept}
         self._failed.clear()
         self._failed_tails.clear()
         self._changed(booking=False)
@@ -288,7 +319,7 @@ class CycleState:
         if not self.reserved:
             return self.ledger
         within = self.within_guarantee(job)
-        holder = job.id if any(hold.job == job.id for hold in self.reserved) else None
+        holder = job.id if job.id in self._holding_nodes else None
         return self.shared(  # what binds depends on the job only through these three
             ("ledger for", holder, within, self.facts_of(job)[2]),
             lambda: self._ledger_without(
@@ -509,33 +540,30 @@ class CycleState:
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
 
-    def held_back_alike(self, job: JobView, holds: list[QuotaHold]) -> Failure | None:
+    def held_back_alike(self, job: JobView, holds: list[QuotaHold]) -> HeldBack:
         """How a job of the same team, shape and time limit was held back by the same quota
         ``holds`` on the same capacity since the books last changed, if one was: priority
-        does not enter a held-back job's answer (it neither places nor evicts). None for a
-        job something is held for."""
-        key = self._held_back_key(job, holds)
-        found = self._booked.get(key) if key is not None else None
-        return found[1] if found is not None else None  # type: ignore[index]
-
-    def share_held_back(self, job: JobView, holds: list[QuotaHold], failure: Failure) -> None:
-        key = self._held_back_key(job, holds)
-        if key is not None:
-            self.shared_on(self.ledger_for(job), key, lambda: failure)
-
-    def _held_back_key(self, job: JobView, holds: list[QuotaHold]) -> Hashable | None:
+        does not enter a held-back job's answer (it neither places nor evicts). What to
+        ``share_held_back`` otherwise: nothing for a job something is held for."""
         if self.holds_anything_for(job):
-            return None
+            return HeldBack(None, None)
         team, _, shape, limit = self.facts_of(job)[1]
-        capacity = id(self.ledger_for(job))
         starts = tuple(hold.expected_start for hold in holds)  # not in a hold's equality
-        return ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, capacity)
+        capacity = self.ledger_for(job)
+        key = ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, id(capacity))
+        found = self._booked.get(key)
+        return HeldBack((key, capacity), found[1] if found is not None else None)  # type: ignore[index]
+
+    def share_held_back(self, held_back: HeldBack, failure: Failure) -> None:
+        if held_back.key is not None:
+            key, capacity = held_back.key
+            self.shared_on(capacity, key, lambda: failure)
 
     def holds_anything_for(self, job: JobView) -> bool:
         quota = self.team_holds.get(job.team)
         if quota is not None and quota.job == job.id:
             return True
-        return any(hold.job == job.id for hold in self.reserved)
+        return job.id in self._holding_nodes
 
     def fits(self, ledger: CapacityLedger, attempt: Attempt) -> bool:
         """Whether the attempt's workload places on ``ledger`` (shared in the epoch)."""

@@ -1,7 +1,8 @@
 """A waiting job's remedies ask the books what a changed quota or a charge would do without
 making the changed policy or a charged copy (``QuotaBook.admits_with_quota``,
-``guarantees_fit_with``, ``shortfall_if_charged``): on random books of the reference's random
-policies, every answer is the one the policy-based books and the charged copy give."""
+``guarantees_fit_with``, ``shortfall_if_charged``, ``borrowed_if_charged``): on random books
+of the reference's random policies, every answer is the one the policy-based books and the
+charged copy give."""
 
 from __future__ import annotations
 
@@ -138,7 +139,7 @@ def test_a_raised_limit_or_guarantee_is_judged_as_on_the_changed_policy(
 
 @settings(max_examples=200, deadline=None)
 @given(policies(), changes, st.integers(0, 5), amounts, st.booleans(), st.booleans())
-def test_the_shortfall_if_charged_is_a_charged_copys(
+def test_the_shortfall_and_borrowing_if_charged_are_a_charged_copys(
     rules: ClusterPolicy,
     moves: Moves,
     who: int,
@@ -153,6 +154,7 @@ def test_the_shortfall_if_charged_is_a_charged_copys(
     trial = book.copy()
     trial.charge(team, flavor, demand + MEMORY)
     assert book.shortfall_if_charged(team, flavor, demand + MEMORY) == trial.shortfall(flavor)
+    assert book.borrowed_if_charged(team, flavor, demand + MEMORY) == trial.borrowed(team, flavor)
 
 
 def test_a_quota_naming_a_resource_no_quota_covers_is_left_to_the_changed_policy() -> None:

@@ -405,6 +405,16 @@ class QuotaBook:
         book = self._book(flavor)
         return book.terms.resources(self._settlement(book).shortfall())
 
+    def borrowed_if_charged(
+        self, team: TeamName, flavor: FlavorName, demand: Resources
+    ) -> Resources:
+        """What ``borrowed(team, flavor)`` would be once ``team`` took ``demand`` more (a
+        team's borrowing is its own usage above its guarantee: no settlement, no copy)."""
+        book = self._book(flavor)
+        terms = book.terms
+        used = book.used.get(team, terms.zero)
+        return terms.resources(_need(book, team, plus(used, terms.amounts(demand))))
+
     def shortfall_if_charged(
         self, team: TeamName, flavor: FlavorName, demand: Resources
     ) -> Resources:
@@ -761,10 +771,8 @@ def _weighted(largest: float, weight: int) -> float:
 def free_to_borrow(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resources:
     """How much of each covered resource ``team`` could borrow now beyond its guarantee if its
     borrow limit allowed any amount: what lenders and idle capacity could still back once its
-    own guarantee is used up. Read from the books (charge the flavor's whole capacity on a
-    copy and see how much of the new borrowing stays unbacked)."""
+    own guarantee is used up. Read from the books (as if the flavor's whole capacity were
+    charged to it: how much of the new borrowing would stay unbacked)."""
     whole = book.covered(flavor, book.capacity.get(flavor, Resources()))
-    trial = book.copy()
-    trial.charge(team, flavor, whole)
-    more = positive(trial.borrowed(team, flavor) - book.borrowed(team, flavor))
-    return positive(more - trial.shortfall(flavor))
+    more = positive(book.borrowed_if_charged(team, flavor, whole) - book.borrowed(team, flavor))
+    return positive(more - book.shortfall_if_charged(team, flavor, whole))

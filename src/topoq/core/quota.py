@@ -386,12 +386,28 @@ class QuotaBook:
         self.memo.clear()
         for level in path:
             self._shares.pop(level, None)
-        self._count_change(team, path, shares)
+        self._count_change(team, flavor, path, shares)
 
-    def _count_change(self, team: TeamName, path: list[CohortPath], shares: list[float]) -> None:
-        """The team's standing changed; under fair share so did that of every team below the
-        highest cohort on its path whose share moved (the cohort shares lead their positions)."""
+    def _count_change(
+        self, team: TeamName, flavor: FlavorName, path: list[CohortPath], shares: list[float]
+    ) -> None:
+        """The team's standing changed; so did that of every team below a cohort on its path
+        that has a guarantee of its own for the flavor (whether their jobs stay within it
+        moved too); and under fair share that of every team below the highest cohort on its
+        path whose share moved (the cohort shares lead their positions)."""
         self.changes[team] = self.changes.get(team, 0) + 1
+        guaranteed = next(
+            (
+                level
+                for level in path
+                if (own := self.tree.quota(level, flavor)) is not None and own.guarantee
+            ),
+            None,
+        )  # the highest: its members include those of any below it
+        if guaranteed is not None:
+            for member in self.tree.members.get(guaranteed, ()):
+                if member != team:
+                    self.changes[member] = self.changes.get(member, 0) + 1
         for level, share in zip(path, shares, strict=False):
             if self.cohort_share(level) != share:
                 for member in self.tree.members.get(level, ()):

@@ -82,8 +82,10 @@ class HoldingCycle(Protocol):
 def alike(known: Diagnostic, job: JobView) -> Diagnostic:
     """An earlier job's diagnostic for ``job`` of the same shape (its ETA is the earlier
     job's, so it is left out)."""
-    numbers = {key: value for key, value in known.numbers.items() if key != ETA_KEY}
-    return replace(known, job=job.id, numbers=numbers)
+    numbers = known.numbers
+    if ETA_KEY in numbers:
+        numbers = {key: value for key, value in numbers.items() if key != ETA_KEY}
+    return Diagnostic(job.id, known.reason, known.message, numbers, known.remedies)
 
 
 def with_eta(

@@ -131,9 +131,10 @@ class CycleState:
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
         self._holders_to_come: set[JobId] = set()
         """Jobs that hold something and whose turn in the order is still to come."""
-        self._failed_tails: dict[TeamName, int] = {}
+        self._failed_tails: dict[TeamName, tuple[int, int]] = {}
         """For each team, where the jobs it has left that are all of classes that failed
-        begin in its queue, while failures stand (``settle_rest``)."""
+        begin in its queue, and how many classes had failed then, while failures stand
+        (``settle_rest``)."""
         self._failed: dict[JobClass, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
@@ -481,11 +482,13 @@ class CycleState:
         turns are not of that kind)."""
         if self._holders_to_come or team in self.strict_teams or self.stopping_for:
             return False
-        failed, facts_of = self._failed, self.facts_of
-        tail = self._failed_tails.get(team, len(jobs))
-        while tail > position and facts_of(jobs[tail - 1])[1] in failed:
-            tail -= 1  # each job is looked at once while failures stand
-        self._failed_tails[team] = tail
+        failures = len(self._failed)
+        tail, seen = self._failed_tails.get(team, (len(jobs), -1))
+        if seen != failures:  # a class failed since: the tail may reach further back
+            failed, facts_of = self._failed, self.facts_of
+            while tail > position and facts_of(jobs[tail - 1])[1] in failed:
+                tail -= 1  # each job is looked at once while failures stand
+            self._failed_tails[team] = (tail, failures)
         if tail > position:
             return False
         for job in jobs[position:]:

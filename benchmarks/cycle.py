@@ -12,7 +12,9 @@
 required to fit one block, 30% preferring one, the rest unconstrained, submitted one per second.
 
 **Cycles**, each timed in CPU seconds of ``core.cycle.schedule`` alone (the snapshot is built
-outside the timer):
+outside the timer), with the garbage collector as ``topoq server``'s controller has it (its
+young threshold raised, everything alive frozen before each cycle: ``bootstrap``'s
+``GarbageBetweenSteps``), for both revisions alike:
 
 - ``cold``: every job pending on an empty cluster;
 - ``one ended``: the cluster as the cold cycle left it (its admissions running), after one
@@ -35,6 +37,7 @@ and never fails on them.
 from __future__ import annotations
 
 import argparse
+import gc
 import io
 import json
 import math
@@ -64,6 +67,9 @@ from topoq.domain.job import JobPhase
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
+GC_YOUNG_THRESHOLD = 10_000
+"""The controller's young-generation threshold (``topoq.bootstrap.GC_YOUNG_THRESHOLD``; kept
+here so that a baseline revision is measured with the same)."""
 BASELINE_REVISION = "2582b26"
 """The code before issue 10's work on the cycle (issue 9's semantics, unoptimised)."""
 DEFAULT_SCALES = ((4096, 10_000),)
@@ -134,9 +140,13 @@ def measure(revision: str, nodes: int, pending: int, rounds: int = 20) -> Measur
     schedule_with_parking = _scheduler()
     parking = None
 
+    gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
+
     def timed(views: dict) -> tuple[float, object]:  # type: ignore[type-arg]
         nonlocal parking
         snapshot = Snapshot(now, tree, tuple(views.values()), rules)
+        gc.collect()  # between steps, as the controller does
+        gc.freeze()
         began = time.process_time()
         result, parking = schedule_with_parking(snapshot, parking)
         return time.process_time() - began, result

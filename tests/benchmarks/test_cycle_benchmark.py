@@ -10,7 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.cycle import BASELINE_REVISION, REPO, extract, ratios, run_child, table
+from benchmarks.cycle import (
+    BASELINE_REVISION,
+    GC_YOUNG_THRESHOLD,
+    REPO,
+    extract,
+    ratios,
+    run_child,
+    table,
+)
+from topoq.bootstrap import GC_YOUNG_THRESHOLD as CONTROLLERS
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="the baseline is extracted with git")
@@ -29,3 +38,7 @@ def test_today_and_a_baseline_run_the_same_workload_and_are_tabled(tmp_path: Pat
     printed = table([baseline, today], markdown=True)
     assert "| base | 64 | 200 |" in printed and "| today | 64 | 200 |" in printed
     assert ratios([baseline, today])[0].startswith("64 nodes x 200 pending")
+
+
+def test_the_benchmark_collects_garbage_as_the_controller_does() -> None:
+    assert GC_YOUNG_THRESHOLD == CONTROLLERS

@@ -5,11 +5,13 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
+from typing import NamedTuple
 
 from topoq.core.admission import flavors_for
 from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import total_demand
 from topoq.core.quota import QuotaBook, cohort_shares
+from topoq.core.starvation import waiting_since
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
 from topoq.domain.job import JobView
 from topoq.domain.resources import Resources
@@ -20,6 +22,31 @@ NO_USAGE: Mapping[TeamName, float] = MappingProxyType({})
 _Standing = tuple[int, int, tuple[float, ...]]
 """Within guarantee, priority, fair-share position (cohorts from the top, then the team)."""
 _Key = tuple[int, int, tuple[float, ...], float, str]
+
+
+class OrderFacts(NamedTuple):
+    """What the order needs of a job that only the job and the policy decide, worked out once
+    per job (the cycle keeps them for the next while the job is the very same object)."""
+
+    team_order: tuple[int, float, str]
+    """Its place in its team's own queue (``team_order_key``)."""
+    kind: tuple[TeamName, str | None, tuple[tuple[str, int], ...]]
+    """What its standing depends on: team, priority class and demand (as plain tuples, so
+    that grouping by it costs no ``Resources`` comparison)."""
+    submission: tuple[float, str]
+    """Submission time and id: the last parts of its key."""
+    waiting_since: float
+    """When it last entered the queue (``starvation.waiting_since``)."""
+
+
+def order_facts(policy: ClusterPolicy, job: JobView) -> OrderFacts:
+    submission = (job.spec.submitted_at, job.id)
+    return OrderFacts(
+        (-priority_of(policy, job), *submission),
+        (job.team, job.spec.priority_class, tuple(total_demand(job).items())),
+        submission,
+        waiting_since(job),
+    )
 
 
 def priority_of(policy: ClusterPolicy, job: JobView) -> int:
@@ -83,6 +110,7 @@ def pending_in_order(
     usage: Mapping[TeamName, float],
     epoch: Callable[[], int],
     settle_rest: Callable[[TeamName, Sequence[JobView], int], bool] | None = None,
+    facts: Callable[[JobView], OrderFacts] | None = None,
 ) -> Iterator[JobView]:
     """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
     (priority, then submission); among the teams' heads the next is chosen with
@@ -98,12 +126,18 @@ def pending_in_order(
 
     ``settle_rest(team, jobs, position)``, asked before a team's next job is handed out,
     answers True when it has settled the team's jobs left (``jobs[position:]``) itself: the
-    team then leaves the order (its jobs are not handed out)."""
-    by_team: dict[TeamName, list[JobView]] = {}
-    for job in sorted(jobs, key=lambda job: team_order_key(book.policy, job)):
-        by_team.setdefault(job.team, []).append(job)
-    kinds: dict[tuple[str | None, Resources], int] = {}
-    queues = {team: _TeamQueue(team, mine, kinds, book, usage) for team, mine in by_team.items()}
+    team then leaves the order (its jobs are not handed out). ``facts``: each job's
+    ``order_facts`` (worked out here when not given)."""
+    policy = book.policy
+    facts_of = facts or (lambda job: order_facts(policy, job))
+    by_team: dict[TeamName, list[tuple[OrderFacts, JobView]]] = {}
+    for job in jobs:
+        by_team.setdefault(job.team, []).append((facts_of(job), job))
+    kinds: dict[tuple[TeamName, str | None, tuple[tuple[str, int], ...]], int] = {}
+    queues = {
+        team: _TeamQueue(team, sorted(mine, key=_in_team_order), kinds, book, usage)
+        for team, mine in by_team.items()
+    }
     heap = [(queue.head_key(), team) for team, queue in queues.items()]
     heapq.heapify(heap)
     seen = epoch()
@@ -161,23 +195,21 @@ class _TeamQueue:
     def __init__(
         self,
         team: TeamName,
-        jobs: list[JobView],
-        kinds: dict[tuple[str | None, Resources], int],
+        queued: list[tuple[OrderFacts, JobView]],
+        kinds: dict[tuple[TeamName, str | None, tuple[tuple[str, int], ...]], int],
         book: QuotaBook,
         usage: Mapping[TeamName, float],
     ) -> None:
-        """``jobs`` in the team's order; ``kinds`` numbers each (priority class, demand) met,
-        shared by the cycle's queues (each queue keeps its own standings per number)."""
+        """``queued``: the jobs with their facts, in the team's order; ``kinds`` numbers each
+        (priority class, demand) met, shared by the cycle's queues (each queue keeps its own
+        standings per number)."""
         self.team = team
-        self.jobs = jobs
+        self.jobs = [job for _, job in queued]
         self.position = 0
         """The queue's head: the first job not handed out yet."""
         self._book, self._usage = book, usage
-        self._kinds = [
-            kinds.setdefault((job.spec.priority_class, total_demand(job)), len(kinds))
-            for job in jobs
-        ]
-        self._submissions = [(job.spec.submitted_at, job.id) for job in jobs]
+        self._kinds = [kinds.setdefault(facts.kind, len(kinds)) for facts, _ in queued]
+        self._submissions = [facts.submission for facts, _ in queued]
         self._counted: int | None = None
         """The team's count of changes in the book that ``_standings`` were worked out at."""
         self._standings: dict[int, _Standing] = {}
@@ -200,8 +232,15 @@ class _TeamQueue:
         return standing + self._submissions[self.position]
 
 
+def _in_team_order(queued: tuple[OrderFacts, JobView]) -> tuple[int, float, str]:
+    return queued[0].team_order
+
+
 def in_key_order(
-    jobs: Iterable[JobView], book: QuotaBook, usage: Mapping[TeamName, float] = NO_USAGE
+    jobs: Iterable[JobView],
+    book: QuotaBook,
+    usage: Mapping[TeamName, float] = NO_USAGE,
+    facts: Callable[[JobView], OrderFacts] | None = None,
 ) -> Iterator[JobView]:
     """``jobs`` in the order of :func:`next_job_keys` on the books as they stand when this is
     called (changes to the books while the jobs are handed out do not move them), for callers
@@ -209,34 +248,31 @@ def in_key_order(
     standing is worked out once per such group, and within a group the order is that of
     submission (time, id). Only each group's best waits in a heap; a group's next joins it
     when its predecessor is handed out."""
-    groups: dict[tuple[TeamName, str | None, Resources], list[JobView]] = {}
+    policy = book.policy
+    facts_of = facts or (lambda job: order_facts(policy, job))
+    groups: dict[object, list[tuple[tuple[float, str], JobView]]] = {}
     for job in jobs:
-        groups.setdefault((job.team, job.spec.priority_class, total_demand(job)), []).append(job)
+        known = facts_of(job)
+        groups.setdefault(known.kind, []).append((known.submission, job))
     alike = [
-        (_standing(book, group[0], total_demand(group[0]), usage), sorted(group, key=_submission))
+        (_standing(book, group[0][1], total_demand(group[0][1]), usage), sorted(group))
         for group in groups.values()
     ]  # worked out now: the books may change before the last job is handed out
     return _merged(alike)
 
 
-def _merged(alike: list[tuple[_Standing, list[JobView]]]) -> Iterator[JobView]:
+def _merged(
+    alike: list[tuple[_Standing, list[tuple[tuple[float, str], JobView]]]],
+) -> Iterator[JobView]:
     """The jobs of groups that each stand alike and are in submission order, by their keys."""
-    heap = [
-        (standing + _submission(group[0]), index, 0)
-        for index, (standing, group) in enumerate(alike)
-    ]
+    heap = [(standing + group[0][0], index, 0) for index, (standing, group) in enumerate(alike)]
     heapq.heapify(heap)  # keys end with the job's id: no two are equal
     while heap:
         _, index, position = heapq.heappop(heap)
         standing, group = alike[index]
-        yield group[position]
+        yield group[position][1]
         if position + 1 < len(group):
-            following = group[position + 1]
-            heapq.heappush(heap, (standing + _submission(following), index, position + 1))
-
-
-def _submission(job: JobView) -> tuple[float, str]:
-    return (job.spec.submitted_at, job.id)
+            heapq.heappush(heap, (standing + group[position + 1][0], index, position + 1))
 
 
 def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cached_property
 from types import MappingProxyType
 from typing import NewType
 
@@ -227,11 +228,11 @@ class JobView:
     """The nodes it held when it was last requeued for a node failure (placement prefers
     them: a restart keeps its domains where they still have room); empty otherwise."""
 
-    @property
-    def id(self) -> JobId:
+    @cached_property
+    def id(self) -> JobId:  # cached: the cycle asks it millions of times
         return self.spec.id
 
-    @property
+    @cached_property
     def team(self) -> TeamName:
         return self.spec.team
 

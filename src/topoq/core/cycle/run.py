@@ -85,7 +85,7 @@ def run_cycle(
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
-    hold_for_starving(cycle, ready)  # 4
+    hold_for_starving(cycle, ready, cycle.order_of)  # 4
     cycle.line_up()
     for job in pending_in_order(
         ready,
@@ -93,6 +93,7 @@ def run_cycle(
         snapshot.fair_share_usage,
         lambda: cycle.epoch,
         cycle.settle_rest if settle_teams and until is None else None,
+        cycle.order_of,
     ):  # 5
         cycle.hand_out(job)
         consider(cycle, job)

@@ -32,7 +32,7 @@ from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
 from topoq.core.holds import alike, within_guarantee
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import priority_of
+from topoq.core.ordering import OrderFacts, order_facts
 from topoq.core.placement import place_workload
 from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
@@ -51,8 +51,8 @@ JobClass = tuple[TeamName, int, Hashable, float | None]
 """Jobs that share one answer in a cycle: team, priority, shape (what decides where a job
 can go, without its name) and time limit."""
 
-JobFacts = tuple[JobView, JobClass, float | None]
-"""A job, its class and its time limit."""
+JobFacts = tuple[JobView, JobClass, float | None, OrderFacts]
+"""A job, its class, its time limit and what its place in the order needs."""
 
 Failure = tuple[Diagnostic, WaitIdentity | None]
 """Why a job waits, and the identity of its wait when the next cycle may keep it as it is
@@ -219,12 +219,16 @@ class CycleState:
         if facts is None or facts[0] is not job:
             limit = time_limit_of(self.policy, job)
             shape = self.shape_of(job.spec.workload)
-            facts = (job, (job.team, priority_of(self.policy, job), shape, limit), limit)
+            order = order_facts(self.policy, job)
+            facts = (job, (job.team, -order.team_order[0], shape, limit), limit, order)
         self.facts[job.id] = facts
         return facts
 
     def class_of(self, job: JobView) -> JobClass:
         return self.facts_of(job)[1]
+
+    def order_of(self, job: JobView) -> OrderFacts:
+        return self.facts_of(job)[3]
 
     def _backfills(self, job: JobView, expected_start: float | None) -> bool:
         """Whether the job may use capacity held for a gang expected to start then."""

@@ -7,13 +7,22 @@ properties say the caching never changes the order, with admissions between the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_cycle_properties import CLASSES
 from topoq.core.holdings import total_demand
-from topoq.core.ordering import in_key_order, next_job_keys, pending_in_order, team_order_key
+from topoq.core.ordering import (
+    Queued,
+    in_key_order,
+    line_up,
+    next_job_keys,
+    order_facts,
+    pending_in_order,
+    team_order_key,
+)
 from topoq.core.quota import QuotaBook
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobView
@@ -165,10 +174,10 @@ def test_a_team_that_settles_its_jobs_left_leaves_the_order_and_the_others_keep_
     full = list(pending_in_order(jobs, book_of(rules, held), usage, lambda: 0))
     settled: list[JobView] = []
 
-    def settle_rest(team: TeamName, queue: Sequence[JobView], position: int) -> bool:
+    def settle_rest(team: TeamName, queue: Sequence[Queued], position: int) -> bool:
         if team not in teams or position < after:
             return False
-        settled.extend(queue[position:])
+        settled.extend(job for _, job in queue[position:])
         return True
 
     order = list(pending_in_order(jobs, book_of(rules, held), usage, lambda: 0, settle_rest))
@@ -214,3 +223,36 @@ def test_a_cohort_guarantee_used_up_by_one_team_moves_its_siblings_back() -> Non
         order.append(handed.id)
         admissions(handed)
     assert order == ["j00", "j01", "j02", "j03", "j04", "j05"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    situation=situations(),
+    kept=st.lists(st.booleans(), min_size=1, max_size=8),
+    later=st.sampled_from([0.0, 1.0, 3.0, 10.0]),
+    guard=st.sampled_from([0.0, 2.0, 5.0]),
+)
+def test_a_lineup_brought_up_to_date_is_the_lineup_made_afresh(
+    situation: tuple[ClusterPolicy, dict[TeamName, int], list[JobView], dict[TeamName, float]],
+    kept: list[bool],
+    later: float,
+    guard: float,
+) -> None:
+    """The jobs of the cycle before that are still ready keep their places, the others come
+    and go, and jobs whose starvation guard passed meanwhile move to the starving: the queues
+    and starving groups are those of a lineup made from scratch."""
+    rules, _, jobs, _ = situation
+    facts = partial(order_facts, rules)
+    before = line_up(jobs[: len(jobs) // 2 + 1], facts, guard_s=guard, now=3.0)
+    now_ready = [
+        one for index, one in enumerate(jobs) if kept[index % len(kept)] or index > len(jobs) // 2
+    ]
+    now = 3.0 + later
+    updated = line_up(now_ready, facts, guard_s=guard, now=now, before=before)
+    fresh = line_up(now_ready, facts, guard_s=guard, now=now)
+    assert _ids(updated.queues) == _ids(fresh.queues)
+    assert _ids(updated.starving) == _ids(fresh.starving)
+
+
+def _ids(groups: Mapping[object, list[tuple[object, JobView]]]) -> dict[object, list[str]]:
+    return {key: [one.id for _, one in group] for key, group in groups.items()}

@@ -6,7 +6,7 @@ hint a job kept out of held capacity gets. The rules: ``topoq.core.backfill``, A
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -25,9 +25,10 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import OrderFacts, in_key_order, order_facts
+from topoq.core.ordering import groups_in_key_order, in_key_order
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
+from topoq.core.starvation import is_starving
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.durations import format_duration
@@ -149,7 +150,9 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 
 def hold_for_starving(
-    cycle: HoldingCycle, ready: list[JobView], facts: Callable[[JobView], OrderFacts] | None = None
+    cycle: HoldingCycle,
+    ready: list[JobView],
+    starving: Iterable[list[tuple[tuple[float, str], JobView]]] | None = None,
 ) -> None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
@@ -160,15 +163,18 @@ def hold_for_starving(
     admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
     overriding fair share: of two starving teams, the one fair share serves first is held for."""
     holding = 0
-    now = cycle.snapshot.now
-    policy = cycle.policy
-    facts_of = facts or (lambda job: order_facts(policy, job))
-    guard = policy.starvation_guard_s
-    if guard <= 0:
+    policy, usage = cycle.policy, cycle.snapshot.fair_share_usage
+    if policy.starvation_guard_s <= 0:
         return
-    starving = [job for job in ready if now - facts_of(job).waiting_since >= guard]
+    if starving is None:
+        now = cycle.snapshot.now
+        candidates = in_key_order(
+            (job for job in ready if is_starving(policy, job, now)), cycle.book, usage
+        )
+    else:  # grouped by kind in submission order already (``ordering.Lineup``)
+        candidates = groups_in_key_order(starving, cycle.book, usage)
     # in order lazily: most cycles hold for the first one or two, of thousands starving
-    for job in in_key_order(starving, cycle.book, cycle.snapshot.fair_share_usage, facts_of):
+    for job in candidates:
         if holding == MAX_STARVING_HOLDS:
             return
         attempts = cycle.attempts(job, cycle.book_for(job))

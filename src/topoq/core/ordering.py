@@ -109,11 +109,116 @@ def pending_in_order(
     book: QuotaBook,
     usage: Mapping[TeamName, float],
     epoch: Callable[[], int],
-    settle_rest: Callable[[TeamName, Sequence[JobView], int], bool] | None = None,
+    settle_rest: SettleRest | None = None,
     facts: Callable[[JobView], OrderFacts] | None = None,
 ) -> Iterator[JobView]:
-    """Pending jobs one at a time, the best next first. Each team's queue keeps its own order
-    (priority, then submission); among the teams' heads the next is chosen with
+    """``pending_in_line`` of the jobs lined up afresh (``facts``: each job's
+    ``order_facts``, worked out here when not given)."""
+    policy = book.policy
+    facts_of = facts or (lambda job: order_facts(policy, job))
+    return pending_in_line(line_up(list(jobs), facts_of), book, usage, epoch, settle_rest)
+
+
+Queued = tuple[OrderFacts, JobView]
+"""A job in its team's queue, with its facts."""
+SettleRest = Callable[[TeamName, Sequence[Queued], int], bool]
+
+
+class Lineup:
+    """The ready jobs in their teams' queues (team order: priority, then submission) with
+    their facts, and those that starve grouped by kind in submission order: lined up once, then
+    kept from cycle to cycle on the same policy and brought up to date by the jobs that came
+    and went (``line_up``), so that a cycle does not sort and group every waiting job again.
+    It keeps the jobs it lines up, so the ``id`` it knows each by stays that job's."""
+
+    __slots__ = ("_ids", "_waiting", "guard_s", "now", "queues", "starving")
+
+    def __init__(self, guard_s: float, now: float) -> None:
+        self.queues: dict[TeamName, list[Queued]] = {}
+        self.starving: dict[object, list[tuple[tuple[float, str], JobView]]] = {}
+        """The starving jobs of each kind (``OrderFacts.kind``), in submission order."""
+        self._waiting: list[tuple[float, tuple[float, str], JobView]] = []
+        """A heap of the jobs not starving yet: when each will, its submission, the job."""
+        self._ids: set[int] = set()
+        self.guard_s, self.now = guard_s, now
+
+    def _add(self, job: JobView, facts: OrderFacts) -> None:
+        self._ids.add(id(job))
+        self.queues.setdefault(job.team, []).append((facts, job))
+        if self.guard_s > 0:
+            starves_at = facts.waiting_since + self.guard_s
+            if self.now >= starves_at:
+                self.starving.setdefault(facts.kind, []).append((facts.submission, job))
+            else:
+                heapq.heappush(self._waiting, (starves_at, facts.submission, job))
+
+
+def line_up(
+    jobs: Sequence[JobView],
+    facts_of: Callable[[JobView], OrderFacts],
+    *,
+    guard_s: float = 0.0,
+    now: float = 0.0,
+    before: Lineup | None = None,
+) -> Lineup:
+    """``jobs`` lined up (``Lineup``): from ``before`` when it was lined up on the same
+    starvation guard no later than ``now`` — its jobs still among ``jobs`` kept in place, the
+    others added in order, those whose guard passed since moved to the starving — else afresh.
+    The same queues and groups either way."""
+    if before is None or before.guard_s != guard_s or before.now > now:
+        lineup = Lineup(guard_s, now)
+        for job in jobs:
+            lineup._add(job, facts_of(job))
+        for queued in lineup.queues.values():
+            queued.sort(key=_in_team_order)
+        for group in lineup.starving.values():
+            group.sort()
+        return lineup
+    present = {id(job) for job in jobs}
+    lineup = Lineup(guard_s, now)
+    lineup._ids = before._ids & present
+    lineup.queues = {
+        team: kept
+        for team, queued in before.queues.items()
+        if (kept := [entry for entry in queued if id(entry[1]) in present])
+    }
+    lineup.starving = {
+        kind: still
+        for kind, group in before.starving.items()
+        if (still := [entry for entry in group if id(entry[1]) in present])
+    }
+    waiting = [entry for entry in before._waiting if id(entry[2]) in present]
+    heapq.heapify(waiting)
+    lineup._waiting = waiting
+    grown_queues, grown_groups = set(), set()
+    while waiting and waiting[0][0] <= now:  # their guard passed since: they starve now
+        _, submission, job = heapq.heappop(waiting)
+        kind = facts_of(job).kind
+        lineup.starving.setdefault(kind, []).append((submission, job))
+        grown_groups.add(kind)
+    for job in jobs:
+        if id(job) not in lineup._ids:
+            facts = facts_of(job)
+            lineup._add(job, facts)
+            grown_queues.add(job.team)
+            grown_groups.add(facts.kind)
+    for team in grown_queues:
+        lineup.queues[team].sort(key=_in_team_order)
+    for kind in grown_groups:
+        if kind in lineup.starving:
+            lineup.starving[kind].sort()
+    return lineup
+
+
+def pending_in_line(
+    lineup: Lineup,
+    book: QuotaBook,
+    usage: Mapping[TeamName, float],
+    epoch: Callable[[], int],
+    settle_rest: SettleRest | None = None,
+) -> Iterator[JobView]:
+    """The lined-up jobs one at a time, the best next first. Each team's queue keeps its own
+    order (priority, then submission); among the teams' heads the next is chosen with
     :func:`next_job_keys` on the books *as admissions so far left them* (and each team's
     decayed ``usage``, constant within the cycle). A head's key depends only on its own
     team's figures, so its standing is worked out again only when the team's count of changes
@@ -124,27 +229,17 @@ def pending_in_order(
     new key; once it moves, every head's key is asked again (most come from the teams'
     caches) and the heap is built anew.
 
-    ``settle_rest(team, jobs, position)``, asked before a team's next job is handed out,
-    answers True when it has settled the team's jobs left (``jobs[position:]``) itself: the
-    team then leaves the order (its jobs are not handed out). ``facts``: each job's
-    ``order_facts`` (worked out here when not given)."""
-    policy = book.policy
-    facts_of = facts or (lambda job: order_facts(policy, job))
-    by_team: dict[TeamName, list[tuple[OrderFacts, JobView]]] = {}
-    for job in jobs:
-        by_team.setdefault(job.team, []).append((facts_of(job), job))
-    kinds: dict[tuple[TeamName, str | None, tuple[tuple[str, int], ...]], int] = {}
-    queues = {
-        team: _TeamQueue(team, sorted(mine, key=_in_team_order), kinds, book, usage)
-        for team, mine in by_team.items()
-    }
+    ``settle_rest(team, queued, position)``, asked before a team's next job is handed out,
+    answers True when it has settled the team's jobs left (``queued[position:]``) itself: the
+    team then leaves the order (its jobs are not handed out)."""
+    queues = {team: _TeamQueue(team, queued, book, usage) for team, queued in lineup.queues.items()}
     heap = [(queue.head_key(), team) for team, queue in queues.items()]
     heapq.heapify(heap)
     seen = epoch()
 
     def settled(queue: _TeamQueue) -> bool:
-        return queue.position == len(queue.jobs) or (
-            settle_rest is not None and settle_rest(queue.team, queue.jobs, queue.position)
+        return queue.position == len(queue.queued) or (
+            settle_rest is not None and settle_rest(queue.team, queue.queued, queue.position)
         )
 
     while heap:
@@ -154,7 +249,7 @@ def pending_in_order(
             del queues[team]
             continue
         while True:  # the team stays next while its new head comes before every other head
-            yield queue.head()
+            yield queue.queued[queue.position][1]
             queue.position += 1
             if settled(queue):
                 del queues[team]
@@ -172,64 +267,42 @@ def pending_in_order(
 
 
 class _TeamQueue:
-    """One team's pending jobs in the team's own order, and what the key of each
-    (:func:`next_job_keys`) needs that the books do not move, worked out once as the queue is
-    built: the kind of its standing (priority class and demand, as a small number) and its
-    submission (time, id). A head's key is then its kind's standing — computed once per kind
-    while the team's count of changes in the book stays the same, as ``next_job_keys`` caches
-    it — followed by its submission: handing out a job costs a look-up and a tuple, not a
-    key worked out from the job."""
+    """One team's lined-up jobs and its head: a head's key is its kind's standing — computed
+    once per kind while the team's count of changes in the book stays the same, as
+    ``next_job_keys`` caches it — followed by its submission, both from the job's facts:
+    handing out a job costs a look-up and a tuple, not a key worked out from the job."""
 
-    __slots__ = (
-        "_book",
-        "_counted",
-        "_kinds",
-        "_standings",
-        "_submissions",
-        "_usage",
-        "jobs",
-        "position",
-        "team",
-    )
+    __slots__ = ("_book", "_counted", "_standings", "_usage", "position", "queued", "team")
 
     def __init__(
         self,
         team: TeamName,
-        queued: list[tuple[OrderFacts, JobView]],
-        kinds: dict[tuple[TeamName, str | None, tuple[tuple[str, int], ...]], int],
+        queued: list[Queued],
         book: QuotaBook,
         usage: Mapping[TeamName, float],
     ) -> None:
-        """``queued``: the jobs with their facts, in the team's order; ``kinds`` numbers each
-        (priority class, demand) met, shared by the cycle's queues (each queue keeps its own
-        standings per number)."""
         self.team = team
-        self.jobs = [job for _, job in queued]
+        self.queued = queued
+        """The team's jobs with their facts, in the team's order (not changed here)."""
         self.position = 0
         """The queue's head: the first job not handed out yet."""
         self._book, self._usage = book, usage
-        self._kinds = [kinds.setdefault(facts.kind, len(kinds)) for facts, _ in queued]
-        self._submissions = [facts.submission for facts, _ in queued]
         self._counted: int | None = None
         """The team's count of changes in the book that ``_standings`` were worked out at."""
-        self._standings: dict[int, _Standing] = {}
-
-    def head(self) -> JobView:
-        return self.jobs[self.position]
+        self._standings: dict[object, _Standing] = {}
 
     def head_key(self) -> _Key:
         """``next_job_keys`` of the head on the books as they stand now."""
         changes = self._book.changes.get(self.team, 0)
         if changes != self._counted:
             self._counted, self._standings = changes, {}
-        kind = self._kinds[self.position]
-        standing = self._standings.get(kind)
+        facts, head = self.queued[self.position]
+        standing = self._standings.get(facts.kind)
         if standing is None:
-            head = self.jobs[self.position]
-            standing = self._standings[kind] = _standing(
+            standing = self._standings[facts.kind] = _standing(
                 self._book, head, total_demand(head), self._usage
             )
-        return standing + self._submissions[self.position]
+        return standing + facts.submission
 
 
 def _in_team_order(queued: tuple[OrderFacts, JobView]) -> tuple[int, float, str]:
@@ -254,9 +327,19 @@ def in_key_order(
     for job in jobs:
         known = facts_of(job)
         groups.setdefault(known.kind, []).append((known.submission, job))
+    return groups_in_key_order([sorted(group) for group in groups.values()], book, usage)
+
+
+def groups_in_key_order(
+    groups: Iterable[list[tuple[tuple[float, str], JobView]]],
+    book: QuotaBook,
+    usage: Mapping[TeamName, float] = NO_USAGE,
+) -> Iterator[JobView]:
+    """``in_key_order`` of jobs already grouped by kind, each group in submission order."""
     alike = [
-        (_standing(book, group[0][1], total_demand(group[0][1]), usage), sorted(group))
-        for group in groups.values()
+        (_standing(book, group[0][1], total_demand(group[0][1]), usage), group)
+        for group in groups
+        if group
     ]  # worked out now: the books may change before the last job is handed out
     return _merged(alike)
 

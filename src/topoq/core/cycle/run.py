@@ -21,7 +21,7 @@ from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.holdings import capacity_by_flavor, prepared_ledger, usage_by_team
 from topoq.core.holds import hold_for_starving
-from topoq.core.ordering import pending_in_order
+from topoq.core.ordering import pending_in_line
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
@@ -85,15 +85,15 @@ def run_cycle(
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
             continue
         ready.append(job)
-    hold_for_starving(cycle, ready, cycle.order_of)  # 4
-    cycle.line_up()
-    for job in pending_in_order(
-        ready,
+    lineup = cycle.line_up(ready)
+    hold_for_starving(cycle, ready, lineup.starving.values())  # 4
+    cycle.start_order()
+    for job in pending_in_line(
+        lineup,
         cycle.book,
         snapshot.fair_share_usage,
         lambda: cycle.epoch,
         cycle.settle_rest if settle_teams and until is None else None,
-        cycle.order_of,
     ):  # 5
         cycle.hand_out(job)
         consider(cycle, job)

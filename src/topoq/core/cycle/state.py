@@ -32,7 +32,7 @@ from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
 from topoq.core.holds import alike, within_guarantee
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import OrderFacts, order_facts
+from topoq.core.ordering import Lineup, OrderFacts, Queued, line_up, order_facts
 from topoq.core.placement import place_workload
 from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
@@ -80,6 +80,9 @@ class Carried:
     prepared: PreparedLedger | None = None
     """The capacity the holders left as the cycle began: the next cycle's is derived from it
     by the holders that changed."""
+    lineup: Lineup | None = None
+    """The ready jobs in their teams' queues: the next cycle's are brought up to date from
+    these by the jobs that came and went."""
 
 
 class CycleState:
@@ -100,6 +103,8 @@ class CycleState:
         self.previous = carried.waits if carried else {}
         """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
         self._known_facts = carried.facts if carried else {}
+        self._lineup_before = carried.lineup if carried else None
+        self.lineup: Lineup | None = None
         self.facts: dict[JobId, JobFacts] = {}
         """The class and time limit of each job the cycle looked at (``facts_of``)."""
         self.waits: dict[JobId, ParkedWait] = {}
@@ -456,14 +461,27 @@ class CycleState:
             return None
         return before[1]
 
+    def line_up(self, ready: Sequence[JobView]) -> Lineup:
+        """The ready jobs in their teams' queues, from the last cycle's where it left some;
+        the jobs that hold something already (a starving job's holds) have their turns to
+        come."""
+        self.lineup = line_up(
+            ready,
+            self.order_of,
+            guard_s=self.policy.starvation_guard_s,
+            now=self.snapshot.now,
+            before=self._lineup_before,
+        )
+        return self.lineup
+
     def carried(self) -> Carried:
-        return Carried(self.waits, self.facts, self._prepared)
+        return Carried(self.waits, self.facts, self._prepared, self.lineup)
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
 
     # --- the order's jobs left -----------------------------------------------------------
-    def line_up(self) -> None:
+    def start_order(self) -> None:
         """The order starts: the jobs that hold something already (a starving job's holds)
         have their turns to come."""
         self._holders_to_come = {hold.job for hold in self.reserved} | {
@@ -475,8 +493,8 @@ class CycleState:
         if self._holders_to_come:
             self._holders_to_come.discard(job.id)
 
-    def settle_rest(self, team: TeamName, jobs: Sequence[JobView], position: int) -> bool:
-        """When every job a team has left in the order (``jobs[position:]``) is of a class that
+    def settle_rest(self, team: TeamName, queued: Sequence[Queued], position: int) -> bool:
+        """When every job a team has left in the order (``queued[position:]``) is of a class that
         failed, and no failure can be forgotten any more: each waits as its class failed, now,
         and True (the team leaves the order). Exactly what their turns would decide, in one
         pass: such a turn changes nothing but the job's own wait, and failures are forgotten
@@ -487,15 +505,15 @@ class CycleState:
         if self._holders_to_come or team in self.strict_teams or self.stopping_for:
             return False
         failures = len(self._failed)
-        tail, seen = self._failed_tails.get(team, (len(jobs), -1))
+        tail, seen = self._failed_tails.get(team, (len(queued), -1))
         if seen != failures:  # a class failed since: the tail may reach further back
             failed, facts_of = self._failed, self.facts_of
-            while tail > position and facts_of(jobs[tail - 1])[1] in failed:
+            while tail > position and facts_of(queued[tail - 1][1])[1] in failed:
                 tail -= 1  # each job is looked at once while failures stand
             self._failed_tails[team] = (tail, failures)
         if tail > position:
             return False
-        for job in jobs[position:]:
+        for _, job in queued[position:]:
             self.waits_as_known(job)
         return True
 

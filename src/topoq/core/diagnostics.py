@@ -43,17 +43,20 @@ def diagnose_waiting(
     reserved_for: str | None,
     book: QuotaBook | None = None,
     running: Iterable[JobView] = (),
+    fits: Callable[[CapacityLedger, Attempt], bool] | None = None,
 ) -> Diagnostic:
     """Why ``job`` waits. With the cycle's ``book`` (and the ``running`` jobs), a job no flavor
     could ever admit says so (``NEVER_FITS_CURRENT_POLICY``) and a wait for quota carries the
-    team's numbers and the smallest changes that would admit it."""
+    team's numbers and the smallest changes that would admit it. ``fits``: whether an
+    attempt's workload places on the ledger (the cycle shares those; placed here if not
+    given)."""
     if book is not None:
         never = _never_fits(book, ledger.tree, job, attempts)
         if never is not None:
             return never
     for attempt in attempts:
         if attempt.placement is not None:
-            return _topology(job, attempt, attempt.placement, ledger, reserved_for)
+            return _topology(job, attempt, attempt.placement, ledger, reserved_for, fits)
     if not attempts:
         return Diagnostic(
             job.id,
@@ -127,8 +130,9 @@ def _topology(
     placement: PlacementResult,
     ledger: CapacityLedger,
     reserved_for: str | None,
+    fits: Callable[[CapacityLedger, Attempt], bool] | None,
 ) -> Diagnostic:
-    if place_workload(ledger, attempt.workload)[0].admitted:
+    if fits(ledger, attempt) if fits is not None else _places(ledger, attempt):
         return Diagnostic(
             job.id,
             PendingReason.RESERVED_FOR_LARGER_GANG,
@@ -147,3 +151,7 @@ def _topology(
     return Diagnostic(
         job.id, PendingReason.TOPOLOGY_UNSATISFIABLE, message, numbers, diagnosis.relaxations
     )
+
+
+def _places(ledger: CapacityLedger, attempt: Attempt) -> bool:
+    return place_workload(ledger, attempt.workload)[0].admitted

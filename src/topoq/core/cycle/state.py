@@ -67,6 +67,9 @@ class HeldBack(NamedTuple):
     failure: Failure | None
 
 
+InFlavor = tuple[FlavorName, WorkloadSpec]
+"""A flavor a job may use, and its workload restricted to it."""
+
 ParkedWait = tuple[WaitIdentity, Diagnostic]
 """How a job waited after a cycle: the identity of its wait and its diagnostic."""
 
@@ -157,6 +160,8 @@ class CycleState:
         self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
+        self._in_flavors: dict[tuple[TeamName, int], tuple[WorkloadSpec, list[InFlavor]]] = {}
+        """Each workload restricted to each flavor its team may use, in the order tried."""
 
     def _nothing_held(self) -> None:
         self.reserved: list[NodeHold] = []
@@ -415,11 +420,17 @@ class CycleState:
         self, job: JobView, book: QuotaBook
     ) -> Iterator[tuple[FlavorName, WorkloadSpec]]:
         """Each flavor the job may use, in the order tried, with its workload restricted to it."""
-        label = self.snapshot.flavor_label
-        for flavor in flavors_for(job, book):
-            workload = in_flavor(job.spec.workload, flavor, self._values, label)
-            if workload is not None:
-                yield flavor, workload
+        workload = job.spec.workload
+        key = (job.team, id(workload))  # the flavors depend on the team, not on the books
+        known = self._in_flavors.get(key)
+        if known is None or known[0] is not workload:
+            label = self.snapshot.flavor_label
+            tried = [
+                (flavor, in_flavor(workload, flavor, self._values, label))
+                for flavor in flavors_for(job, book)
+            ]
+            known = self._in_flavors[key] = (workload, [(f, w) for f, w in tried if w])
+        return iter(known[1])
 
     def _check(
         self, book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources

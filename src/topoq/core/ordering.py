@@ -5,7 +5,7 @@ from __future__ import annotations
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from topoq.core.admission import flavors_for
 from topoq.core.fair_share import fair_share_position
@@ -170,7 +170,7 @@ def line_up(
         for job in jobs:
             lineup._add(job, facts_of(job))
         for queued in lineup.queues.values():
-            queued.sort(key=_in_team_order)
+            queued.sort()  # by the facts, whose team order ends with the job's id: no ties
         for group in lineup.starving.values():
             group.sort()
         return lineup
@@ -190,24 +190,33 @@ def line_up(
     waiting = [entry for entry in before._waiting if id(entry[2]) in present]
     heapq.heapify(waiting)
     lineup._waiting = waiting
-    grown_queues, grown_groups = set(), set()
+    queues, starving = lineup.queues, lineup.starving
+    kept_queues = {team: len(queued) for team, queued in queues.items()}
+    kept_groups = {kind: len(group) for kind, group in starving.items()}
     while waiting and waiting[0][0] <= now:  # their guard passed since: they starve now
         _, submission, job = heapq.heappop(waiting)
-        kind = facts_of(job).kind
-        lineup.starving.setdefault(kind, []).append((submission, job))
-        grown_groups.add(kind)
+        starving.setdefault(facts_of(job).kind, []).append((submission, job))
     for job in jobs:
         if id(job) not in lineup._ids:
-            facts = facts_of(job)
-            lineup._add(job, facts)
-            grown_queues.add(job.team)
-            grown_groups.add(facts.kind)
-    for team in grown_queues:
-        lineup.queues[team].sort(key=_in_team_order)
-    for kind in grown_groups:
-        if kind in lineup.starving:
-            lineup.starving[kind].sort()
+            lineup._add(job, facts_of(job))
+    for team, queued in queues.items():
+        _in_order_again(queued, kept_queues.get(team, 0))
+    for kind, group in starving.items():
+        _in_order_again(group, kept_groups.get(kind, 0))
     return lineup
+
+
+def _in_order_again(entries: list[Any], kept: int) -> None:
+    """``entries`` in order again, the first ``kept`` of them in order already: the entries
+    added after them sorted and, unless they all come after the kept ones (new jobs usually
+    do), merged in (tuples whose first part ends with the job's id: no ties)."""
+    if len(entries) == kept:
+        return
+    added = sorted(entries[kept:])
+    if kept == 0 or entries[kept - 1] < added[0]:
+        entries[kept:] = added
+    else:
+        entries[:] = heapq.merge(entries[:kept], added)
 
 
 def pending_in_line(
@@ -303,10 +312,6 @@ class _TeamQueue:
                 self._book, head, total_demand(head), self._usage
             )
         return standing + facts.submission
-
-
-def _in_team_order(queued: tuple[OrderFacts, JobView]) -> tuple[int, float, str]:
-    return queued[0].team_order
 
 
 def in_key_order(

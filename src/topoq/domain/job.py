@@ -35,10 +35,12 @@ class JobPhase(StrEnum):
 
     @property
     def holds_capacity(self) -> bool:
-        return self in (JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING)
+        return self in HOLDING_PHASES
 
 
 FINISHED_PHASES = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED})
+HOLDING_PHASES = frozenset({JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING})
+"""The phases in which a job holds capacity (its nodes and its quota)."""
 
 
 class FailureReason(StrEnum):

@@ -25,7 +25,7 @@ from topoq.core.ordering import pending_in_line
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
-from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.job import HOLDING_PHASES, JobId, JobPhase, JobView
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -57,7 +57,9 @@ def run_cycle(
     requeued = {requeue.job for requeue in requeues}
     dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
     holders = {
-        job.id: job for job in snapshot.jobs if job.phase.holds_capacity and job.id not in requeued
+        job.id: job
+        for job in snapshot.jobs
+        if job.phase in HOLDING_PHASES and job.id not in requeued
     }
     prepared = prepared_ledger(
         snapshot.tree, holders.values(), carried.prepared if carried is not None else None
@@ -115,7 +117,7 @@ def _requeue_lost_gangs(snapshot: Snapshot) -> list[Requeue]:
     known = set(tree.node_index) | {e.name for e in tree.excluded}
     requeues = []
     for job in snapshot.jobs:
-        if not job.phase.holds_capacity or job.allocation is None:
+        if job.phase not in HOLDING_PHASES or job.allocation is None:
             continue
         lost = sorted(n for n in job.allocation.nodes if n in failed or n not in known)
         if lost:

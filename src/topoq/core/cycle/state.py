@@ -32,7 +32,14 @@ from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
 from topoq.core.holds import alike, within_guarantee
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import Lineup, OrderFacts, Queued, line_up, order_facts
+from topoq.core.ordering import (
+    Lineup,
+    OrderFacts,
+    Queued,
+    line_up,
+    order_facts,
+    priority_of,
+)
 from topoq.core.placement import place_workload
 from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
@@ -229,8 +236,8 @@ class CycleState:
         if facts is None or facts[0] is not job:
             limit = time_limit_of(self.policy, job)
             shape = self.shape_of(job.spec.workload)
-            order = order_facts(self.policy, job)
-            facts = (job, (job.team, -order.team_order[0], shape, limit), limit, order)
+            job_class = (job.team, priority_of(self.policy, job), shape, limit)
+            facts = (job, job_class, limit, order_facts(self.policy, job, job_class))
         self.facts[job.id] = facts
         return facts
 
@@ -518,15 +525,35 @@ class CycleState:
         failures = len(self._failed)
         tail, seen = self._failed_tails.get(team, (len(queued), -1))
         if seen != failures:  # a class failed since: the tail may reach further back
-            failed, facts_of = self._failed, self.facts_of
-            while tail > position and facts_of(queued[tail - 1][1])[1] in failed:
+            failed = self._failed
+            while tail > position and queued[tail - 1][0].alike in failed:
                 tail -= 1  # each job is looked at once while failures stand
             self._failed_tails[team] = (tail, failures)
         if tail > position:
             return False
-        for _, job in queued[position:]:
-            self.waits_as_known(job)
+        self._wait_as_known_all(queued[position:])
         return True
+
+    def _wait_as_known_all(self, queued: Sequence[Queued]) -> None:
+        """``waits_as_known`` for each of ``queued``, all of classes that failed (their facts
+        name the class), written out for the many a settled team may have."""
+        failed, previous, waits = self._failed, self.previous, self.waits
+        said = []
+        for facts, job in queued:
+            job_id = job.id
+            diagnostic, identity = failed[facts.alike]  # type: ignore[index]  # a JobClass
+            if identity is None:
+                said.append(alike(diagnostic, job))
+                continue
+            before = previous.get(job_id)
+            if before is not None and before[0] == identity:
+                said.append(before[1])
+                waits[job_id] = before
+            else:
+                alike_said = alike(diagnostic, job)
+                said.append(alike_said)
+                waits[job_id] = (identity, alike_said)
+        self.diagnostics.extend(said)
 
     def known_failure(self, job_class: JobClass) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:

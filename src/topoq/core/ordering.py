@@ -119,7 +119,8 @@ def pending_in_order(
     ``order_facts``, worked out here when not given)."""
     policy = book.policy
     facts_of = facts or (lambda job: order_facts(policy, job))
-    return pending_in_line(line_up(list(jobs), facts_of), book, usage, epoch, settle_rest)
+    lineup = line_up(list(jobs), facts_of)
+    return (job for _, job in pending_in_line(lineup, book, usage, epoch, settle_rest))
 
 
 Queued = tuple[OrderFacts, JobView]
@@ -228,10 +229,10 @@ def pending_in_line(
     usage: Mapping[TeamName, float],
     epoch: Callable[[], int],
     settle_rest: SettleRest | None = None,
-) -> Iterator[JobView]:
-    """The lined-up jobs one at a time, the best next first. Each team's queue keeps its own
-    order (priority, then submission); among the teams' heads the next is chosen with
-    :func:`next_job_keys` on the books *as admissions so far left them* (and each team's
+) -> Iterator[Queued]:
+    """The lined-up jobs one at a time (with their facts), the best next first. Each team's
+    queue keeps its own order (priority, then submission); among the teams' heads the next is
+    chosen with :func:`next_job_keys` on the books *as admissions so far left them* (and each team's
     decayed ``usage``, constant within the cycle). A head's key depends only on its own
     team's figures, so its standing is worked out again only when the team's count of changes
     in the book moved (``_TeamQueue``).
@@ -261,7 +262,7 @@ def pending_in_line(
             del queues[team]
             continue
         while True:  # the team stays next while its new head comes before every other head
-            yield queue.queued[queue.position][1]
+            yield queue.queued[queue.position]
             queue.position += 1
             if settled(queue):
                 del queues[team]

@@ -10,6 +10,8 @@ waits, with its expected start where time limits allow computing it.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
+
 from topoq.core.admission import Attempt, QuotaHold
 from topoq.core.cycle.preempting import (
     Search,
@@ -35,9 +37,14 @@ from topoq.domain.governance import TeamName
 from topoq.domain.job import JobPhase, JobView
 
 
-def consider(cycle: CycleState, job: JobView) -> None:
+def consider(cycle: CycleState, job: JobView, job_class: Hashable = None) -> None:
+    """The job's turn (``job_class``: its class, when the caller knows it)."""
     team = job.team
-    if team not in cycle.strict_teams and not cycle.stopping_for and cycle.waits_as_known(job):
+    if (
+        team not in cycle.strict_teams
+        and not cycle.stopping_for
+        and cycle.waits_as_known(job, job_class)
+    ):
         return  # its class failed before it this cycle: it waits alike (the common case)
     stopping = cycle.stopping_for.get(job.id)
     if stopping:

@@ -90,7 +90,7 @@ def run_cycle(
     lineup = cycle.line_up(ready)
     hold_for_starving(cycle, ready, lineup.starving.values())  # 4
     cycle.start_order()
-    for job in pending_in_line(
+    for facts, job in pending_in_line(
         lineup,
         cycle.book,
         snapshot.fair_share_usage,
@@ -98,7 +98,7 @@ def run_cycle(
         cycle.settle_rest if settle_teams and until is None else None,
     ):  # 5
         cycle.hand_out(job)
-        consider(cycle, job)
+        consider(cycle, job, facts.alike)
         if job.id == until:
             break
     result = CycleResult(

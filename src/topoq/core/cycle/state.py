@@ -150,7 +150,7 @@ class CycleState:
         """For each team, where the jobs it has left that are all of classes that failed
         begin in its queue, and how many classes had failed then, while failures stand
         (``settle_rest``)."""
-        self._failed: dict[JobClass, Failure] = {}
+        self._failed: dict[Hashable, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
@@ -541,7 +541,7 @@ class CycleState:
         said = []
         for facts, job in queued:
             job_id = job.id
-            diagnostic, identity = failed[facts.alike]  # type: ignore[index]  # a JobClass
+            diagnostic, identity = failed[facts.alike]  # the job's class
             if identity is None:
                 said.append(alike(diagnostic, job))
                 continue
@@ -560,15 +560,14 @@ class CycleState:
         a wait that is worked out afresh every cycle)."""
         return self._failed.get(job_class)
 
-    def waits_as_known(self, job: JobView) -> bool:
+    def waits_as_known(self, job: JobView, job_class: Hashable = None) -> bool:
         """When a job of the same class failed before it this cycle: the job waits alike —
         with the diagnostic it had if it waited so last cycle too, else that job's, named for
         it — and True. The fast path of ``admitting.consider`` for most waiting jobs (what
         ``wait_alike`` does, written out for them)."""
-        facts = self.facts.get(job.id)
-        if facts is None:
-            facts = self.facts_of(job)
-        known = self._failed.get(facts[1])
+        if job_class is None:
+            job_class = self.class_of(job)
+        known = self._failed.get(job_class)
         if known is None:
             return False
         diagnostic, identity = known

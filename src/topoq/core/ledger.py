@@ -6,8 +6,9 @@ A ledger is the per-cycle state; the tree is not touched. Trial placements run o
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import cast
+import weakref
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import NamedTuple, cast
 
 import numpy as np
 
@@ -15,6 +16,19 @@ from topoq.core.tree import IntArray, LevelIndex, TopologyTree
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import NodeName
 from topoq.domain.resources import Resources
+
+MAX_PER_NODE_FIGURES = 16
+"""Per-node figures a ledger keeps up to date at most (one per pod shape asked about)."""
+
+RowsFigure = Callable[[IntArray], IntArray]
+"""One figure per row of free capacity (rows of ``free``, in order), from those rows alone."""
+
+
+class _Origin(NamedTuple):
+    """The ledger a copy was made from and how often that one was charged by then."""
+
+    ledger: weakref.ref[CapacityLedger]
+    charges: int
 
 
 class CapacityLedger:
@@ -24,6 +38,14 @@ class CapacityLedger:
         self.domain_free: list[IntArray] = _domain_totals(self._summed_levels, free)
         if tree.leaves_are_nodes:  # a host leaf's free capacity is its node's: share the array
             self.domain_free.append(free)
+        self._charges = 0
+        """How often this ledger was charged (a copy's figures follow it while it is not)."""
+        self._figures: dict[Hashable, tuple[IntArray, int]] = {}
+        """Per-node figures and the length of ``_charged`` when each was worked out."""
+        self._charged: list[IntArray] = []
+        """The nodes of each charge since the figures (or the copy) began, while any is kept."""
+        self._charged_rows = 0
+        self._origin: _Origin | None = None
 
     @property
     def _summed_levels(self) -> tuple[LevelIndex, ...]:
@@ -68,7 +90,57 @@ class CapacityLedger:
         copy.domain_free = [totals.copy() for totals in self.domain_free[:summed]]
         if summed < len(self.domain_free):
             copy.domain_free.append(copy.free)
+        copy._charges, copy._figures, copy._charged, copy._charged_rows = 0, {}, [], 0
+        copy._origin = _Origin(weakref.ref(self), self._charges)
         return copy
+
+    def per_node(self, key: Hashable, figure: RowsFigure) -> IntArray:
+        """``figure(self.free)`` (read-only), kept under ``key`` across charges. A cycle's
+        ledgers are mostly one ledger charged job after job, and copies of it with a few
+        nodes charged (capacity held for a gang taken out, a trial placement): so only the
+        rows of the nodes charged since the figure was last worked out — here, or on the
+        ledger this one was copied from while that one is unchanged — are worked out again,
+        not every node's. The figure of a row must depend on that row of ``free`` alone
+        (which changes only through the charge methods)."""
+        kept = self._figures.get(key)
+        if kept is None:
+            kept = self._from_origin(key, figure)
+        if kept is None:
+            values = figure(self.free)
+        else:
+            values, since = kept
+            if since == len(self._charged):
+                return values
+            rows = np.concatenate(self._charged[since:])  # a row listed twice gets one value
+            values = values.copy()
+            values[rows] = figure(self.free[rows])
+        values.setflags(write=False)
+        if key not in self._figures and len(self._figures) >= MAX_PER_NODE_FIGURES:
+            del self._figures[next(iter(self._figures))]  # the oldest
+        self._figures[key] = (values, len(self._charged))
+        return values
+
+    def _from_origin(self, key: Hashable, figure: RowsFigure) -> tuple[IntArray, int] | None:
+        """The figure of the ledger this one was copied from, stale on every node charged
+        here since (all of ``_charged``); None when that ledger is gone or was charged since
+        (its figure is then no longer this one's but for a few rows)."""
+        origin = self._origin
+        source = origin.ledger() if origin is not None else None
+        if origin is None or source is None or source._charges != origin.charges:
+            return None
+        return source.per_node(key, figure), 0
+
+    def _mark_charged(self, nodes: IntArray) -> None:
+        """``nodes`` were charged: the kept figures (and a copy's origin's) are stale there.
+        Once many rows are stale everything is let go: working a figure out anew is then
+        about as cheap, and the list of charges stays short."""
+        self._charges += 1
+        if not self._figures and self._origin is None:
+            return
+        self._charged.append(nodes)
+        self._charged_rows += len(nodes)
+        if self._charged_rows * 4 > len(self.free):
+            self._figures, self._charged, self._charged_rows, self._origin = {}, [], 0, None
 
     def without(self, nodes: IntArray, amounts: IntArray | None = None) -> CapacityLedger:
         """A copy without ``amounts[i]`` (a row per entry) of the free capacity of
@@ -87,12 +159,14 @@ class CapacityLedger:
         self.free[node] -= amount
         for level, totals in zip(self._summed_levels, self.domain_free, strict=False):
             totals[level.domain_of_node[node]] -= amount
+        self._mark_charged(np.asarray([node], dtype=np.int64))
 
     def charge_nodes(self, nodes: IntArray, amounts: IntArray) -> None:
         """Take ``amounts[i]`` (a row per node) from ``nodes[i]`` (distinct) and their domains."""
         self.free[nodes] -= amounts
         for level, totals in zip(self._summed_levels, self.domain_free, strict=False):
             np.subtract.at(totals, level.domain_of_node[nodes], amounts)
+        self._mark_charged(np.asarray(nodes, dtype=np.int64).reshape(-1))
 
     def charge_pool(self, nodes: Iterable[int], amount: IntArray) -> None:
         """Take ``amount`` from a pooled leaf: each resource from the listed nodes in order."""

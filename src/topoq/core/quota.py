@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from topoq.core.cohort_tree import CohortTree, Flow, PathFlow, closest_common, levels
-from topoq.core.quota_flow import PathSettlement, Settlement, path_after, settled
+from topoq.core.quota_flow import PathSettlement, Settlement, path_after, settled, with_team
 from topoq.core.quota_flow import drawn as drawn_from
 from topoq.core.quota_terms import (
     Amounts,
@@ -83,6 +83,10 @@ class _FlavorBook:
     cohort_used: dict[CohortPath, Amounts]
     settlement: Settlement | None = None
     lent: dict[TeamName, Resources] | None = None
+    unsettled: tuple[TeamName, CohortPath] | None = None
+    """A team (and its cohort path) charged since ``settlement`` was last kept in step: its
+    path is settled again when the settlement is next read, not at the charge — a trial's
+    books are often dropped having read only usage (what a job would borrow)."""
 
     def copied(self) -> _FlavorBook:
         return _FlavorBook(
@@ -92,6 +96,7 @@ class _FlavorBook:
             dict(self.cohort_used),
             self.settlement,
             self.lent,
+            self.unsettled,
         )
 
 
@@ -235,8 +240,9 @@ class QuotaBook:
         if team not in self.policy.by_team:
             return Resources()
         book = self._book(flavor)
+        settlement = self._settlement(book)  # settling a charge may let ``lent`` go
         if book.lent is None:
-            drawn = drawn_from(self.tree, book.terms, self._settlement(book))
+            drawn = drawn_from(self.tree, book.terms, settlement)
             book.lent = {name: book.terms.resources(amounts) for name, amounts in drawn.items()}
         return book.lent.get(team, Resources())
 
@@ -260,7 +266,9 @@ class QuotaBook:
 
     def _settlement(self, book: _FlavorBook) -> Settlement:
         """The flavor's settlement (cached until the books change, and kept in step with each
-        charge by settling the charged team's path again)."""
+        charge by settling the charged team's path again, when next read)."""
+        if book.unsettled is not None:
+            self._settle_charged(book, book.unsettled)
         if book.settlement is None:
             zero = book.terms.zero
             need: dict[TeamName, Amounts] = {}
@@ -271,6 +279,19 @@ class QuotaBook:
                     need[team], offer[team] = _need(book, team, used), _offer(book, team, used)
             book.settlement = settled(self.tree, book.terms, need, offer, self._idle(book))
         return book.settlement
+
+    def _settle_charged(self, book: _FlavorBook, charged: tuple[TeamName, CohortPath]) -> None:
+        """Keep the settlement in step with the team charged since: only its figures moved,
+        so its path is settled again, not the whole tree (what each team lends is let go
+        only if the settlement moved)."""
+        team, path = charged
+        used = book.used.get(team, book.terms.zero)
+        need, offer = _need(book, team, used), _offer(book, team, used)
+        assert book.settlement is not None  # a charge is left unsettled only on a settlement
+        after = with_team(book.terms, book.settlement, team, path, need, offer)
+        if after is not book.settlement:
+            book.settlement, book.lent = after, None
+        book.unsettled = None
 
     def _path_after(self, team: TeamSpec, book: _FlavorBook, demand: Amounts) -> PathSettlement:
         """The cohorts on the team's path once it takes ``demand`` more."""
@@ -372,17 +393,13 @@ class QuotaBook:
         if spec is not None and any(delta):
             for level in path:
                 book.cohort_used[level] = plus(book.cohort_used.get(level, terms.zero), delta)
-        known, book.settlement, book.lent = book.settlement, None, None
+        if book.unsettled is not None and book.unsettled[0] != team:
+            self._settle_charged(book, book.unsettled)  # one unsettled team at a time
+        known = book.settlement
         if known is not None and spec is not None and team in known.team_need:
-            # only this team's figures moved: settle its path again, not the whole tree
-            book.settlement = path_after(
-                terms,
-                known,
-                team,
-                spec.cohort,
-                need=_need(book, team, after),
-                offer=_offer(book, team, after),
-            ).whole()
+            book.unsettled = (team, spec.cohort)  # only its figures moved: settled when read
+        else:
+            book.settlement, book.lent, book.unsettled = None, None, None
         self.memo.clear()
         for level in path:
             self._shares.pop(level, None)

@@ -5,7 +5,7 @@ first, then by each cohort above it, within each cohort's limits, then by idle c
 this module settles them on fixed-order tuples (:mod:`topoq.core.quota_terms`), which the
 books keep across a cycle's charges: :func:`settled` settles every cohort bottom-up,
 :func:`path_after` only the cohorts on one team's path once its figures move (what a quota
-check asks; ``PathSettlement.whole`` keeps a settlement in step with the change). A
+check asks), and :func:`with_team` keeps a settlement in step with a charge that way. A
 ``Settlement`` reads as a ``cohort_tree.Flow`` of ``Resources`` through ``as_flow``.
 """
 
@@ -71,13 +71,6 @@ class PathSettlement(NamedTuple):
     need: Mapping[CohortPath, Amounts]
     over_limit: Mapping[CohortPath, Amounts]
     unserved: Amounts
-    change: _Change
-
-    def whole(self) -> Settlement:
-        """The whole settlement with this path's figures: every other figure is kept — the
-        same as settling every cohort anew (sums of whole amounts are exact), at the cost of
-        one path. The books keep their settlement this way across a cycle's charges."""
-        return _applied(self.change, self.unserved)
 
     def as_path_flow(self, terms: FlavorTerms) -> PathFlow:
         return PathFlow(
@@ -137,13 +130,43 @@ def _over(amounts: Amounts, limit: Amounts, limited: tuple[bool, ...]) -> Amount
     )
 
 
-class _Resettled(NamedTuple):
+class _Moved(NamedTuple):
+    """A cohort on a team's path settled again: its figures once the team's moved."""
+
     level: CohortPath
     supply: Amounts
     demand: Amounts
     need: Amounts
     offer: Amounts
     over: Amounts
+
+
+def _moved(
+    terms: FlavorTerms,
+    settlement: Settlement,
+    team: TeamName,
+    path: CohortPath,
+    need: Amounts,
+    offer: Amounts,
+) -> tuple[list[_Moved], Amounts]:
+    """The cohorts on ``team``'s path (at ``path``) settled again, deepest first, once it
+    needs ``need`` and offers ``offer``, and the top-level cohorts' need then. Only the
+    cohorts on its path can change, and settling stops at the first whose need from its
+    parent and offer to it do not move: every cohort above it is then settled from the same
+    figures as before, so it keeps them (sums of whole amounts are exact)."""
+    more_need = minus(need, settlement.team_need[team])
+    more_offer = minus(offer, settlement.team_offer[team])
+    moved: list[_Moved] = []
+    for level in reversed(levels(path)):
+        if not any(more_need) and not any(more_offer):
+            break
+        supply = plus(settlement.supply[level], more_offer)
+        demand = plus(settlement.demand[level], more_need)
+        needed, offered, over = _settled(terms.limits[level], supply, demand)
+        moved.append(_Moved(level, supply, demand, needed, offered, over))
+        more_need = minus(needed, settlement.need[level])
+        more_offer = minus(offered, settlement.offer[level])
+    return moved, plus(settlement.top_need, more_need)
 
 
 def path_after(
@@ -155,59 +178,53 @@ def path_after(
     need: Amounts,
     offer: Amounts,
 ) -> PathSettlement:
-    """``settlement`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``: only the
-    cohorts on its path change, so only they are settled again (deepest first)."""
-    more_need = minus(need, settlement.team_need[team])
-    more_offer = minus(offer, settlement.team_offer[team])
-    resettled = []
-    for level in reversed(levels(path)):
-        supply = plus(settlement.supply[level], more_offer)
-        demand = plus(settlement.demand[level], more_need)
-        needed, offered, over = _settled(terms.limits[level], supply, demand)
-        resettled.append(_Resettled(level, supply, demand, needed, offered, over))
-        more_need = minus(needed, settlement.need[level])
-        more_offer = minus(offered, settlement.offer[level])
-    top_need = plus(settlement.top_need, more_need)
-    return PathSettlement(
-        {cohort.level: cohort.need for cohort in resettled},
-        {cohort.level: cohort.over for cohort in resettled},
-        above_zero(minus(top_need, settlement.idle)),
-        _Change(settlement, team, need, offer, tuple(resettled), top_need),
+    """``settlement`` once ``team`` (at ``path``) needs ``need`` and offers ``offer``: the
+    cohorts on its path, only as many settled again as :func:`_moved` needs."""
+    moved, top_need = _moved(terms, settlement, team, path, need, offer)
+    needs = {level: settlement.need[level] for level in levels(path)}
+    over = {level: settlement.over_limit[level] for level in levels(path)}
+    for cohort in moved:
+        needs[cohort.level], over[cohort.level] = cohort.need, cohort.over
+    return PathSettlement(needs, over, above_zero(minus(top_need, settlement.idle)))
+
+
+def with_team(
+    terms: FlavorTerms,
+    settlement: Settlement,
+    team: TeamName,
+    path: CohortPath,
+    need: Amounts,
+    offer: Amounts,
+) -> Settlement:
+    """The whole of ``settlement`` once ``team`` (at ``path``) needs ``need`` and offers
+    ``offer``: how the books keep their settlement in step with each charge — the cohorts
+    :func:`_moved` settles again, every other figure kept, the same as settling every cohort
+    anew at the cost of part of one path. ``settlement`` itself when nothing moves (a charge
+    of resources no quota speaks about)."""
+    moved, top_need = _moved(terms, settlement, team, path, need, offer)
+    if not moved:
+        return settlement
+    needs, offered, over = (
+        dict(settlement.need),
+        dict(settlement.offer),
+        dict(settlement.over_limit),
     )
-
-
-class _Change(NamedTuple):
-    """What a ``PathSettlement`` was settled from, to apply it to the whole settlement."""
-
-    base: Settlement
-    team: TeamName
-    need: Amounts
-    offer: Amounts
-    cohorts: tuple[_Resettled, ...]
-    top_need: Amounts
-
-
-def _applied(change: _Change, unserved: Amounts) -> Settlement:
-    base = change.base
-    team_need, team_offer = dict(base.team_need), dict(base.team_offer)
-    team_need[change.team], team_offer[change.team] = change.need, change.offer
-    needs, offers, over = dict(base.need), dict(base.offer), dict(base.over_limit)
-    supplies, demands = dict(base.supply), dict(base.demand)
-    for cohort in change.cohorts:
+    supplies, demands = dict(settlement.supply), dict(settlement.demand)
+    for cohort in moved:
         supplies[cohort.level], demands[cohort.level] = cohort.supply, cohort.demand
-        needs[cohort.level], offers[cohort.level] = cohort.need, cohort.offer
+        needs[cohort.level], offered[cohort.level] = cohort.need, cohort.offer
         over[cohort.level] = cohort.over
     return Settlement(
-        team_need,
-        team_offer,
+        {**settlement.team_need, team: need},
+        {**settlement.team_offer, team: offer},
         needs,
-        offers,
+        offered,
         over,
         supplies,
         demands,
-        change.top_need,
-        base.idle,
-        unserved,
+        top_need,
+        settlement.idle,
+        above_zero(minus(top_need, settlement.idle)),
     )
 
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from topoq.core.eligibility import Eligibility
 from topoq.core.ledger import CapacityLedger
-from topoq.core.placement.fit import Room, pods_per_leaf
+from topoq.core.placement.fit import Room, pods_per_leaf, pods_per_node
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.placement.search import pick_several
 from topoq.core.tree import TopologyTree
@@ -175,11 +175,10 @@ def excluded_nodes(
     causes.update(eligibility.excluded)
     if demand.missing or not len(demand.columns) or not len(tree.nodes):
         return dict(causes)
-    wanted = demand.vector[demand.columns]
-    per_resource = ledger.free[:, demand.columns] // wanted
-    blocked = eligibility.mask & (per_resource.min(axis=1) == 0)
-    if blocked.any():
-        binding = np.argmin(per_resource[blocked], axis=1)
+    blocked = eligibility.mask & (pods_per_node(ledger, demand) == 0)
+    if blocked.any():  # the binding resource worked out on the blocked nodes alone
+        per_resource = ledger.free[blocked][:, demand.columns] // demand.vector[demand.columns]
+        binding = np.argmin(per_resource, axis=1)
         for column, number in zip(*np.unique(binding, return_counts=True), strict=True):
             name = tree.resource_names[int(demand.columns[column])]
             cause = (

@@ -38,16 +38,27 @@ def pods_per_leaf(ledger: CapacityLedger, demand: Demand, eligibility: Eligibili
     leaves = tree.leaf_level.size
     if demand.missing or not len(demand.columns):
         return np.zeros(leaves, dtype=np.int64)
-    wanted = demand.vector[demand.columns]
     if tree.leaves_are_nodes:
-        fits = _fits_per_row(ledger.free, demand.columns, wanted)
+        fits = pods_per_node(ledger, demand)
         return fits if eligibility.all_eligible else np.where(eligibility.mask, fits, 0)
+    wanted = demand.vector[demand.columns]
     if eligibility.all_eligible:
         pooled = ledger.domain_free[-1][:, demand.columns]
     else:
         masked = ledger.free[:, demand.columns] * eligibility.mask[:, None]
         pooled = _range_sums(masked, tree.leaf_level.node_start)
     return np.asarray((pooled // wanted).min(axis=1), dtype=np.int64)
+
+
+def pods_per_node(ledger: CapacityLedger, demand: Demand) -> IntArray:
+    """Per node, the pods of the shape its free capacity holds, eligible or not (read-only:
+    kept on the ledger across charges, see :meth:`CapacityLedger.per_node`). ``demand``
+    requests something every node of the tree offers."""
+    columns, wanted = demand.columns, demand.vector[demand.columns]
+    return ledger.per_node(
+        ("pods-that-fit", demand.vector.tobytes()),
+        lambda free: _fits_per_row(free, columns, wanted),
+    )
 
 
 def _fits_per_row(free: IntArray, columns: IntArray, wanted: IntArray) -> IntArray:
@@ -76,9 +87,9 @@ def room_by_level(tree: TopologyTree, leaf_pods: IntArray, plan: SearchPlan) -> 
 
 
 def _range_sums(values: IntArray, starts: IntArray) -> IntArray:
-    """Sums of ``values`` over ``starts[i]:starts[i+1]`` along the first axis."""
+    """Sums of ``values`` over ``starts[i]:starts[i+1]`` along the first axis. The ranges are
+    a tree's (a domain's children, a leaf's nodes): contiguous and never empty, so one
+    ``reduceat`` sums them (it would give ``values[starts[i]]`` for an empty one)."""
     if len(starts) <= 1:
         return np.zeros((0, *values.shape[1:]), dtype=np.int64)
-    zero = np.zeros((1, *values.shape[1:]), dtype=np.int64)
-    prefix = np.concatenate([zero, np.cumsum(values, axis=0)])
-    return np.asarray(prefix[starts[1:]] - prefix[starts[:-1]], dtype=np.int64)
+    return np.asarray(np.add.reduceat(values, starts[:-1], axis=0), dtype=np.int64)

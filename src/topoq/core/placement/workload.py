@@ -15,6 +15,7 @@ from topoq.core.placement.diagnosis import diagnose
 from topoq.core.placement.fit import Room, pods_per_leaf, room_by_level
 from topoq.core.placement.request import Demand, SearchPlan, demand_of, plan_search
 from topoq.core.placement.search import Affinity, LeafTake, affinity_of, rank_domains
+from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.errors import InvalidRequestError
 from topoq.domain.placement import (
     DomainAssignment,
@@ -90,11 +91,35 @@ def place_workload(
 def query_for(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
     tree = ledger.tree
     return PodSetQuery(
-        pod_set,
-        plan_search(tree.spec, pod_set),
-        demand_of(tree, pod_set.requests),
-        eligibility_of(tree, pod_set),
+        pod_set, _plan_on(tree, pod_set), _demand_on(tree, pod_set), eligibility_of(tree, pod_set)
     )
+
+
+def _plan_on(tree: TopologyTree, pod_set: PodSetSpec) -> SearchPlan:
+    """The pod set's search plan, memoized on the tree: it depends only on the topology
+    request (the pod set's name enters only the message of a request that is rejected, and a
+    rejected request is never remembered). A cycle asks for the same few shapes many times."""
+    key = ("search-plan", pod_set.topology)
+    known = tree.memo(key)
+    if isinstance(known, SearchPlan):
+        return known
+    plan = plan_search(tree.spec, pod_set)
+    tree.remember(key, plan)
+    return plan
+
+
+def _demand_on(tree: TopologyTree, pod_set: PodSetSpec) -> Demand:
+    """The pod set's per-pod demand vector, memoized on the tree (it depends only on the
+    requests; the arrays are read-only, as they are shared by every query of the shape)."""
+    key = ("demand", pod_set.requests)
+    known = tree.memo(key)
+    if isinstance(known, Demand):
+        return known
+    demand = demand_of(tree, pod_set.requests)
+    demand.vector.setflags(write=False)
+    demand.columns.setflags(write=False)
+    tree.remember(key, demand)
+    return demand
 
 
 def _placement_units(workload: WorkloadSpec) -> list[list[PodSetSpec]]:
@@ -265,8 +290,31 @@ def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]
         node = tree.nodes[leaf].name if hosts else None
         assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
         rank += pods
+    return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=_span(tree, leaves))
+
+
+def _span(tree: TopologyTree, leaves: list[LeafTake]) -> dict[str, int]:
+    """How many distinct domains of each level hold ``leaves``, all levels at once: the leaves
+    come in tree order (the descent sorts them) and every domain covers a contiguous range of
+    nodes, so along the leaves each level's domain index never decreases and the distinct
+    domains are one more than the steps between neighbours — no sort per level."""
     first_nodes = tree.leaf_level.node_start[[leaf for leaf, _ in leaves]]
-    span = {
-        level.label: int(np.unique(level.domain_of_node[first_nodes]).size) for level in tree.levels
-    }
-    return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=span)
+    if not len(first_nodes):
+        return {level.label: 0 for level in tree.levels}
+    domains = _domains_of_nodes(tree)[:, first_nodes]
+    steps = np.count_nonzero(domains[:, 1:] != domains[:, :-1], axis=1)
+    return {level.label: int(count) + 1 for level, count in zip(tree.levels, steps, strict=True)}
+
+
+def _domains_of_nodes(tree: TopologyTree) -> IntArray:
+    """Row ``l``: the domain of level ``l`` of every node (memoized on the tree)."""
+    key = "domains-of-nodes"
+    known = tree.memo(key)
+    if isinstance(known, np.ndarray):
+        return known
+    matrix = np.stack([level.domain_of_node for level in tree.levels]).reshape(
+        tree.depth, len(tree.nodes)
+    )
+    matrix.setflags(write=False)
+    tree.remember(key, matrix)
+    return matrix

@@ -130,3 +130,61 @@ def test_settling_a_team_whose_jobs_left_all_failed_decides_and_says_what_their_
 
 def _by_job(diagnostic: Diagnostic) -> str:
     return diagnostic.job
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_waits_taken_whole_from_the_last_cycle_are_those_worked_out_one_by_one(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    """A team settled again under the same failures takes its jobs' waits whole from the last
+    cycle (``SettledWaits``): every diagnostic is the one a cycle that looks at each job gives."""
+    whole: Parking | None = None
+    one_by_one: Parking | None = None
+    count = 0
+    for wave in waves:
+        count = submit_wave(c, wave, count)
+        for _again in range(data.draw(st.integers(1, 3))):
+            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+            result, whole = schedule_with_parking(snapshot, whole)
+            if one_by_one is not None:  # the same carried, but no team's waits to take whole
+                one_by_one = replace(one_by_one, carried=replace(one_by_one.carried, settled={}))
+            looked_at, one_by_one = schedule_with_parking(snapshot, one_by_one)
+            assert sorted(result.diagnostics, key=_by_job) == sorted(
+                looked_at.diagnostics, key=_by_job
+            )
+            assert result.admissions == looked_at.admissions
+            c.now += data.draw(st.sampled_from([0.0, 1.0]))
+        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
+        running = sorted(c.running())
+        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
+            c.finish(job_id)
+
+
+def test_a_team_settled_again_takes_its_waits_whole_and_says_what_one_by_one_would() -> None:
+    """Team a is at its limit with five jobs of one class waiting; b's work ends between
+    cycles, so each cycle runs: a leaves the order settled each time, and from the second
+    cycle on its waits are taken whole from the last one."""
+    c = Cluster.of([1, 2, 4], policy(team("a", 8, borrow_gpus=0), team("b", 24), classes=CLASSES))
+    c.submit(job("a-run", "a", 1, 8), *(job(f"b-run{i}", "b", 1, 8) for i in range(3)))
+    c.jobs = apply_cycle(
+        c.jobs,
+        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
+        now=c.now,
+        start_at_once=True,
+    )
+    c.now += 1
+    c.submit(*(job(f"a-wait{i}", "a", 1, 8) for i in range(5)))
+    whole: Parking | None = None
+    one_by_one: Parking | None = None
+    for ended in ("b-run0", "b-run1", "b-run2"):
+        snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+        result, whole = schedule_with_parking(snapshot, whole)
+        if one_by_one is not None:
+            one_by_one = replace(one_by_one, carried=replace(one_by_one.carried, settled={}))
+        looked_at, one_by_one = schedule_with_parking(snapshot, one_by_one)
+        assert sorted(result.diagnostics, key=_by_job) == sorted(looked_at.diagnostics, key=_by_job)
+        assert {d.job for d in result.diagnostics} >= {f"a-wait{i}" for i in range(5)}
+        assert "a" in whole.carried.settled  # a left the order settled
+        c.finish(ended)
+        c.now += 1

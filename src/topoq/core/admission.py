@@ -255,16 +255,42 @@ def _empty_cluster_verdict(
     raise RuntimeError(f"workload {workload.name} was refused without a reason")
 
 
-def workload_shape(workload: WorkloadSpec) -> Hashable:
+def workload_shape(workload: WorkloadSpec) -> Shape:
     """What decides where a workload can go, without its names."""
-    return tuple(
-        (
-            ps.count,
-            ps.requests,
-            tuple(sorted(ps.node_selector.items())),
-            ps.affinity_terms,
-            ps.tolerations,
-            ps.topology,
+    return Shape(
+        tuple(
+            (
+                ps.count,
+                ps.requests,
+                tuple(sorted(ps.node_selector.items())),
+                ps.affinity_terms,
+                ps.tolerations,
+                ps.topology,
+            )
+            for ps in workload.pod_sets
         )
-        for ps in workload.pod_sets
     )
+
+
+class Shape:
+    """A workload's shape (``workload_shape``) as a key: equal shapes are equal, and its hash
+    is worked out once — the cycle looks up answers by shape (and by classes that hold one)
+    hundreds of thousands of times, and hashing the parts walks every pod set's requests,
+    selectors, affinities and topology."""
+
+    __slots__ = ("_hash", "parts")
+
+    def __init__(self, parts: tuple[Hashable, ...]) -> None:
+        self.parts = parts
+        self._hash = hash(parts)
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (
+            isinstance(other, Shape) and self._hash == other._hash and self.parts == other.parts
+        )
+
+    def __repr__(self) -> str:
+        return f"Shape{self.parts!r}"

@@ -15,7 +15,7 @@ itself are forgotten with every hold.
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
 from topoq.core.admission import (
@@ -93,6 +93,27 @@ class Carried:
     lineup: Lineup | None = None
     """The ready jobs in their teams' queues: the next cycle's are brought up to date from
     these by the jobs that came and went."""
+    settled: Mapping[TeamName, SettledWaits] = field(default_factory=dict)
+    """How the jobs of each team that left the order settled waited."""
+
+
+@dataclass(frozen=True)
+class SettledWaits:
+    """How a team's jobs waited when it left the order settled (``CycleState.settle_rest``):
+    their entries in its queue, in order, with their ids, parked waits and diagnostics, and
+    the identity each of their classes failed with. The next cycle, the same entries of a team
+    settled again under the same failures wait the same way: these are taken as they are."""
+
+    entries: list[Queued]
+    ids: list[JobId]
+    parked: list[ParkedWait]
+    said: list[Diagnostic]
+    failures: Mapping[Hashable, WaitIdentity]
+
+
+REUSED_FROM_WITHIN = 64
+"""How far into the last cycle's settled jobs of a team the first of this cycle's is looked
+for (its jobs admitted since come off the front: a few)."""
 
 
 class CycleState:
@@ -110,10 +131,10 @@ class CycleState:
     ) -> None:
         self.snapshot = snapshot
         self._prepared = prepared
-        self.previous = carried.waits if carried else {}
+        self._carried = carried or Carried({}, {})
+        self.previous = self._carried.waits
         """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
-        self._known_facts = carried.facts if carried else {}
-        self._lineup_before = carried.lineup if carried else None
+        self._settled: dict[TeamName, SettledWaits] = {}
         self.lineup: Lineup | None = None
         self.facts: dict[JobId, JobFacts] = {}
         """The class and time limit of each job the cycle looked at (``facts_of``)."""
@@ -232,7 +253,7 @@ class CycleState:
         facts = self.facts.get(job.id)
         if facts is not None:
             return facts
-        facts = self._known_facts.get(job.id)
+        facts = self._carried.facts.get(job.id)
         if facts is None or facts[0] is not job:
             limit = time_limit_of(self.policy, job)
             shape = self.shape_of(job.spec.workload)
@@ -488,12 +509,12 @@ class CycleState:
             self.order_of,
             guard_s=self.policy.starvation_guard_s,
             now=self.snapshot.now,
-            before=self._lineup_before,
+            before=self._carried.lineup,
         )
         return self.lineup
 
     def carried(self) -> Carried:
-        return Carried(self.waits, self.facts, self._prepared, self.lineup)
+        return Carried(self.waits, self.facts, self._prepared, self.lineup, self._settled)
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
@@ -531,29 +552,75 @@ class CycleState:
             self._failed_tails[team] = (tail, failures)
         if tail > position:
             return False
-        self._wait_as_known_all(queued[position:])
+        self._wait_as_known_all(team, list(queued[position:]))
         return True
 
-    def _wait_as_known_all(self, queued: Sequence[Queued]) -> None:
-        """``waits_as_known`` for each of ``queued``, all of classes that failed (their facts
-        name the class), written out for the many a settled team may have."""
-        failed, previous, waits = self._failed, self.previous, self.waits
-        said = []
-        for facts, job in queued:
+    def _wait_as_known_all(self, team: TeamName, rest: list[Queued]) -> None:
+        """``waits_as_known`` for each of ``rest`` (a team's jobs left, all of classes that
+        failed: their facts name the class), written out for the many a settled team may have:
+        the run of them that settled alike last cycle under the same failures waits as it did
+        then (``SettledWaits``), taken whole; each of the others is looked at."""
+        known = self._carried.settled.get(team)
+        start, reused = self._settled_alike(known, rest) if known is not None else (0, 0)
+        ids, parked, said = [], [], []
+        failed, previous = self._failed, self.previous
+        waited = True  # whether every wait has an identity (the next cycle may take them)
+        for facts, job in rest[reused:]:
             job_id = job.id
             diagnostic, identity = failed[facts.alike]  # the job's class
             if identity is None:
                 said.append(alike(diagnostic, job))
+                waited = False
                 continue
             before = previous.get(job_id)
-            if before is not None and before[0] == identity:
-                said.append(before[1])
-                waits[job_id] = before
-            else:
-                alike_said = alike(diagnostic, job)
-                said.append(alike_said)
-                waits[job_id] = (identity, alike_said)
+            if before is None or before[0] != identity:
+                before = (identity, alike(diagnostic, job))
+            ids.append(job_id)
+            parked.append(before)
+            said.append(before[1])
+        if reused and known is not None:
+            end = start + reused
+            ids, parked = known.ids[start:end] + ids, known.parked[start:end] + parked
+            said = known.said[start:end] + said
+        self.waits.update(zip(ids, parked, strict=True))
         self.diagnostics.extend(said)
+        if waited:
+            classes = {facts.alike for facts, _ in rest[reused:]}
+            if reused and known is not None:
+                classes.update(known.failures)  # those of the jobs taken whole, and maybe more
+            failures = {
+                job_class: identity
+                for job_class in classes
+                if (identity := failed[job_class][1]) is not None
+            }
+            self._settled[team] = SettledWaits(rest, ids, parked, said, failures)
+
+    def _settled_alike(self, known: SettledWaits, rest: list[Queued]) -> tuple[int, int]:
+        """Where in ``known`` the first jobs of ``rest`` are, and how many of them in a row,
+        when every class of ``known`` failed now as it did then (else none)."""
+        failed = self._failed
+        for job_class, identity in known.failures.items():
+            now = failed.get(job_class)
+            if now is None or now[1] != identity:
+                return 0, 0
+        first = rest[0]
+        entries = known.entries
+        start = next(
+            (at for at in range(min(len(entries), REUSED_FROM_WITHIN)) if entries[at] is first),
+            None,
+        )
+        if start is None:
+            return 0, 0
+        low, high = 1, min(len(rest), len(entries) - start)  # rest[:low] matches
+        if rest[:high] == entries[start : start + high]:  # the usual: all of them
+            return start, high
+        while low < high - 1:  # the longest run alike, halving
+            middle = (low + high) // 2
+            if rest[:middle] == entries[start : start + middle]:
+                low = middle
+            else:
+                high = middle
+        return start, low
 
     def known_failure(self, job_class: JobClass) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:

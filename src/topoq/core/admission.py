@@ -5,6 +5,7 @@ books, quota held for a waiting queue head, and whether a job could ever run."""
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
 
@@ -256,20 +257,23 @@ def _empty_cluster_verdict(
 
 
 def workload_shape(workload: WorkloadSpec) -> Shape:
-    """What decides where a workload can go, without its names."""
-    return Shape(
-        tuple(
-            (
-                ps.count,
-                ps.requests,
-                tuple(sorted(ps.node_selector.items())),
-                ps.affinity_terms,
-                ps.tolerations,
-                ps.topology,
-            )
-            for ps in workload.pod_sets
+    """What decides where a workload can go, without its names: one ``Shape`` object for
+    equal shapes while any is in use, so that keys holding one compare it by identity."""
+    parts = tuple(
+        (
+            ps.count,
+            ps.requests,
+            tuple(sorted(ps.node_selector.items())),
+            ps.affinity_terms,
+            ps.tolerations,
+            ps.topology,
         )
+        for ps in workload.pod_sets
     )
+    shape = _SHAPES.get(parts)
+    if shape is None:
+        shape = _SHAPES[parts] = Shape(parts)
+    return shape
 
 
 class Shape:
@@ -278,7 +282,7 @@ class Shape:
     hundreds of thousands of times, and hashing the parts walks every pod set's requests,
     selectors, affinities and topology."""
 
-    __slots__ = ("_hash", "parts")
+    __slots__ = ("__weakref__", "_hash", "parts")
 
     def __init__(self, parts: tuple[Hashable, ...]) -> None:
         self.parts = parts
@@ -294,3 +298,7 @@ class Shape:
 
     def __repr__(self) -> str:
         return f"Shape{self.parts!r}"
+
+
+_SHAPES: weakref.WeakValueDictionary[tuple[Hashable, ...], Shape] = weakref.WeakValueDictionary()
+"""The shapes in use, one object each (``workload_shape``)."""

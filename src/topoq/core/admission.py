@@ -299,6 +299,9 @@ class Shape:
     def __repr__(self) -> str:
         return f"Shape{self.parts!r}"
 
+    def __reduce__(self) -> tuple[type[Shape], tuple[tuple[Hashable, ...]]]:
+        return (Shape, (self.parts,))  # the hash is worked out again where it is unpickled
+
 
 _SHAPES: weakref.WeakValueDictionary[tuple[Hashable, ...], Shape] = weakref.WeakValueDictionary()
 """The shapes in use, one object each (``workload_shape``)."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -37,11 +37,12 @@ class OrderFacts(NamedTuple):
     """Submission time and id: the last parts of its key."""
     waiting_since: float
     """When it last entered the queue (``starvation.waiting_since``)."""
-    alike: Hashable = None
-    """What the caller groups jobs that get one answer by (the cycle: the job's class)."""
+    alike: int = -1
+    """The number the caller groups jobs that get one answer by (the cycle: the job's
+    class's; -1: none given)."""
 
 
-def order_facts(policy: ClusterPolicy, job: JobView, alike: Hashable = None) -> OrderFacts:
+def order_facts(policy: ClusterPolicy, job: JobView, alike: int = -1) -> OrderFacts:
     submission = (job.spec.submitted_at, job.id)
     return OrderFacts(
         (-priority_of(policy, job), *submission),

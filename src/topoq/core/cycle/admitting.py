@@ -10,8 +10,6 @@ waits, with its expected start where time limits allow computing it.
 
 from __future__ import annotations
 
-from collections.abc import Hashable
-
 from topoq.core.admission import Attempt, QuotaHold
 from topoq.core.cycle.preempting import (
     Search,
@@ -37,8 +35,8 @@ from topoq.domain.governance import TeamName
 from topoq.domain.job import JobPhase, JobView
 
 
-def consider(cycle: CycleState, job: JobView, job_class: Hashable = None) -> None:
-    """The job's turn (``job_class``: its class, when the caller knows it)."""
+def consider(cycle: CycleState, job: JobView, job_class: int | None = None) -> None:
+    """The job's turn (``job_class``: its class's number, when the caller knows it)."""
     team = job.team
     if (
         team not in cycle.strict_teams
@@ -59,7 +57,7 @@ def consider(cycle: CycleState, job: JobView, job_class: Hashable = None) -> Non
             )
         )
         return
-    job_class = cycle.class_of(job)
+    job_class = cycle.class_number(job)
     known = cycle.known_failure(job_class)
     if known is None:
         failure = _first_try(cycle, job)

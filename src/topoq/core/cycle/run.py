@@ -98,7 +98,7 @@ def run_cycle(
         cycle.settle_rest if settle_teams and until is None else None,
     ):  # 5
         cycle.hand_out(job)
-        consider(cycle, job, facts.alike)
+        consider(cycle, job, facts.alike)  # the number of its class
         if job.id == until:
             break
     result = CycleResult(

@@ -95,6 +95,9 @@ class Carried:
     these by the jobs that came and went."""
     settled: Mapping[TeamName, SettledWaits] = field(default_factory=dict)
     """How the jobs of each team that left the order settled waited."""
+    class_numbers: dict[JobClass, int] = field(default_factory=dict)
+    """A number for each class met on this policy (``CycleState.class_number``); the cycles
+    after add the classes they meet (equal classes keep one number)."""
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,7 @@ class SettledWaits:
     ids: list[JobId]
     parked: list[ParkedWait]
     said: list[Diagnostic]
-    failures: Mapping[Hashable, WaitIdentity]
+    failures: Mapping[int, WaitIdentity]
 
 
 REUSED_FROM_WITHIN = 64
@@ -171,7 +174,7 @@ class CycleState:
         """For each team, where the jobs it has left that are all of classes that failed
         begin in its queue, and how many classes had failed then, while failures stand
         (``settle_rest``)."""
-        self._failed: dict[Hashable, Failure] = {}
+        self._failed: dict[int, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
@@ -258,12 +261,20 @@ class CycleState:
             limit = time_limit_of(self.policy, job)
             shape = self.shape_of(job.spec.workload)
             job_class = (job.team, priority_of(self.policy, job), shape, limit)
-            facts = (job, job_class, limit, order_facts(self.policy, job, job_class))
+            numbers = self._carried.class_numbers
+            number = numbers.setdefault(job_class, len(numbers))
+            facts = (job, job_class, limit, order_facts(self.policy, job, number))
         self.facts[job.id] = facts
         return facts
 
     def class_of(self, job: JobView) -> JobClass:
         return self.facts_of(job)[1]
+
+    def class_number(self, job: JobView) -> int:
+        """The number of the job's class, the same for equal classes in this cycle and the
+        ones after it on the same policy (what failures are remembered by: a number hashes
+        and compares at once)."""
+        return self.facts_of(job)[3].alike
 
     def order_of(self, job: JobView) -> OrderFacts:
         return self.facts_of(job)[3]
@@ -514,7 +525,14 @@ class CycleState:
         return self.lineup
 
     def carried(self) -> Carried:
-        return Carried(self.waits, self.facts, self._prepared, self.lineup, self._settled)
+        return Carried(
+            self.waits,
+            self.facts,
+            self._prepared,
+            self.lineup,
+            self._settled,
+            self._carried.class_numbers,
+        )
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
@@ -622,18 +640,18 @@ class CycleState:
                 high = middle
         return start, low
 
-    def known_failure(self, job_class: JobClass) -> Failure | None:
+    def known_failure(self, job_class: int) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:
         a wait that is worked out afresh every cycle)."""
         return self._failed.get(job_class)
 
-    def waits_as_known(self, job: JobView, job_class: Hashable = None) -> bool:
+    def waits_as_known(self, job: JobView, job_class: int | None = None) -> bool:
         """When a job of the same class failed before it this cycle: the job waits alike —
         with the diagnostic it had if it waited so last cycle too, else that job's, named for
         it — and True. The fast path of ``admitting.consider`` for most waiting jobs (what
         ``wait_alike`` does, written out for them)."""
         if job_class is None:
-            job_class = self.class_of(job)
+            job_class = self.class_number(job)
         known = self._failed.get(job_class)
         if known is None:
             return False
@@ -665,7 +683,7 @@ class CycleState:
         return said, identity
 
     def remember_failure(
-        self, job_class: JobClass, diagnostic: Diagnostic, identity: WaitIdentity | None
+        self, job_class: int, diagnostic: Diagnostic, identity: WaitIdentity | None
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
 

@@ -248,10 +248,17 @@ def test_a_lineup_brought_up_to_date_is_the_lineup_made_afresh(
         one for index, one in enumerate(jobs) if kept[index % len(kept)] or index > len(jobs) // 2
     ]
     now = 3.0 + later
+    was = (_ids(before.queues), _ids(before.starving))
     updated = line_up(now_ready, facts, guard_s=guard, now=now, before=before)
     fresh = line_up(now_ready, facts, guard_s=guard, now=now)
     assert _ids(updated.queues) == _ids(fresh.queues)
     assert _ids(updated.starving) == _ids(fresh.starving)
+    assert (_ids(before.queues), _ids(before.starving)) == was  # the one before is unchanged
+    again = line_up(jobs, facts, guard_s=guard, now=now + later, before=updated)  # and again
+    assert _ids(again.queues) == _ids(line_up(jobs, facts, guard_s=guard, now=now + later).queues)
+    assert _ids(again.starving) == _ids(
+        line_up(jobs, facts, guard_s=guard, now=now + later).starving
+    )
 
 
 def _ids(groups: Mapping[object, list[tuple[object, JobView]]]) -> dict[object, list[str]]:

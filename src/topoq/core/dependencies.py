@@ -50,13 +50,15 @@ def absent_upstream(jobs: Collection[JobView]) -> frozenset[JobId]:
 def resolve_dependencies(
     jobs: Iterable[JobView], upstream_phases: Mapping[JobId, JobPhase] | None = None
 ) -> DependencyState:
+    jobs = tuple(jobs)
+    dependents = [job for job in jobs if job.spec.dependencies and job.phase is JobPhase.PENDING]
+    if not dependents:  # most cycles: nothing waits on another job
+        return DependencyState((), (), frozenset())
     by_id = {job.id: job for job in jobs}
     elsewhere = upstream_phases or {}
     cancellations: list[Cancel] = []
     waiting: list[Diagnostic] = []
-    for job in by_id.values():
-        if job.phase is not JobPhase.PENDING or not job.spec.dependencies:
-            continue
+    for job in dependents:
         standing = [(dep, _phase_of(dep.job, by_id, elsewhere)) for dep in job.spec.dependencies]
         broken = [
             (dep, phase)

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import bisect
 import heapq
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import Any, NamedTuple
 
@@ -134,28 +135,41 @@ class Lineup:
     their facts, and those that starve grouped by kind in submission order: lined up once, then
     kept from cycle to cycle on the same policy and brought up to date by the jobs that came
     and went (``line_up``), so that a cycle does not sort and group every waiting job again.
-    It keeps the jobs it lines up, so the ``id`` it knows each by stays that job's."""
+    It keeps the jobs it lines up, so the ``id`` it knows each by stays that job's. Never
+    changed once made: the next cycle's is a new one (sharing the lists neither changes)."""
 
-    __slots__ = ("_ids", "_waiting", "guard_s", "now", "queues", "starving")
+    __slots__ = ("_ids", "_waiting", "_where", "guard_s", "now", "queues", "starving")
 
     def __init__(self, guard_s: float, now: float) -> None:
         self.queues: dict[TeamName, list[Queued]] = {}
-        self.starving: dict[object, list[tuple[tuple[float, str], JobView]]] = {}
+        self.starving: dict[object, list[Starving]] = {}
         """The starving jobs of each kind (``OrderFacts.kind``), in submission order."""
         self._waiting: list[tuple[float, tuple[float, str], JobView]] = []
-        """A heap of the jobs not starving yet: when each will, its submission, the job."""
+        """A heap of the jobs not starving yet: when each will, its submission, the job (a
+        job that went stays until its time comes, and is then let go)."""
+        self._where: dict[int, tuple[Queued, Starving | None]] = {}
+        """Each job's entry in its team's queue, and among the starving if it starves."""
         self._ids: set[int] = set()
         self.guard_s, self.now = guard_s, now
 
-    def _add(self, job: JobView, facts: OrderFacts) -> None:
+    def _add(self, job: JobView, facts: OrderFacts) -> tuple[Queued, Starving | None]:
         self._ids.add(id(job))
-        self.queues.setdefault(job.team, []).append((facts, job))
+        entry = (facts, job)
+        self.queues.setdefault(job.team, []).append(entry)
+        starving = None
         if self.guard_s > 0:
             starves_at = facts.waiting_since + self.guard_s
             if self.now >= starves_at:
-                self.starving.setdefault(facts.kind, []).append((facts.submission, job))
+                starving = (facts.submission, job)
+                self.starving.setdefault(facts.kind, []).append(starving)
             else:
                 heapq.heappush(self._waiting, (starves_at, facts.submission, job))
+        self._where[id(job)] = (entry, starving)
+        return entry, starving
+
+
+Starving = tuple[tuple[float, str], JobView]
+"""A starving job among those of its kind: its submission, the job."""
 
 
 def line_up(
@@ -168,8 +182,8 @@ def line_up(
 ) -> Lineup:
     """``jobs`` lined up (``Lineup``): from ``before`` when it was lined up on the same
     starvation guard no later than ``now`` — its jobs still among ``jobs`` kept in place, the
-    others added in order, those whose guard passed since moved to the starving — else afresh.
-    The same queues and groups either way."""
+    ones that went taken out, the others added in order, those whose guard passed since moved
+    to the starving — else afresh. The same queues and groups either way."""
     if before is None or before.guard_s != guard_s or before.now > now:
         lineup = Lineup(guard_s, now)
         for job in jobs:
@@ -179,36 +193,77 @@ def line_up(
         for group in lineup.starving.values():
             group.sort()
         return lineup
-    present = {id(job) for job in jobs}
-    lineup = Lineup(guard_s, now)
-    lineup._ids = before._ids & present
-    lineup.queues = {
-        team: kept
-        for team, queued in before.queues.items()
-        if (kept := [entry for entry in queued if id(entry[1]) in present])
-    }
-    lineup.starving = {
-        kind: still
-        for kind, group in before.starving.items()
-        if (still := [entry for entry in group if id(entry[1]) in present])
-    }
-    waiting = [entry for entry in before._waiting if id(entry[2]) in present]
-    heapq.heapify(waiting)
-    lineup._waiting = waiting
-    queues, starving = lineup.queues, lineup.starving
-    kept_queues = {team: len(queued) for team, queued in queues.items()}
-    kept_groups = {kind: len(group) for kind, group in starving.items()}
-    while waiting and waiting[0][0] <= now:  # their guard passed since: they starve now
-        _, submission, job = heapq.heappop(waiting)
-        starving.setdefault(facts_of(job).kind, []).append((submission, job))
-    for job in jobs:
-        if id(job) not in lineup._ids:
-            lineup._add(job, facts_of(job))
-    for team, queued in queues.items():
-        _in_order_again(queued, kept_queues.get(team, 0))
-    for kind, group in starving.items():
-        _in_order_again(group, kept_groups.get(kind, 0))
-    return lineup
+    return _LineupUpdate(before, guard_s, now).made(jobs, facts_of)
+
+
+class _LineupUpdate:
+    """A lineup made from the one before: it shares that one's lists until it changes one,
+    and then changes its own copy (``own``), remembering how many of its first entries are
+    in order already."""
+
+    def __init__(self, before: Lineup, guard_s: float, now: float) -> None:
+        self.before = before
+        self.lineup = lineup = Lineup(guard_s, now)
+        lineup._where = dict(before._where)
+        lineup.queues, lineup.starving = dict(before.queues), dict(before.starving)
+        lineup._waiting = list(before._waiting)
+        self.in_order: dict[tuple[bool, Hashable], int] = {}
+
+    def own(self, starving: bool, key: Hashable) -> list[Any]:
+        lists: dict[Any, list[Any]] = self.lineup.starving if starving else self.lineup.queues
+        if (starving, key) not in self.in_order:
+            lists[key] = list(lists.get(key, ()))
+            self.in_order[starving, key] = len(lists[key])
+        return lists[key]
+
+    def take_out(self, starving: bool, key: Hashable, entry: Any) -> None:
+        entries = self.own(starving, key)
+        del entries[bisect.bisect_left(entries, entry)]  # in order still
+        self.in_order[starving, key] -= 1
+
+    def made(self, jobs: Sequence[JobView], facts_of: Callable[[JobView], OrderFacts]) -> Lineup:
+        lineup, before = self.lineup, self.before
+        present = set(map(id, jobs))
+        for gone in before._ids - present:
+            entry, starving = lineup._where.pop(gone)
+            self.take_out(False, entry[1].team, entry)
+            if starving is not None:
+                self.take_out(True, entry[0].kind, starving)
+        waiting = lineup._waiting
+        while waiting and waiting[0][0] <= lineup.now:  # their guard passed: they starve now
+            _, submission, job = heapq.heappop(waiting)
+            known = lineup._where.get(id(job)) if id(job) in present else None
+            if known is not None and known[0][1] is job and known[1] is None:
+                # lined up still, and not starving yet (a job that went and came back may be
+                # in the heap twice; the heap keeps it alive, so the id is its own)
+                self.own(True, known[0][0].kind).append((submission, job))
+                lineup._where[id(job)] = (known[0], (submission, job))
+        lineup._ids = before._ids & present
+        for job in _added(jobs, present - before._ids):
+            facts = facts_of(job)
+            self.own(False, job.team)
+            self.own(True, facts.kind)
+            lineup._add(job, facts)
+        for (is_starving, key), in_order in self.in_order.items():
+            lists: dict[Any, list[Any]] = lineup.starving if is_starving else lineup.queues
+            if lists[key]:
+                _in_order_again(lists[key], in_order)
+            else:
+                del lists[key]
+        return lineup
+
+
+def _added(jobs: Sequence[JobView], added: set[int]) -> list[JobView]:
+    """The jobs whose ids are ``added``, looked for from the end (new jobs come last, mostly)."""
+    found: list[JobView] = []
+    if not added:
+        return found
+    for job in reversed(jobs):
+        if id(job) in added:
+            found.append(job)
+            if len(found) == len(added):
+                break
+    return found
 
 
 def _in_order_again(entries: list[Any], kept: int) -> None:

@@ -53,14 +53,11 @@ def run_cycle(
     whose jobs left are all of classes that failed leaves the order, its jobs waiting as their
     classes did (``CycleState.settle_rest``; the same decisions and diagnostics as handing
     each out, listed sooner)."""
-    requeues = _requeue_lost_gangs(snapshot)  # 1
+    holding = [job for job in snapshot.jobs if job.phase in HOLDING_PHASES]
+    requeues = _requeue_lost_gangs(snapshot, holding)  # 1
     requeued = {requeue.job for requeue in requeues}
     dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
-    holders = {
-        job.id: job
-        for job in snapshot.jobs
-        if job.phase in HOLDING_PHASES and job.id not in requeued
-    }
+    holders = {job.id: job for job in holding if job.id not in requeued}
     prepared = prepared_ledger(
         snapshot.tree, holders.values(), carried.prepared if carried is not None else None
     )
@@ -111,13 +108,14 @@ def run_cycle(
     return result, cycle.carried()
 
 
-def _requeue_lost_gangs(snapshot: Snapshot) -> list[Requeue]:
+def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requeue]:
+    """The gangs among ``holding`` (the jobs that hold capacity) that lost a node."""
     tree = snapshot.tree
     failed = {e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY}
     known = set(tree.node_index) | {e.name for e in tree.excluded}
     requeues = []
-    for job in snapshot.jobs:
-        if job.phase not in HOLDING_PHASES or job.allocation is None:
+    for job in holding:
+        if job.allocation is None:
             continue
         lost = sorted(n for n in job.allocation.nodes if n in failed or n not in known)
         if lost:

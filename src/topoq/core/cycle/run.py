@@ -14,6 +14,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from topoq.core.cycle.admitting import consider
 from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
@@ -53,7 +55,7 @@ def run_cycle(
     whose jobs left are all of classes that failed leaves the order, its jobs waiting as their
     classes did (``CycleState.settle_rest``; the same decisions and diagnostics as handing
     each out, listed sooner)."""
-    holding = [job for job in snapshot.jobs if job.phase in HOLDING_PHASES]
+    holding, pending = _holding_and_pending(snapshot.jobs)
     requeues = _requeue_lost_gangs(snapshot, holding)  # 1
     requeued = {requeue.job for requeue in requeues}
     dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
@@ -77,8 +79,9 @@ def run_cycle(
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)
     ready = []
-    for job in snapshot.jobs:
-        if job.phase is not JobPhase.PENDING or job.id in dependencies.blocked:
+    blocked = dependencies.blocked
+    for job in pending:
+        if blocked and job.id in blocked:
             continue
         if job.held:
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
@@ -106,6 +109,18 @@ def run_cycle(
         diagnostics=tuple(cycle.diagnostics),
     )
     return result, cycle.carried()
+
+
+def _holding_and_pending(jobs: Sequence[JobView]) -> tuple[list[JobView], list[JobView]]:
+    """The jobs that hold capacity, and those pending, in the snapshot's order."""
+    holding, pending = [], []
+    for job in jobs:
+        phase = job.phase
+        if phase is JobPhase.PENDING:
+            pending.append(job)
+        elif phase in HOLDING_PHASES:
+            holding.append(job)
+    return holding, pending
 
 
 def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requeue]:

@@ -5,11 +5,13 @@
 3. Book what holds capacity; victims still stopping (PREEMPTING) keep their nodes, are never
    chosen again, and their quota counts for the pending job they were evicted for, which
    waits for them (WAITING_FOR_VICTIMS).
-4. Hold capacity for jobs that waited longer than the starvation guard (nodes, and quota
+4. Line the ready jobs up in their teams' queues (the last cycle's lineup brought up to date)
+   and hold capacity for jobs that waited longer than the starvation guard (nodes, and quota
    against other teams' borrowing), binding every job of the cycle but the holder.
 5. Order pending work: within-guarantee first, then priority, fair-share position, submit time
    (re-evaluated after every admission, team heads first), and give each job its turn
-   (``cycle.admitting``).
+   (``cycle.admitting``); a team whose jobs left are all of classes that failed leaves the
+   order, its jobs waiting as their classes did.
 """
 
 from __future__ import annotations

@@ -7,6 +7,7 @@ properties say the caching never changes the order, with admissions between the 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 
 from hypothesis import given, settings
@@ -263,3 +264,20 @@ def test_a_lineup_brought_up_to_date_is_the_lineup_made_afresh(
 
 def _ids(groups: Mapping[object, list[tuple[object, JobView]]]) -> dict[object, list[str]]:
     return {key: [one.id for _, one in group] for key, group in groups.items()}
+
+
+def test_a_job_that_comes_back_as_another_object_is_lined_up_once() -> None:
+    """A job requeued at once (a new object, the same id, submission and entry into the queue)
+    replaces the one that went: both wait in the guard's heap until their time comes, and the
+    lineup holds the new one once."""
+    rules = policy(team("a", 32), classes=CLASSES)
+    facts = partial(order_facts, rules)
+    first = job("j1", "a", 1, 8)
+    again = replace(first, preemptions=1)  # the same job requeued: another object
+    assert again is not first
+    before = line_up([first], facts, guard_s=5.0, now=1.0)
+    gone = line_up([], facts, guard_s=5.0, now=2.0, before=before)
+    back = line_up([again], facts, guard_s=5.0, now=3.0, before=gone)
+    starved = line_up([again], facts, guard_s=5.0, now=9.0, before=back)
+    assert [one for _, one in starved.queues["a"]] == [again]
+    assert [one for group in starved.starving.values() for _, one in group] == [again]

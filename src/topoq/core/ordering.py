@@ -144,9 +144,11 @@ class Lineup:
         self.queues: dict[TeamName, list[Queued]] = {}
         self.starving: dict[object, list[Starving]] = {}
         """The starving jobs of each kind (``OrderFacts.kind``), in submission order."""
-        self._waiting: list[tuple[float, tuple[float, str], JobView]] = []
-        """A heap of the jobs not starving yet: when each will, its submission, the job (a
-        job that went stays until its time comes, and is then let go)."""
+        self._waiting: list[tuple[float, tuple[float, str], int, JobView]] = []
+        """A heap of the jobs not starving yet: when each will, its submission, the job's
+        ``id`` and the job (a job that went stays until its time comes, and is then let go;
+        so a job may be there twice, as the object that went and as the one that came back in
+        its place: the ``id`` tells them apart without comparing jobs)."""
         self._where: dict[int, tuple[Queued, Starving | None]] = {}
         """Each job's entry in its team's queue, and among the starving if it starves."""
         self._ids: set[int] = set()
@@ -163,7 +165,7 @@ class Lineup:
                 starving = (facts.submission, job)
                 self.starving.setdefault(facts.kind, []).append(starving)
             else:
-                heapq.heappush(self._waiting, (starves_at, facts.submission, job))
+                heapq.heappush(self._waiting, (starves_at, facts.submission, id(job), job))
         self._where[id(job)] = (entry, starving)
         return entry, starving
 
@@ -231,7 +233,7 @@ class _LineupUpdate:
                 self.take_out(True, entry[0].kind, starving)
         waiting = lineup._waiting
         while waiting and waiting[0][0] <= lineup.now:  # their guard passed: they starve now
-            _, submission, job = heapq.heappop(waiting)
+            _, submission, _, job = heapq.heappop(waiting)
             known = lineup._where.get(id(job)) if id(job) in present else None
             if known is not None and known[0][1] is job and known[1] is None:
                 # lined up still, and not starving yet (a job that went and came back may be

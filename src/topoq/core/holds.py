@@ -25,10 +25,9 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import groups_in_key_order, in_key_order
+from topoq.core.ordering import groups_in_key_order
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
-from topoq.core.starvation import is_starving
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.durations import format_duration
@@ -151,8 +150,7 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 def hold_for_starving(
     cycle: HoldingCycle,
-    ready: list[JobView],
-    starving: Iterable[list[tuple[tuple[float, str], JobView]]] | None = None,
+    starving: Iterable[list[tuple[tuple[float, str], JobView]]],
 ) -> None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
@@ -161,20 +159,15 @@ def hold_for_starving(
     after it, takes that: its quota against other teams' borrowing when it may borrow, and the
     capacity its placement takes at its expected start once its quota allows it. It is
     admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
-    overriding fair share: of two starving teams, the one fair share serves first is held for."""
+    overriding fair share: of two starving teams, the one fair share serves first is held for.
+    ``starving``: the starving jobs grouped by kind, each group in submission order
+    (``ordering.Lineup.starving``)."""
     holding = 0
     policy, usage = cycle.policy, cycle.snapshot.fair_share_usage
     if policy.starvation_guard_s <= 0:
         return
-    if starving is None:
-        now = cycle.snapshot.now
-        candidates = in_key_order(
-            (job for job in ready if is_starving(policy, job, now)), cycle.book, usage
-        )
-    else:  # grouped by kind in submission order already (``ordering.Lineup``)
-        candidates = groups_in_key_order(starving, cycle.book, usage)
     # in order lazily: most cycles hold for the first one or two, of thousands starving
-    for job in candidates:
+    for job in groups_in_key_order(starving, cycle.book, usage):
         if holding == MAX_STARVING_HOLDS:
             return
         attempts = cycle.attempts(job, cycle.book_for(job))

@@ -90,7 +90,7 @@ def run_cycle(
             continue
         ready.append(job)
     lineup = cycle.line_up(ready)
-    hold_for_starving(cycle, ready, lineup.starving.values())  # 4
+    hold_for_starving(cycle, lineup.starving.values())  # 4
     cycle.start_order()
     for facts, job in pending_in_line(
         lineup,

@@ -228,13 +228,18 @@ class CycleState:
         """``shared(key, compute, booked=True)`` for a key that names ``kept`` (an object, or
         a tuple of them) by ``id``: the answer keeps it, so that the id stays its own while
         the answer is known."""
-        answers = self._booked
-        try:
-            return answers[key][1]  # type: ignore[index, no-any-return]
-        except KeyError:
-            value = compute()
-            answers[key] = (kept, value)
-            return value
+        found = self._booked.get(key)
+        if found is not None:
+            return found[1]  # type: ignore[index, no-any-return]
+        value = compute()
+        self._booked[key] = (kept, value)
+        return value
+
+    def _booked_answer(self, key: Hashable) -> object | None:
+        """The answer ``shared_on`` keeps under ``key`` (None: none yet; no answer kept that
+        way is None)."""
+        found = self._booked.get(key)
+        return found[1] if found is not None else None  # type: ignore[index]
 
     def _changed(self, *, booking: bool = True) -> None:
         """End the epoch; ``booking``: the books or the ledger changed, not only a hold."""
@@ -648,25 +653,13 @@ class CycleState:
     def waits_as_known(self, job: JobView, job_class: int | None = None) -> bool:
         """When a job of the same class failed before it this cycle: the job waits alike —
         with the diagnostic it had if it waited so last cycle too, else that job's, named for
-        it — and True. The fast path of ``admitting.consider`` for most waiting jobs (what
-        ``wait_alike`` does, written out for them)."""
+        it — and True. The fast path of ``admitting.consider`` for most waiting jobs."""
         if job_class is None:
             job_class = self.class_number(job)
         known = self._failed.get(job_class)
         if known is None:
             return False
-        diagnostic, identity = known
-        if identity is None:
-            said = alike(diagnostic, job)
-        else:
-            before = self.previous.get(job.id)
-            if before is not None and before[0] == identity:
-                said = before[1]
-                self.waits[job.id] = before
-            else:
-                said = alike(diagnostic, job)
-                self.waits[job.id] = (identity, said)
-        self.diagnostics.append(said)
+        self.wait_alike(job, known)
         return True
 
     def wait_alike(self, job: JobView, known: Failure) -> Failure:
@@ -698,8 +691,8 @@ class CycleState:
         starts = tuple(hold.expected_start for hold in holds)  # not in a hold's equality
         capacity = self.ledger_for(job)
         key = ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, id(capacity))
-        found = self._booked.get(key)
-        return HeldBack((key, capacity), found[1] if found is not None else None)  # type: ignore[index]
+        found = self._booked_answer(key)
+        return HeldBack((key, capacity), found)  # type: ignore[arg-type]
 
     def share_held_back(self, held_back: HeldBack, failure: Failure) -> None:
         if held_back.key is not None:

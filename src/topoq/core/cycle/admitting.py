@@ -72,17 +72,18 @@ def consider(cycle: CycleState, job: JobView, job_class: int | None = None) -> N
 def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
     holds = cycle.quota_holds_on(job)
-    held_back = cycle.held_back_alike(job, holds)
+    capacity = cycle.ledger_for(job)  # no hold is made before the job waits
+    held_back = cycle.held_back_alike(job, holds, capacity)
     if held_back.failure is not None:  # as a job of its team and shape (of another priority)
         return cycle.wait_alike(job, held_back.failure)
-    attempts = cycle.attempts(job, cycle.book_for(job))
+    attempts = cycle.attempts(job, cycle.book_for(job), capacity)
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
         cycle.admit(job, admitted.allocation)
         return None
     own = next((h for h in holds if h.team == job.team), None)
-    if own is not None or (holds and _fits_unheld(cycle, job)):
-        failure = _held_back(cycle, job, own or holds[0])
+    if own is not None or (holds and cycle.would_admit(job, cycle.book, capacity)):
+        failure = _held_back(cycle, job, own or holds[0], capacity)
         cycle.share_held_back(held_back, failure)
         return failure
     if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
@@ -120,8 +121,11 @@ def _fits_unheld(cycle: CycleState, job: JobView, *, nodes_too: bool = False) ->
     return cycle.would_admit(job, cycle.book, cycle.ledger if nodes_too else None)
 
 
-def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Failure:
-    if _fits_unheld(cycle, job):
+def _held_back(
+    cycle: CycleState, job: JobView, hold: QuotaHold, capacity: CapacityLedger
+) -> Failure:
+    """Why a job that quota ``hold`` binds waits (``capacity``: what ``ledger_for`` leaves it)."""
+    if cycle.would_admit(job, cycle.book, capacity):
         holder = (
             f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
             if hold.team == job.team
@@ -137,7 +141,7 @@ def _held_back(cycle: CycleState, job: JobView, hold: QuotaHold) -> Failure:
         )
         cycle.decide_wait(diagnostic)
         return diagnostic, None
-    real = cycle.attempts(job, cycle.book)
+    real = cycle.attempts(job, cycle.book, capacity)
     identity = waiting_reason(job, real, cycle.ledger, cycle.book, cycle.fits)
     diagnostic = cycle.parked_wait(job, identity) or _diagnosed(
         cycle, job, real, cycle.ledger, None, cycle.book

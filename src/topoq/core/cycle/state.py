@@ -199,6 +199,9 @@ class CycleState:
         """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
         self._holding_nodes: set[JobId] = set()
         """The jobs ``reserved`` holds nodes for."""
+        self._borrowing_holds = False
+        """Whether a node hold is for a gang that would borrow (a job within its guarantee
+        may use those nodes: see ``ledger_for``)."""
         self.reserving_teams: set[TeamName] = set()
         self.team_holds: dict[TeamName, QuotaHold] = {}
         """Quota held for each team's first waiting job (its queue head) against the team's
@@ -348,6 +351,7 @@ class CycleState:
         self._holds_made.append(hold)
         self.reserved.append(hold)
         self._holding_nodes.add(hold.job)
+        self._borrowing_holds = self._borrowing_holds or hold.borrowing
         self.reserving_teams.add(team)
         self._changed(booking=False)
 
@@ -368,6 +372,7 @@ class CycleState:
             return
         self.reserved = kept
         self._holding_nodes = {hold.job for hold in kept}
+        self._borrowing_holds = any(hold.borrowing for hold in kept)
         self._failed.clear()
         self._failed_tails.clear()
         self._changed(booking=False)
@@ -377,7 +382,7 @@ class CycleState:
         may backfill into them (or runs within its guarantee and the gang would borrow)."""
         if not self.reserved:
             return self.ledger
-        within = self.within_guarantee(job)
+        within = self._borrowing_holds and self.within_guarantee(job)  # else it changes nothing
         holder = job.id if job.id in self._holding_nodes else None
         return self.shared(  # what binds depends on the job only through these three
             ("ledger for", holder, within, self.facts_of(job)[2]),
@@ -438,7 +443,8 @@ class CycleState:
     ) -> list[Attempt]:
         """For each flavor the job may use, in order, until one admits: the quota check on
         ``book``, then placement on ``ledger`` (default: the capacity left for the job)."""
-        ledger = ledger or self.ledger_for(job)
+        if ledger is None:
+            ledger = self.ledger_for(job)
         found = []
         for flavor, workload in self._workloads(job, book):
             attempt = self._attempt(job, flavor, book, ledger, workload)
@@ -451,7 +457,8 @@ class CycleState:
         self, job: JobView, book: QuotaBook, ledger: CapacityLedger | None = None
     ) -> bool:
         """Whether ``attempts`` would admit the job, without working out the allocation."""
-        ledger = ledger or self.ledger_for(job)
+        if ledger is None:
+            ledger = self.ledger_for(job)
         demand = total_demand(job)
         for flavor, workload in self._workloads(job, book):
             if not self._check(book, job.team, flavor, demand).verdict.admissible:
@@ -680,16 +687,18 @@ class CycleState:
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
 
-    def held_back_alike(self, job: JobView, holds: list[QuotaHold]) -> HeldBack:
+    def held_back_alike(
+        self, job: JobView, holds: list[QuotaHold], capacity: CapacityLedger
+    ) -> HeldBack:
         """How a job of the same team, shape and time limit was held back by the same quota
-        ``holds`` on the same capacity since the books last changed, if one was: priority
+        ``holds`` on the same ``capacity`` (``ledger_for``) since the books last changed, if
+        one was: priority
         does not enter a held-back job's answer (it neither places nor evicts). What to
         ``share_held_back`` otherwise: nothing for a job something is held for."""
         if self.holds_anything_for(job):
             return HeldBack(None, None)
         team, _, shape, limit = self.facts_of(job)[1]
         starts = tuple(hold.expected_start for hold in holds)  # not in a hold's equality
-        capacity = self.ledger_for(job)
         key = ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, id(capacity))
         found = self._booked_answer(key)
         return HeldBack((key, capacity), found)  # type: ignore[arg-type]

@@ -188,3 +188,107 @@ def test_a_team_settled_again_takes_its_waits_whole_and_says_what_one_by_one_wou
         assert "a" in whole.carried.settled  # a left the order settled
         c.finish(ended)
         c.now += 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_classes_parked_on_their_teams_figures_wait_as_a_fresh_first_try_says(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    """A class held back by its team's quota hold and waiting on its team's own figures is
+    parked (``ParkedClass``); while those figures and the holds stand, the next cycle takes
+    its wait without trying it: every decision and diagnostic is the one a cycle that tries
+    every class afresh gives."""
+    parked: Parking | None = None
+    tried: Parking | None = None
+    count = 0
+    for wave in waves:
+        count = submit_wave(c, wave, count)
+        for _again in range(data.draw(st.integers(1, 3))):
+            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+            result, parked = schedule_with_parking(snapshot, parked)
+            if tried is not None:  # the same carried, but no class parked
+                tried = replace(tried, carried=replace(tried.carried, parked_classes={}))
+            afresh, tried = schedule_with_parking(snapshot, tried)
+            assert result.admissions == afresh.admissions
+            assert result.preemptions == afresh.preemptions
+            assert sorted(result.diagnostics, key=_by_job) == sorted(
+                afresh.diagnostics, key=_by_job
+            )
+            c.now += data.draw(st.sampled_from([0.0, 1.0, 700.0]))
+        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
+        running = sorted(c.running())
+        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
+            c.finish(job_id)
+
+
+def test_a_class_waiting_on_its_teams_own_figures_is_not_tried_again_until_they_change() -> None:
+    """Team a may not borrow; its head (24 GPUs) waits for quota and holds it, and a later job
+    (8 GPUs, another shape) waits behind it, over a's guarantee on a's own usage. b's work
+    ending leaves a's figures as they were: the later job's class is not tried again and keeps
+    its wait. One of a's own jobs ending changes them while the head still waits: the class is
+    tried again, and the later job now waits only for the head's hold."""
+    c = Cluster.of([1, 2, 4], policy(team("a", 32, borrow_gpus=0), team("b", 16), classes=CLASSES))
+    c.submit(job("a-run0", "a", 2, 8), job("a-run1", "a", 2, 8), job("b-run", "b", 1, 8))
+    c.jobs = apply_cycle(
+        c.jobs,
+        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
+        now=c.now,
+        start_at_once=True,
+    )
+    c.now += 1
+    c.submit(job("a-head", "a", 3, 8), job("a-later", "a", 2, 4))
+    first, parking = schedule_with_parking(
+        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    )
+    waits = {d.job: d for d in first.diagnostics}
+    assert waits["a-later"].reason.value == "BORROW_LIMIT_REACHED"
+    (parked,) = parking.carried.parked_classes.values()  # a-later's class
+    c.finish("b-run")  # another team's figures change, a's do not
+    second, parking = schedule_with_parking(
+        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy), parking
+    )
+    assert second.admissions == ()
+    assert {d.job: d for d in second.diagnostics}["a-later"] is waits["a-later"]
+    assert tuple(parking.carried.parked_classes.values()) == (parked,)  # taken, not tried
+    c.finish("a-run1")  # a's own usage changes; its head (16 + 24 > 32) still waits
+    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    third, parking = schedule_with_parking(snapshot, parking)
+    assert third.admissions == ()
+    later = {d.job: d for d in third.diagnostics}["a-later"]
+    assert later.reason.value == "RESERVED_FOR_LARGER_GANG"  # it fits but for a-head's hold
+    assert later == {d.job: d for d in schedule(snapshot).diagnostics}["a-later"]
+    assert parked not in parking.carried.parked_classes.values()
+
+
+def test_a_parked_class_whose_teams_hold_is_gone_is_tried_and_holds_quota_itself() -> None:
+    """a-later waits behind a-head's hold on a's own figures and is parked. a-head is
+    cancelled: a-later heads a's queue and is tried again (it now holds a's quota), so that
+    a-last, which would fit, waits for it as a fresh cycle says."""
+    c = Cluster.of([1, 2, 4], policy(team("a", 16, borrow_gpus=0), team("b", 16), classes=CLASSES))
+    c.submit(job("a-run", "a", 1, 8, priority="high"))
+    c.jobs = apply_cycle(
+        c.jobs,
+        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
+        now=c.now,
+        start_at_once=True,
+    )
+    c.now += 1
+    c.submit(
+        job("a-head", "a", 2, 8, priority="high"),
+        job("a-later", "a", 4, 4, priority="mid"),
+        job("a-last", "a", 1, 4, priority="low"),
+    )
+    first, parking = schedule_with_parking(
+        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    )
+    waits = {d.job: d.reason.value for d in first.diagnostics}
+    assert waits["a-later"] == "BORROW_LIMIT_REACHED"
+    assert waits["a-last"] == "RESERVED_FOR_LARGER_GANG"  # a-head's hold
+    assert parking.carried.parked_classes
+    c.jobs = {name: view for name, view in c.jobs.items() if name != "a-head"}  # cancelled
+    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    second, _ = schedule_with_parking(snapshot, parking)
+    assert second.admissions == () == schedule(snapshot).admissions
+    last = {d.job: d for d in second.diagnostics}["a-last"]
+    assert last.numbers.get("held_for") == "a-later"

@@ -15,7 +15,7 @@ others are limited by physical capacity alone):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -64,6 +64,10 @@ class QuotaCheck:
     verdict: QuotaVerdict
     message: str
     numbers: Mapping[str, int | str] = field(default_factory=dict)
+    team_only: bool = field(default=False, compare=False)
+    """Whether the answer (verdict, message and numbers) follows from the policy and the
+    team's own usage of the flavor alone (``QuotaBook.team_figures``), not from other teams'
+    usage: a team that may not borrow or would borrow over its own limit."""
 
 
 def positive(resources: Resources) -> Resources:
@@ -206,6 +210,11 @@ class QuotaBook:
         return resources.restricted_to(terms.column) if terms.counted else Resources()
 
     # --- per-team figures -------------------------------------------------------------
+    def team_figures(self, team: TeamName, flavors: Sequence[FlavorName]) -> tuple[object, ...]:
+        """What a check with ``team_only`` answers from, for each of ``flavors``: the team's
+        covered usage (equal figures, equal answers on the same policy)."""
+        return tuple(self._book(flavor).used.get(team) for flavor in flavors)
+
     def used(self, team: TeamName, flavor: FlavorName) -> Resources:
         return self.usage.get(team, {}).get(flavor, Resources())
 
@@ -583,7 +592,8 @@ class QuotaBook:
         spec = self.policy.by_team.get(team)
         if spec is None or not spec.active:
             state = "unknown" if spec is None else "inactive"
-            return QuotaCheck(QuotaVerdict.UNKNOWN_TEAM, f"team {team!r} is {state}")
+            message = f"team {team!r} is {state}"
+            return QuotaCheck(QuotaVerdict.UNKNOWN_TEAM, message, team_only=True)
         book = self._book(flavor)
         asked = book.terms.amounts(demand)
         key = ("quota-check", team, flavor, asked)
@@ -609,6 +619,7 @@ class QuotaBook:
                 f"team {spec.name} {self.describe(spec.name, flavor)}; it needs "
                 f"{_fmt(terms.resources(over))} more and may not borrow ({spec.sharing.value})",
                 self._numbers(spec.name, flavor, demand),
+                team_only=True,
             )
         if not fits(over, terms.borrow_limit[spec.name]):
             quota = spec.quota_for(flavor)
@@ -619,6 +630,7 @@ class QuotaBook:
                 f"{_fmt(terms.resources(over))}, over its borrow limit of "
                 f"{_fmt(limit) or 'nothing'}",
                 self._numbers(spec.name, flavor, demand),
+                team_only=True,
             )
         return self._balanced(spec, flavor, demand, QuotaVerdict.BORROWING)
 

@@ -76,6 +76,11 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
     held_back = cycle.held_back_alike(job, holds, capacity)
     if held_back.failure is not None:  # as a job of its team and shape (of another priority)
         return cycle.wait_alike(job, held_back.failure)
+    if held_back.key is not None:  # nothing is held for it
+        parked = cycle.parked_failure(job, holds)  # it waits on its team's figures, as they were
+        if parked is not None:
+            cycle.share_held_back(held_back, parked)
+            return parked
     attempts = cycle.attempts(job, cycle.book_for(job), capacity)
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
@@ -148,6 +153,8 @@ def _held_back(
     )
     cycle.note_wait(job.id, identity, diagnostic)
     cycle.decide_wait(diagnostic)
+    if hold.team == job.team:
+        cycle.park_class(job, real, identity)
     return diagnostic, identity
 
 

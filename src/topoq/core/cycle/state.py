@@ -74,6 +74,18 @@ class HeldBack(NamedTuple):
     failure: Failure | None
 
 
+class ParkedClass(NamedTuple):
+    """A class whose first try was held back by its team's quota hold and waited for quota
+    on the team's own figures alone (``QuotaCheck.team_only``, no placement tried): the
+    team's usage of each flavor tried, and the identity of its wait. While a hold of its
+    team binds it and those figures stand, the class waits the same way
+    (``CycleState.parked_failure``): the books without the holds refuse it as they did, and
+    the books with them, which only add to what is used, refuse it too."""
+
+    figures: tuple[object, ...]
+    identity: WaitIdentity
+
+
 InFlavor = tuple[FlavorName, WorkloadSpec]
 """A flavor a job may use, and its workload restricted to it."""
 
@@ -98,6 +110,8 @@ class Carried:
     class_numbers: dict[JobClass, int] = field(default_factory=dict)
     """A number for each class met on this policy (``CycleState.class_number``); the cycles
     after add the classes they meet (equal classes keep one number)."""
+    parked_classes: Mapping[int, ParkedClass] = field(default_factory=dict)
+    """The classes (by number) that waited on their team's own figures, and what on."""
 
 
 @dataclass(frozen=True)
@@ -138,6 +152,7 @@ class CycleState:
         self.previous = self._carried.waits
         """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
         self._settled: dict[TeamName, SettledWaits] = {}
+        self._parked_classes: dict[int, ParkedClass] = {}
         self.lineup: Lineup | None = None
         self.facts: dict[JobId, JobFacts] = {}
         """The class and time limit of each job the cycle looked at (``facts_of``)."""
@@ -544,6 +559,7 @@ class CycleState:
             self.lineup,
             self._settled,
             self._carried.class_numbers,
+            self._parked_classes,
         )
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
@@ -702,6 +718,41 @@ class CycleState:
         key = ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, id(capacity))
         found = self._booked_answer(key)
         return HeldBack((key, capacity), found)  # type: ignore[arg-type]
+
+    def park_class(self, job: JobView, tried: list[Attempt], identity: WaitIdentity) -> None:
+        """Keep, for the cycles after, what the wait of a job held back by its team's quota
+        hold followed from when that is its team's own figures alone: every check ``tried``
+        (on the books without the holds; those with them only add to what is used) answered
+        from them, and no placement was tried."""
+        if not all(a.quota.team_only and a.placement is None for a in tried):
+            return
+        flavors = [flavor for flavor, _ in self._workloads(job, self.book)]
+        self._parked_classes[self.class_number(job)] = ParkedClass(
+            self.book.team_figures(job.team, flavors), identity
+        )
+
+    def parked_failure(self, job: JobView, holds: list[QuotaHold]) -> Failure | None:
+        """How a job that ``holds`` bind waits when its class was parked on figures that stand
+        (a hold of its team binds it, and the team uses what it used): as it waited then —
+        its first try would be held back, check the same quota with the same answers and try
+        nothing else — and None otherwise, or when the job did not wait so itself (its wait
+        is diagnosed afresh)."""
+        number = self.class_number(job)
+        parked = self._carried.parked_classes.get(number)
+        if parked is None:
+            return None
+        before = self.previous.get(job.id)
+        if before is None or before[0] != parked.identity:
+            return None
+        if not any(hold.team == job.team for hold in holds):
+            return None  # not held back by its team: it may preempt, or hold quota itself
+        flavors = [flavor for flavor, _ in self._workloads(job, self.book)]
+        if parked.figures != self.book.team_figures(job.team, flavors):
+            return None
+        self._parked_classes[number] = parked
+        self.note_wait(job.id, parked.identity, before[1])
+        self.decide_wait(before[1])
+        return before[1], parked.identity
 
     def share_held_back(self, held_back: HeldBack, failure: Failure) -> None:
         if held_back.key is not None:

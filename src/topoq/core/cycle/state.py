@@ -682,7 +682,16 @@ class CycleState:
         known = self._failed.get(job_class)
         if known is None:
             return False
-        self.wait_alike(job, known)
+        diagnostic, identity = known  # ``wait_alike``, written out for the many that do
+        if identity is None:
+            self.diagnostics.append(alike(diagnostic, job))
+            return True
+        job_id = job.id
+        before = self.previous.get(job_id)
+        if before is None or before[0] != identity:
+            before = (identity, alike(diagnostic, job))
+        self.waits[job_id] = before
+        self.diagnostics.append(before[1])
         return True
 
     def wait_alike(self, job: JobView, known: Failure) -> Failure:

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topoq.core.eligibility import eligibility_of
+from topoq.core.holdings import resources_taken
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.placement.fit import _fits_per_row, pods_per_leaf
@@ -80,6 +81,23 @@ def test_the_pods_that_fit_kept_on_ledgers_are_those_worked_out_anew(
                 ledger, demand_of(TREE, pod_set.requests), eligibility_of(TREE, pod_set)
             )
             assert (kept == fresh_fits(ledger, shape)).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(scenarios())
+def test_what_a_placement_took_read_off_its_nodes_is_the_whole_ledgers_difference(
+    scenario: tuple,  # type: ignore[type-arg]
+) -> None:
+    """``resources_taken`` told the placement compares only the nodes it put pods on, and
+    finds what comparing every node finds, in the same (node) order."""
+    nodes, spec, used, work = scenario
+    tree = build_tree(nodes, spec)
+    before = CapacityLedger.with_usage(tree, used)
+    result, after = place_workload(before, work)
+    whole = resources_taken(before, after)
+    read_off = resources_taken(before, after, result)
+    assert list(read_off.items()) == list(whole.items())
+    assert bool(whole) == result.admitted
 
 
 @settings(max_examples=200, deadline=None)

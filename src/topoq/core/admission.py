@@ -82,7 +82,7 @@ def allocation_of(
     borrowed = _borrowed_after(book, job, flavor, demand)
     return Allocation(
         placement=result,
-        resources_on_node=resources_taken(ledger, after),
+        resources_on_node=resources_taken(ledger, after, result),
         usage={flavor: demand},
         borrowed={flavor: borrowed} if borrowed else {},
     )

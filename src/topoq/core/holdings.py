@@ -13,6 +13,7 @@ from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import FlavorName, TeamName
 from topoq.domain.job import JobId, JobView
 from topoq.domain.node import NodeName
+from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
 
 
@@ -151,17 +152,44 @@ def usage_by_team(holders: Iterable[JobView]) -> dict[TeamName, dict[FlavorName,
     return usage
 
 
-def resources_taken(before: CapacityLedger, after: CapacityLedger) -> dict[str, Resources]:
-    """Per node, what a placement took: the drop in free capacity between two ledgers."""
+def resources_taken(
+    before: CapacityLedger, after: CapacityLedger, placed: PlacementResult | None = None
+) -> dict[str, Resources]:
+    """Per node, what a placement took: the drop in free capacity between two ledgers, in
+    node order. ``placed``: the placement itself, when every pod of it is on a named node
+    (leaves that are hosts) only those nodes are compared, not the whole cluster."""
     tree = before.tree
-    delta = before.free - after.free
+    indices = _placed_on(tree, placed) if placed is not None else None
+    if indices is None:
+        delta = before.free - after.free
+        changed = np.flatnonzero(delta.any(axis=1))
+        rows = delta[changed]
+    else:
+        rows = before.free[indices] - after.free[indices]
+        changed = np.asarray(indices, dtype=np.int64)
     taken: dict[str, Resources] = {}
-    for index in np.flatnonzero(delta.any(axis=1)):
-        row = delta[index]
-        taken[tree.nodes[int(index)].name] = Resources(
-            {name: int(row[column]) for column, name in enumerate(tree.resource_names)}
-        )
+    names = tree.resource_names
+    for index, row in zip(changed.tolist(), rows.tolist(), strict=True):
+        if any(row):
+            taken[tree.nodes[index].name] = Resources(
+                {name: int(row[column]) for column, name in enumerate(names)}
+            )
     return taken
+
+
+def _placed_on(tree: TopologyTree, placed: PlacementResult) -> list[int] | None:
+    """The indices of the nodes a placement put pods on, in order (None: a leaf pools
+    several nodes, so the names alone do not say which)."""
+    indices = set()
+    for outcome in placed.pod_sets:
+        for assignment in outcome.assignments:
+            if assignment.node is None:
+                return None
+            index = tree.node_index.get(NodeName(assignment.node))
+            if index is None:
+                return None
+            indices.add(index)
+    return sorted(indices)
 
 
 def release(ledger: CapacityLedger, resources_on_node: Mapping[str, Resources]) -> None:

@@ -817,7 +817,13 @@ def free_to_borrow(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resou
     """How much of each covered resource ``team`` could borrow now beyond its guarantee if its
     borrow limit allowed any amount: what lenders and idle capacity could still back once its
     own guarantee is used up. Read from the books (as if the flavor's whole capacity were
-    charged to it: how much of the new borrowing would stay unbacked)."""
+    charged to it: how much of the new borrowing would stay unbacked). Memoized on the books
+    while they stand (``QuotaBook.memo``): each diagnosed wait of the team asks."""
+    key = ("free-to-borrow", team, flavor)
+    known = book.memo.get(key)
+    if isinstance(known, Resources):
+        return known
     whole = book.covered(flavor, book.capacity.get(flavor, Resources()))
     more = positive(book.borrowed_if_charged(team, flavor, whole) - book.borrowed(team, flavor))
-    return positive(more - book.shortfall_if_charged(team, flavor, whole))
+    found = book.memo[key] = positive(more - book.shortfall_if_charged(team, flavor, whole))
+    return found

@@ -288,6 +288,7 @@ class ClusterPolicy:
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
+    time_limit_of_class: Mapping[str, float | None] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if len(self.teams) > MAX_TEAMS:
@@ -336,12 +337,17 @@ class ClusterPolicy:
         object.__setattr__(self, "by_team", MappingProxyType({t.name: t for t in self.teams}))
         object.__setattr__(self, "by_cohort", MappingProxyType({c.path: c for c in self.cohorts}))
         object.__setattr__(self, "weight_of_class", MappingProxyType(classes))
+        object.__setattr__(
+            self,
+            "time_limit_of_class",
+            MappingProxyType({cls.name: cls.time_limit_s for cls in self.priority_classes}),
+        )
 
     def class_time_limit_s(self, priority_class: str | None) -> float | None:
         """The time limit of a job of ``priority_class`` that sets none (the default class's
         when it names none), or None."""
         name = priority_class or self.default_priority_class
-        return next((c.time_limit_s for c in self.priority_classes if c.name == name), None)
+        return self.time_limit_of_class.get(name) if name else None
 
     def priority_of(self, priority_class: str | None) -> int:
         """The weight that orders a job: its class's, the default class's, else 0."""

@@ -227,7 +227,10 @@ class WorkloadSpec:
     def total_requests(self) -> Resources:
         """The requests summed over every pod (pod slots excluded). Computed once: the
         scheduling cycle asks for it several times per pending job."""
-        total = Resources()
+        totals: dict[str, int] = {}
         for pod_set in self.pod_sets:
-            total = total + pod_set.requests.scaled(pod_set.count)
-        return Resources({name: value for name, value in total.items() if name != PODS})
+            count = pod_set.count
+            for name, value in pod_set.requests.items():
+                if name != PODS:
+                    totals[name] = totals.get(name, 0) + value * count
+        return Resources(totals)

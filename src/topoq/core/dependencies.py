@@ -12,7 +12,7 @@ which to read); the simulator keeps every job, finished or not, in the snapshot.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from topoq.domain.decisions import Cancel, Diagnostic, PendingReason
@@ -48,10 +48,19 @@ def absent_upstream(jobs: Collection[JobView]) -> frozenset[JobId]:
 
 
 def resolve_dependencies(
-    jobs: Iterable[JobView], upstream_phases: Mapping[JobId, JobPhase] | None = None
+    jobs: Iterable[JobView],
+    upstream_phases: Mapping[JobId, JobPhase] | None = None,
+    *,
+    dependents: Sequence[JobView] | None = None,
 ) -> DependencyState:
+    """Which pending jobs that depend on others are cancelled (a dependency broken) or wait
+    (one still open). ``dependents``: those pending jobs of ``jobs`` that have dependencies,
+    in order, when the caller sorted them out already."""
     jobs = tuple(jobs)
-    dependents = [job for job in jobs if job.spec.dependencies and job.phase is JobPhase.PENDING]
+    if dependents is None:
+        dependents = [
+            job for job in jobs if job.spec.dependencies and job.phase is JobPhase.PENDING
+        ]
     if not dependents:  # most cycles: nothing waits on another job
         return DependencyState((), (), frozenset())
     by_id = {job.id: job for job in jobs}

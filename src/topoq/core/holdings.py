@@ -142,14 +142,21 @@ def _rows_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> tuple[Int
 
 
 def usage_by_team(holders: Iterable[JobView]) -> dict[TeamName, dict[FlavorName, Resources]]:
-    usage: dict[TeamName, dict[FlavorName, Resources]] = {}
+    """What each team's holders use of each flavor (summed as plain numbers, one
+    ``Resources`` per team and flavor at the end)."""
+    sums: dict[TeamName, dict[FlavorName, dict[str, int]]] = {}
     for job in holders:
         if job.allocation is None:
             continue
-        flavors = usage.setdefault(job.team, {})
+        flavors = sums.setdefault(job.team, {})
         for flavor, amount in job.allocation.usage.items():
-            flavors[flavor] = flavors.get(flavor, Resources()) + amount
-    return usage
+            total = flavors.setdefault(flavor, {})
+            for name, value in amount.items():
+                total[name] = total.get(name, 0) + value
+    return {
+        team: {flavor: Resources(total) for flavor, total in flavors.items()}
+        for team, flavors in sums.items()
+    }
 
 
 def resources_taken(

@@ -94,13 +94,21 @@ def _preemption_rules(
         after = cycle.book.copy()
         after.charge(job.team, flavor, total_demand(job))
         mine_after = fair_share_position(after, job.team, usage)
-        richer = [
-            h
-            for h in running
-            if h.team != job.team
-            and cycle.book.borrowed(h.team, flavor)
-            and _share_left(cycle, h) >= mine_after
-        ]
+        borrowing = {  # asked once per team, not per running job
+            team: bool(cycle.book.borrowed(team, flavor))
+            for team in {h.team for h in running if h.team != job.team}
+        }
+        left: dict[tuple[object, ...], float] = {}  # per team and usage, as _share_left shares
+
+        def stays_richer(victim: JobView) -> bool:
+            usage = victim.allocation.usage if victim.allocation is not None else {}
+            key = (victim.team, *usage.items())
+            known = left.get(key)
+            if known is None:
+                known = left[key] = _share_left(cycle, victim)
+            return known >= mine_after
+
+        richer = [h for h in running if borrowing.get(h.team, False) and stays_richer(h)]
         share = {
             team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
         }

@@ -57,10 +57,13 @@ def run_cycle(
     whose jobs left are all of classes that failed leaves the order, its jobs waiting as their
     classes did (``CycleState.settle_rest``; the same decisions and diagnostics as handing
     each out, listed sooner)."""
-    holding, pending = _holding_and_pending(snapshot.jobs)
+    jobs = _JobsByPhase(snapshot.jobs)
+    holding = jobs.holding
     requeues = _requeue_lost_gangs(snapshot, holding)  # 1
     requeued = {requeue.job for requeue in requeues}
-    dependencies = resolve_dependencies(snapshot.jobs, snapshot.upstream_phases)  # 2
+    dependencies = resolve_dependencies(  # 2
+        snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
+    )
     holders = {job.id: job for job in holding if job.id not in requeued}
     prepared = prepared_ledger(
         snapshot.tree, holders.values(), carried.prepared if carried is not None else None
@@ -80,15 +83,11 @@ def run_cycle(
     )
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)
-    ready = []
     blocked = dependencies.blocked
-    for job in pending:
-        if blocked and job.id in blocked:
-            continue
-        if job.held:
+    for job in jobs.held:
+        if job.id not in blocked:
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
-            continue
-        ready.append(job)
+    ready = [job for job in jobs.ready if job.id not in blocked] if blocked else jobs.ready
     lineup = cycle.line_up(ready)
     hold_for_starving(cycle, lineup.starving.values())  # 4
     cycle.start_order()
@@ -113,16 +112,26 @@ def run_cycle(
     return result, cycle.carried()
 
 
-def _holding_and_pending(jobs: Sequence[JobView]) -> tuple[list[JobView], list[JobView]]:
-    """The jobs that hold capacity, and those pending, in the snapshot's order."""
-    holding, pending = [], []
-    for job in jobs:
-        phase = job.phase
-        if phase is JobPhase.PENDING:
-            pending.append(job)
-        elif phase in HOLDING_PHASES:
-            holding.append(job)
-    return holding, pending
+class _JobsByPhase:
+    """The snapshot's jobs sorted out in one pass, each list in the snapshot's order: those
+    that hold capacity; the pending ones not held by a user (``ready``, until dependencies
+    block some) and those held; the pending ones that depend on other jobs."""
+
+    __slots__ = ("dependents", "held", "holding", "ready")
+
+    def __init__(self, jobs: Sequence[JobView]) -> None:
+        self.holding: list[JobView] = []
+        self.ready: list[JobView] = []
+        self.held: list[JobView] = []
+        self.dependents: list[JobView] = []
+        for job in jobs:
+            phase = job.phase
+            if phase is JobPhase.PENDING:
+                (self.held if job.held else self.ready).append(job)
+                if job.spec.dependencies:
+                    self.dependents.append(job)
+            elif phase in HOLDING_PHASES:
+                self.holding.append(job)
 
 
 def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requeue]:

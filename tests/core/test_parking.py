@@ -3,6 +3,7 @@ decides exactly what ``schedule`` decides on the same snapshots (ADR 0007)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import replace
 
 from hypothesis import given, settings
@@ -41,7 +42,7 @@ def test_parked_cycles_decide_what_fresh_cycles_decide(
             )
             count += 1
         for _again in range(data.draw(st.integers(1, 2))):  # the same snapshot again, too
-            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+            snapshot = _snapshot(c)
             result, parking = schedule_with_parking(snapshot, parking)
             assert decided(result) == decided(schedule(snapshot))
         c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
@@ -54,21 +55,21 @@ def test_parked_cycles_decide_what_fresh_cycles_decide(
 def test_an_unchanged_snapshot_gets_the_last_result_without_a_cycle() -> None:
     c = Cluster.of([1, 2, 4], _policy())
     c.submit(*(job(f"j{i}", "a", 4, 8, priority="low") for i in range(6)))
-    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    snapshot = _snapshot(c)
     first, parking = schedule_with_parking(snapshot)
     again, kept = schedule_with_parking(snapshot, parking)
     assert again is first and kept is parking
     later = Snapshot(c.now + 5, c.tree, snapshot.jobs, c.policy)
     assert schedule_with_parking(later, parking)[0] is first  # no time rule changes by then
     c.jobs = apply_cycle(c.jobs, first, now=c.now, start_at_once=True)
-    changed = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    changed = _snapshot(c)
     assert schedule_with_parking(changed, parking)[0] is not first
 
 
 def test_time_passing_a_rule_runs_the_cycle_again() -> None:
     c = Cluster.of([1, 2, 4], _policy(guard_s=100))
     c.submit(*(job(f"j{i}", "a", 4, 8, priority="low") for i in range(12)))
-    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    snapshot = _snapshot(c)
     first, parking = schedule_with_parking(snapshot)
     starving = Snapshot(c.now + 100, c.tree, snapshot.jobs, c.policy)
     result, _ = schedule_with_parking(starving, parking)
@@ -84,13 +85,11 @@ def _policy(guard_s: float = 600) -> ClusterPolicy:
 def test_a_wait_that_keeps_its_reason_keeps_its_diagnostic_until_the_reason_changes() -> None:
     c = Cluster.of([1, 2, 4], policy(team("a", 32, borrow_gpus=0), team("b", 32), classes=CLASSES))
     c.submit(job("a1-run", "a", 4, 8), job("a2-head", "a", 1, 8), job("a3-wait", "a", 2, 4))
-    first, parking = schedule_with_parking(
-        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
-    )
+    first, parking = schedule_with_parking(_snapshot(c))
     c.jobs = apply_cycle(c.jobs, first, now=c.now, start_at_once=True)
     waiting = {d.job: d for d in first.diagnostics}["a3-wait"]  # behind its team's head
     c.submit(job("b-run", "b", 2, 8))  # another team's work changes the books, not the wait
-    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    snapshot = _snapshot(c)
     second, parking = schedule_with_parking(snapshot, parking)
     assert [a.job for a in second.admissions] == ["b-run"]
     kept = {d.job: d for d in second.diagnostics}["a3-wait"]
@@ -99,9 +98,7 @@ def test_a_wait_that_keeps_its_reason_keeps_its_diagnostic_until_the_reason_chan
     assert fresh.reason is kept.reason
     c.jobs = apply_cycle(c.jobs, second, now=c.now, start_at_once=True)
     c.finish("a1-run")  # its quota frees: the wait ends
-    third, _ = schedule_with_parking(
-        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy), parking
-    )
+    third, _ = schedule_with_parking(_snapshot(c), parking)
     assert [a.job for a in third.admissions] == ["a2-head", "a3-wait"]
 
 
@@ -113,7 +110,7 @@ def test_settling_a_team_whose_jobs_left_all_failed_decides_and_says_what_their_
     count = 0
     for wave in waves:
         count = submit_wave(c, wave, count)
-        snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+        snapshot = _snapshot(c)
         settled, _ = run_cycle(snapshot)
         turn_by_turn, _ = run_cycle(snapshot, settle_teams=False)
         assert settled.admissions == turn_by_turn.admissions
@@ -132,6 +129,40 @@ def _by_job(diagnostic: Diagnostic) -> str:
     return diagnostic.job
 
 
+def _snapshot(c: Cluster) -> Snapshot:
+    return Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+
+
+def _side_by_side(
+    c: Cluster,
+    waves: list[list[tuple[str, int, int, str, bool]]],
+    data: st.DataObject,
+    dropped: str,
+    steps: list[float],
+) -> Iterator[tuple[CycleResult, CycleResult]]:
+    """Each cycle's result with parking carried from cycle to cycle, beside the result of a
+    cycle handed the same carried but for ``dropped`` (a field of ``Carried``, emptied), on
+    the same snapshots: waves of jobs, each snapshot one to three times (``steps`` apart),
+    work finishing between waves."""
+    kept: Parking | None = None
+    without: Parking | None = None
+    count = 0
+    for wave in waves:
+        count = submit_wave(c, wave, count)
+        for _again in range(data.draw(st.integers(1, 3))):
+            snapshot = _snapshot(c)
+            result, kept = schedule_with_parking(snapshot, kept)
+            if without is not None:
+                without = replace(without, carried=replace(without.carried, **{dropped: {}}))
+            compared, without = schedule_with_parking(snapshot, without)
+            yield result, compared
+            c.now += data.draw(st.sampled_from(steps))
+        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
+        running = sorted(c.running())
+        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
+            c.finish(job_id)
+
+
 @settings(max_examples=60, deadline=None)
 @given(clusters(), arrivals(), st.data())
 def test_waits_taken_whole_from_the_last_cycle_are_those_worked_out_one_by_one(
@@ -139,26 +170,9 @@ def test_waits_taken_whole_from_the_last_cycle_are_those_worked_out_one_by_one(
 ) -> None:
     """A team settled again under the same failures takes its jobs' waits whole from the last
     cycle (``SettledWaits``): every diagnostic is the one a cycle that looks at each job gives."""
-    whole: Parking | None = None
-    one_by_one: Parking | None = None
-    count = 0
-    for wave in waves:
-        count = submit_wave(c, wave, count)
-        for _again in range(data.draw(st.integers(1, 3))):
-            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
-            result, whole = schedule_with_parking(snapshot, whole)
-            if one_by_one is not None:  # the same carried, but no team's waits to take whole
-                one_by_one = replace(one_by_one, carried=replace(one_by_one.carried, settled={}))
-            looked_at, one_by_one = schedule_with_parking(snapshot, one_by_one)
-            assert sorted(result.diagnostics, key=_by_job) == sorted(
-                looked_at.diagnostics, key=_by_job
-            )
-            assert result.admissions == looked_at.admissions
-            c.now += data.draw(st.sampled_from([0.0, 1.0]))
-        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
-        running = sorted(c.running())
-        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
-            c.finish(job_id)
+    for result, looked_at in _side_by_side(c, waves, data, "settled", [0.0, 1.0]):
+        assert sorted(result.diagnostics, key=_by_job) == sorted(looked_at.diagnostics, key=_by_job)
+        assert result.admissions == looked_at.admissions
 
 
 def test_a_team_settled_again_takes_its_waits_whole_and_says_what_one_by_one_would() -> None:
@@ -167,18 +181,13 @@ def test_a_team_settled_again_takes_its_waits_whole_and_says_what_one_by_one_wou
     cycle on its waits are taken whole from the last one."""
     c = Cluster.of([1, 2, 4], policy(team("a", 8, borrow_gpus=0), team("b", 24), classes=CLASSES))
     c.submit(job("a-run", "a", 1, 8), *(job(f"b-run{i}", "b", 1, 8) for i in range(3)))
-    c.jobs = apply_cycle(
-        c.jobs,
-        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
-        now=c.now,
-        start_at_once=True,
-    )
+    c.cycle()
     c.now += 1
     c.submit(*(job(f"a-wait{i}", "a", 1, 8) for i in range(5)))
     whole: Parking | None = None
     one_by_one: Parking | None = None
     for ended in ("b-run0", "b-run1", "b-run2"):
-        snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+        snapshot = _snapshot(c)
         result, whole = schedule_with_parking(snapshot, whole)
         if one_by_one is not None:
             one_by_one = replace(one_by_one, carried=replace(one_by_one.carried, settled={}))
@@ -196,30 +205,13 @@ def test_classes_parked_on_their_teams_figures_wait_as_a_fresh_first_try_says(
     c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
 ) -> None:
     """A class held back by its team's quota hold and waiting on its team's own figures is
-    parked (``ParkedClass``); while those figures and the holds stand, the next cycle takes
-    its wait without trying it: every decision and diagnostic is the one a cycle that tries
-    every class afresh gives."""
-    parked: Parking | None = None
-    tried: Parking | None = None
-    count = 0
-    for wave in waves:
-        count = submit_wave(c, wave, count)
-        for _again in range(data.draw(st.integers(1, 3))):
-            snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
-            result, parked = schedule_with_parking(snapshot, parked)
-            if tried is not None:  # the same carried, but no class parked
-                tried = replace(tried, carried=replace(tried.carried, parked_classes={}))
-            afresh, tried = schedule_with_parking(snapshot, tried)
-            assert result.admissions == afresh.admissions
-            assert result.preemptions == afresh.preemptions
-            assert sorted(result.diagnostics, key=_by_job) == sorted(
-                afresh.diagnostics, key=_by_job
-            )
-            c.now += data.draw(st.sampled_from([0.0, 1.0, 700.0]))
-        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
-        running = sorted(c.running())
-        for job_id in data.draw(st.lists(st.sampled_from(running), unique=True)) if running else []:
-            c.finish(job_id)
+    parked (``ParkedClass``); while a hold of its team binds it and those figures stand, the
+    next cycle takes its wait without trying it: every decision and diagnostic is the one a
+    cycle that tries every class afresh gives."""
+    for result, afresh in _side_by_side(c, waves, data, "parked_classes", [0.0, 1.0, 700.0]):
+        assert result.admissions == afresh.admissions
+        assert result.preemptions == afresh.preemptions
+        assert sorted(result.diagnostics, key=_by_job) == sorted(afresh.diagnostics, key=_by_job)
 
 
 def test_a_class_waiting_on_its_teams_own_figures_is_not_tried_again_until_they_change() -> None:
@@ -230,29 +222,20 @@ def test_a_class_waiting_on_its_teams_own_figures_is_not_tried_again_until_they_
     tried again, and the later job now waits only for the head's hold."""
     c = Cluster.of([1, 2, 4], policy(team("a", 32, borrow_gpus=0), team("b", 16), classes=CLASSES))
     c.submit(job("a-run0", "a", 2, 8), job("a-run1", "a", 2, 8), job("b-run", "b", 1, 8))
-    c.jobs = apply_cycle(
-        c.jobs,
-        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
-        now=c.now,
-        start_at_once=True,
-    )
+    c.cycle()
     c.now += 1
     c.submit(job("a-head", "a", 3, 8), job("a-later", "a", 2, 4))
-    first, parking = schedule_with_parking(
-        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
-    )
+    first, parking = schedule_with_parking(_snapshot(c))
     waits = {d.job: d for d in first.diagnostics}
     assert waits["a-later"].reason.value == "BORROW_LIMIT_REACHED"
     (parked,) = parking.carried.parked_classes.values()  # a-later's class
     c.finish("b-run")  # another team's figures change, a's do not
-    second, parking = schedule_with_parking(
-        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy), parking
-    )
+    second, parking = schedule_with_parking(_snapshot(c), parking)
     assert second.admissions == ()
     assert {d.job: d for d in second.diagnostics}["a-later"] is waits["a-later"]
     assert tuple(parking.carried.parked_classes.values()) == (parked,)  # taken, not tried
     c.finish("a-run1")  # a's own usage changes; its head (16 + 24 > 32) still waits
-    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    snapshot = _snapshot(c)
     third, parking = schedule_with_parking(snapshot, parking)
     assert third.admissions == ()
     later = {d.job: d for d in third.diagnostics}["a-later"]
@@ -267,27 +250,20 @@ def test_a_parked_class_whose_teams_hold_is_gone_is_tried_and_holds_quota_itself
     a-last, which would fit, waits for it as a fresh cycle says."""
     c = Cluster.of([1, 2, 4], policy(team("a", 16, borrow_gpus=0), team("b", 16), classes=CLASSES))
     c.submit(job("a-run", "a", 1, 8, priority="high"))
-    c.jobs = apply_cycle(
-        c.jobs,
-        schedule(Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)),
-        now=c.now,
-        start_at_once=True,
-    )
+    c.cycle()
     c.now += 1
     c.submit(
         job("a-head", "a", 2, 8, priority="high"),
         job("a-later", "a", 4, 4, priority="mid"),
         job("a-last", "a", 1, 4, priority="low"),
     )
-    first, parking = schedule_with_parking(
-        Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
-    )
+    first, parking = schedule_with_parking(_snapshot(c))
     waits = {d.job: d.reason.value for d in first.diagnostics}
     assert waits["a-later"] == "BORROW_LIMIT_REACHED"
     assert waits["a-last"] == "RESERVED_FOR_LARGER_GANG"  # a-head's hold
     assert parking.carried.parked_classes
     c.jobs = {name: view for name, view in c.jobs.items() if name != "a-head"}  # cancelled
-    snapshot = Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
+    snapshot = _snapshot(c)
     second, _ = schedule_with_parking(snapshot, parking)
     assert second.admissions == () == schedule(snapshot).admissions
     last = {d.job: d for d in second.diagnostics}["a-last"]

@@ -98,17 +98,11 @@ def _preemption_rules(
             team: bool(cycle.book.borrowed(team, flavor))
             for team in {h.team for h in running if h.team != job.team}
         }
-        left: dict[tuple[object, ...], float] = {}  # per team and usage, as _share_left shares
-
-        def stays_richer(victim: JobView) -> bool:
-            usage = victim.allocation.usage if victim.allocation is not None else {}
-            key = (victim.team, *usage.items())
-            known = left.get(key)
-            if known is None:
-                known = left[key] = _share_left(cycle, victim)
-            return known >= mine_after
-
-        richer = [h for h in running if borrowing.get(h.team, False) and stays_richer(h)]
+        richer = [
+            h
+            for h in running
+            if borrowing.get(h.team, False) and _share_left(cycle, h) >= mine_after
+        ]
         share = {
             team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
         }
@@ -143,7 +137,7 @@ def _share_left(cycle: CycleState, victim: JobView) -> float:
     until the books change."""
     usage = victim.allocation.usage if victim.allocation is not None else {}
     return cycle.shared(
-        ("share-without", victim.team, tuple(sorted(usage.items()))),
+        ("share-without", victim.team, *usage.items()),  # an allocation's flavors, in order
         lambda: _share_without(cycle.book, victim, cycle.snapshot.fair_share_usage),
         booked=True,
     )

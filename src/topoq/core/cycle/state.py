@@ -214,9 +214,6 @@ class CycleState:
         """Nodes held for blocked gangs (a required domain, or a starving gang's nodes)."""
         self._holding_nodes: set[JobId] = set()
         """The jobs ``reserved`` holds nodes for."""
-        self._borrowing_holds = False
-        """Whether a node hold is for a gang that would borrow (a job within its guarantee
-        may use those nodes: see ``ledger_for``)."""
         self.reserving_teams: set[TeamName] = set()
         self.team_holds: dict[TeamName, QuotaHold] = {}
         """Quota held for each team's first waiting job (its queue head) against the team's
@@ -366,7 +363,6 @@ class CycleState:
         self._holds_made.append(hold)
         self.reserved.append(hold)
         self._holding_nodes.add(hold.job)
-        self._borrowing_holds = self._borrowing_holds or hold.borrowing
         self.reserving_teams.add(team)
         self._changed(booking=False)
 
@@ -387,7 +383,6 @@ class CycleState:
             return
         self.reserved = kept
         self._holding_nodes = {hold.job for hold in kept}
-        self._borrowing_holds = any(hold.borrowing for hold in kept)
         self._failed.clear()
         self._failed_tails.clear()
         self._changed(booking=False)
@@ -397,7 +392,8 @@ class CycleState:
         may backfill into them (or runs within its guarantee and the gang would borrow)."""
         if not self.reserved:
             return self.ledger
-        within = self._borrowing_holds and self.within_guarantee(job)  # else it changes nothing
+        # within its guarantee, a job may use nodes held for a borrowing gang (else no matter)
+        within = any(hold.borrowing for hold in self.reserved) and self.within_guarantee(job)
         holder = job.id if job.id in self._holding_nodes else None
         return self.shared(  # what binds depends on the job only through these three
             ("ledger for", holder, within, self.facts_of(job)[2]),
@@ -682,30 +678,25 @@ class CycleState:
         known = self._failed.get(job_class)
         if known is None:
             return False
-        diagnostic, identity = known  # ``wait_alike``, written out for the many that do
+        self.wait_alike(job, known)
+        return True
+
+    def wait_alike(self, job: JobView, known: Failure) -> Failure:
+        """The job waits as ``known`` (the first job of its class, or one held back alike):
+        with the diagnostic it had if it waited so last cycle too (``parked_wait``), else that
+        one's, named for it. Written out: most waiting jobs of a cycle come this way."""
+        diagnostic, identity = known
         if identity is None:
-            self.diagnostics.append(alike(diagnostic, job))
-            return True
+            said = alike(diagnostic, job)
+            self.diagnostics.append(said)
+            return said, identity
         job_id = job.id
         before = self.previous.get(job_id)
         if before is None or before[0] != identity:
             before = (identity, alike(diagnostic, job))
         self.waits[job_id] = before
         self.diagnostics.append(before[1])
-        return True
-
-    def wait_alike(self, job: JobView, known: Failure) -> Failure:
-        """The job waits as ``known`` (the first job of its class, or one held back alike):
-        with the diagnostic it had if it waited so last cycle too, else that one's, named for
-        it."""
-        diagnostic, identity = known
-        if identity is None:
-            said = alike(diagnostic, job)
-        else:
-            said = self.parked_wait(job, identity) or alike(diagnostic, job)
-            self.note_wait(job.id, identity, said)
-        self.diagnostics.append(said)
-        return said, identity
+        return before[1], identity
 
     def remember_failure(
         self, job_class: int, diagnostic: Diagnostic, identity: WaitIdentity | None
@@ -717,9 +708,9 @@ class CycleState:
     ) -> HeldBack:
         """How a job of the same team, shape and time limit was held back by the same quota
         ``holds`` on the same ``capacity`` (``ledger_for``) since the books last changed, if
-        one was: priority
-        does not enter a held-back job's answer (it neither places nor evicts). What to
-        ``share_held_back`` otherwise: nothing for a job something is held for."""
+        one was: priority does not enter a held-back job's answer (it neither places nor
+        evicts). What to ``share_held_back`` otherwise: nothing for a job something is held
+        for."""
         if self.holds_anything_for(job):
             return HeldBack(None, None)
         team, _, shape, limit = self.facts_of(job)[1]

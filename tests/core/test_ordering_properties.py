@@ -21,6 +21,7 @@ from topoq.core.ordering import (
     line_up,
     next_job_keys,
     order_facts,
+    pending_in_line,
     pending_in_order,
     team_order_key,
 )
@@ -185,6 +186,59 @@ def test_a_team_that_settles_its_jobs_left_leaves_the_order_and_the_others_keep_
     assert [one.id for one in order] == [one.id for one in full if one not in settled]
     assert sorted(one.id for one in [*order, *settled]) == sorted(one.id for one in jobs)
     assert all(one.team in teams for one in settled)
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    situation=situations(),
+    marks=st.lists(st.sampled_from(["pass", "admit", "end", "wait"]), min_size=1, max_size=24),
+)
+def test_jobs_passed_over_leave_the_others_in_the_order_they_had(
+    situation: tuple[ClusterPolicy, dict[TeamName, int], list[JobView], dict[TeamName, float]],
+    marks: list[str],
+) -> None:
+    """Jobs whose turns change nothing (``passes``) are passed over as their teams' queues are
+    read, never handed out; every other job comes exactly where it comes when they are handed
+    out and do nothing — with admissions (which move every key) and epochs that end without
+    a change between them."""
+    rules, held, jobs, usage = situation
+    mark = {one.id: marks[index % len(marks)] for index, one in enumerate(jobs)}
+
+    class ByMark:
+        def __init__(self, book: QuotaBook) -> None:
+            self.book, self.epoch = book, 0
+
+        def __call__(self, handed: JobView) -> None:
+            assert mark[handed.id] != "pass" or self is reference_turns
+            if mark[handed.id] == "admit":
+                self.book.charge(handed.team, P5, total_demand(handed))
+                self.epoch += 1
+            elif mark[handed.id] == "end":
+                self.epoch += 1
+
+    reference_book = book_of(rules, held)
+    reference_turns = ByMark(reference_book)
+    expected = reference_order(jobs, reference_book, usage, reference_turns)
+    book = book_of(rules, held)
+    turns = ByMark(book)
+    passed: list[JobView] = []
+
+    def passes(_: object, candidate: JobView) -> bool:
+        if mark[candidate.id] != "pass":
+            return False
+        passed.append(candidate)
+        return True
+
+    order = []
+    lineup = line_up(jobs, partial(order_facts, rules))
+    handed_out = pending_in_line(lineup, book, usage, lambda: turns.epoch, None, lambda _: passes)
+    for _, handed in handed_out:
+        order.append(handed)
+        turns(handed)
+    assert [one.id for one in order] == [one.id for one in expected if mark[one.id] != "pass"]
+    assert sorted(one.id for one in passed) == sorted(
+        one.id for one in jobs if mark[one.id] == "pass"
+    )
 
 
 @settings(max_examples=300, deadline=None)

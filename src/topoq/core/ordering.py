@@ -281,12 +281,20 @@ def _in_order_again(entries: list[Any], kept: int) -> None:
         entries[:] = heapq.merge(entries[:kept], added)
 
 
+Passes = Callable[[OrderFacts, JobView], bool]
+"""``passes(facts, job)``: True when the job's turn, whenever it comes in this cycle, would
+change nothing but the job's own wait, and that wait is decided now (the caller decides it)."""
+Passer = Callable[[TeamName], Passes | None]
+"""A team's ``Passes`` as its queue is read now (None: none of its jobs is passed over now)."""
+
+
 def pending_in_line(
     lineup: Lineup,
     book: QuotaBook,
     usage: Mapping[TeamName, float],
     epoch: Callable[[], int],
     settle_rest: SettleRest | None = None,
+    passer: Passer | None = None,
 ) -> Iterator[Queued]:
     """The lined-up jobs one at a time (with their facts), the best next first. Each team's
     queue keeps its own order (priority, then submission); among the teams' heads the next is
@@ -302,38 +310,53 @@ def pending_in_line(
 
     ``settle_rest(team, queued, position)``, asked before a team's next job is handed out,
     answers True when it has settled the team's jobs left (``queued[position:]``) itself: the
-    team then leaves the order (its jobs are not handed out)."""
+    team then leaves the order (its jobs are not handed out).
+
+    ``passer`` (``Passer``) lets a team's jobs whose turns change nothing be passed over as
+    its queue is read, instead of handed out: the jobs handed out come in the same order as
+    without it. Within an epoch the jobs come in the order of their *standing keys* — a
+    job's key, or that of a job ahead of it in its team's queue if that is greater (the head
+    of a queue goes first) — so a passed job counts only as its key: the team's next job
+    handed out stands at least there. When the epoch moves, the passed jobs whose standing
+    keys come after the job that moved it would still be waiting at the head of their
+    queues: their keys are worked out again with the next job's (``_TeamQueue.rekeyed``)."""
     queues = {team: _TeamQueue(team, queued, book, usage) for team, queued in lineup.queues.items()}
-    heap = [(queue.head_key(), team) for team, queue in queues.items()]
+    heap = []
+    for team, queue in list(queues.items()):
+        standing = queue.advance(None, settle_rest, passer)
+        if standing is None:
+            del queues[team]
+        else:
+            heap.append((standing, team))
     heapq.heapify(heap)
     seen = epoch()
-
-    def settled(queue: _TeamQueue) -> bool:
-        return queue.position == len(queue.queued) or (
-            settle_rest is not None and settle_rest(queue.team, queue.queued, queue.position)
-        )
-
     while heap:
-        _, team = heapq.heappop(heap)
+        standing, team = heapq.heappop(heap)
         queue = queues[team]
-        if settled(queue):
-            del queues[team]
-            continue
-        while True:  # the team stays next while its new head comes before every other head
+        while True:  # the team stays next while its next job comes before every other head
+            queue.passed.clear()  # they all stand before this one
             yield queue.queued[queue.position]
             queue.position += 1
-            if settled(queue):
+            moved = epoch() != seen
+            after = queue.advance(None if moved else standing, settle_rest, passer)
+            if after is None:
                 del queues[team]
-            if epoch() != seen:  # the books changed: any team's head may stand elsewhere now
+            if moved:  # the books changed: any team's head may stand elsewhere now
                 seen = epoch()
-                heap = [(other.head_key(), name) for name, other in queues.items()]
+                heap = [
+                    (other.rekeyed(standing), name)
+                    for name, other in queues.items()
+                    if other is not queue
+                ]
+                if after is not None:
+                    heap.append((after, team))
                 heapq.heapify(heap)
                 break
-            if team not in queues:
+            if after is None:
                 break
-            key = queue.head_key()
-            if heap and heap[0][0] < key:
-                heapq.heappush(heap, (key, team))
+            standing = after
+            if heap and heap[0][0] < standing:
+                heapq.heappush(heap, (standing, team))
                 break
 
 
@@ -343,7 +366,16 @@ class _TeamQueue:
     ``next_job_keys`` caches it — followed by its submission, both from the job's facts:
     handing out a job costs a look-up and a tuple, not a key worked out from the job."""
 
-    __slots__ = ("_book", "_counted", "_standings", "_usage", "position", "queued", "team")
+    __slots__ = (
+        "_book",
+        "_counted",
+        "_standings",
+        "_usage",
+        "passed",
+        "position",
+        "queued",
+        "team",
+    )
 
     def __init__(
         self,
@@ -356,24 +388,89 @@ class _TeamQueue:
         self.queued = queued
         """The team's jobs with their facts, in the team's order (not changed here)."""
         self.position = 0
-        """The queue's head: the first job not handed out yet."""
+        """The queue's head: the first job neither handed out nor passed over yet."""
+        self.passed: list[tuple[_Key, int]] = []
+        """The jobs passed over since the last one handed out: each one's standing key (see
+        ``pending_in_line``) and its position."""
         self._book, self._usage = book, usage
         self._counted: int | None = None
         """The team's count of changes in the book that ``_standings`` were worked out at."""
         self._standings: dict[object, _Standing] = {}
 
-    def head_key(self) -> _Key:
-        """``next_job_keys`` of the head on the books as they stand now."""
+    def key_at(self, position: int) -> _Key:
+        """``next_job_keys`` of the job at ``position`` on the books as they stand now."""
+        facts, job = self.queued[position]
+        standing = self.standings().get(facts.kind)
+        if standing is None:
+            standing = self._standing_of(facts, job)
+        return standing + facts.submission
+
+    def standings(self) -> dict[object, _Standing]:
+        """The standings of the team's kinds worked out on the books as they stand now."""
         changes = self._book.changes.get(self.team, 0)
         if changes != self._counted:
             self._counted, self._standings = changes, {}
-        facts, head = self.queued[self.position]
-        standing = self._standings.get(facts.kind)
-        if standing is None:
-            standing = self._standings[facts.kind] = _standing(
-                self._book, head, total_demand(head), self._usage
-            )
-        return standing + facts.submission
+        return self._standings
+
+    def _standing_of(self, facts: OrderFacts, job: JobView) -> _Standing:
+        standing = self._standings[facts.kind] = _standing(
+            self._book, job, total_demand(job), self._usage
+        )
+        return standing
+
+    def head_key(self) -> _Key:
+        return self.key_at(self.position)
+
+    def advance(
+        self, standing: _Key | None, settle_rest: SettleRest | None, passer: Passer | None
+    ) -> _Key | None:
+        """Move the head past the jobs the team's ``Passes`` passes over, and the standing key
+        of the job it stops at (``standing``: the team's standing key so far in this epoch,
+        None at its start); None when the team has no job left to hand out (``settle_rest``
+        may have settled the rest). Written out: at 50,000 pending most jobs come this way."""
+        queued, position = self.queued, self.position
+        end = len(queued)
+        if position == end or (
+            settle_rest is not None and settle_rest(self.team, queued, position)
+        ):
+            return None
+        passes = passer(self.team) if passer is not None else None
+        standings, passed = self.standings(), self.passed
+        while True:
+            facts, job = queued[position]
+            known = standings.get(facts.kind)
+            if known is None:
+                known = self._standing_of(facts, job)
+            key = known + facts.submission
+            if standing is None or standing < key:
+                standing = key
+            if passes is None or not passes(facts, job):
+                self.position = position
+                return standing
+            passed.append((standing, position))
+            position += 1
+            if position == end:
+                self.position = end
+                return None
+
+    def rekeyed(self, before: _Key) -> _Key:
+        """The standing key of the head after the epoch moved at a job that stood at
+        ``before``: the jobs passed over that stood after it would be at the head still, so
+        the head stands at least where they do now."""
+        passed = self.passed
+        if not passed:
+            return self.head_key()
+        first = next((at for at, (key, _) in enumerate(passed) if before < key), len(passed))
+        standing: _Key | None = None
+        still = []
+        for _, position in passed[first:]:
+            key = self.key_at(position)
+            if standing is None or standing < key:
+                standing = key
+            still.append((standing, position))
+        self.passed = still
+        key = self.head_key()
+        return key if standing is None or standing < key else standing
 
 
 def in_key_order(

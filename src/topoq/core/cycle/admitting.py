@@ -131,21 +131,13 @@ def _held_back(
 ) -> Failure:
     """Why a job that quota ``hold`` binds waits (``capacity``: what ``ledger_for`` leaves it)."""
     if cycle.would_admit(job, cycle.book, capacity):
-        holder = (
-            f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
-            if hold.team == job.team
-            else f"quota is held for {hold.job} (team {hold.team}), which has waited longer "
-            "than the starvation guard"
-        )
-        diagnostic = Diagnostic(
-            job.id,
-            PendingReason.RESERVED_FOR_LARGER_GANG,
-            f"{holder}; starting this job now would delay that one",
-            {"held_for": str(hold.job)},
-            (f"wait for {hold.job} to start", *backfill_remedy(cycle, hold.expected_start)),
-        )
+        backfill = backfill_remedy(cycle, hold.expected_start)
+        # the wait is the hold and the remedy (its message, numbers and remedies follow)
+        held = (PendingReason.RESERVED_FOR_LARGER_GANG, None, repr((hold.team, hold.job, backfill)))
+        diagnostic = cycle.parked_wait(job, held) or _held_for(job, hold, backfill)
+        cycle.note_wait(job.id, held, diagnostic)
         cycle.decide_wait(diagnostic)
-        return diagnostic, None
+        return diagnostic, held
     real = cycle.attempts(job, cycle.book, capacity)
     identity = waiting_reason(job, real, cycle.ledger, cycle.book, cycle.fits)
     diagnostic = cycle.parked_wait(job, identity) or _diagnosed(
@@ -156,6 +148,23 @@ def _held_back(
     if hold.team == job.team:
         cycle.park_class(job, real, identity)
     return diagnostic, identity
+
+
+def _held_for(job: JobView, hold: QuotaHold, backfill: tuple[str, ...]) -> Diagnostic:
+    """Why a job that would be admitted but for quota ``hold`` waits."""
+    holder = (
+        f"team {job.team} holds quota for {hold.job}, which waits ahead of it"
+        if hold.team == job.team
+        else f"quota is held for {hold.job} (team {hold.team}), which has waited longer "
+        "than the starvation guard"
+    )
+    return Diagnostic(
+        job.id,
+        PendingReason.RESERVED_FOR_LARGER_GANG,
+        f"{holder}; starting this job now would delay that one",
+        {"held_for": str(hold.job)},
+        (f"wait for {hold.job} to start", *backfill),
+    )
 
 
 def _diagnosed(

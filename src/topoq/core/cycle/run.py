@@ -97,6 +97,7 @@ def run_cycle(
         snapshot.fair_share_usage,
         lambda: cycle.epoch,
         cycle.settle_rest if settle_teams and until is None else None,
+        cycle.passer if settle_teams and until is None else None,
     ):  # 5
         cycle.hand_out(job)
         consider(cycle, job, facts.alike)  # the number of its class

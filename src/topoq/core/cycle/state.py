@@ -35,6 +35,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import (
     Lineup,
     OrderFacts,
+    Passes,
     Queued,
     line_up,
     order_facts,
@@ -596,6 +597,32 @@ class CycleState:
             return False
         self._wait_as_known_all(team, list(queued[position:]))
         return True
+
+    def passer(self, team: TeamName) -> Passes | None:
+        """The team's jobs whose classes failed, while no failure can be forgotten any more
+        (as for ``settle_rest``), are passed over in the order: each waits as its class failed,
+        now — exactly what its turn would decide whenever it comes (``ordering.Passes``).
+        Written out as ``wait_alike``: at 50,000 pending most jobs come this way."""
+        if self._holders_to_come or self.stopping_for or team in self.strict_teams:
+            return None
+        failed, previous, waits, said = self._failed, self.previous, self.waits, self.diagnostics
+
+        def passes(facts: OrderFacts, job: JobView) -> bool:
+            known = failed.get(facts.alike)
+            if known is None:
+                return False
+            diagnostic, identity = known
+            if identity is None:
+                said.append(alike(diagnostic, job))
+                return True
+            before = previous.get(job.id)
+            if before is None or before[0] != identity:
+                before = (identity, alike(diagnostic, job))
+            waits[job.id] = before
+            said.append(before[1])
+            return True
+
+        return passes
 
     def _wait_as_known_all(self, team: TeamName, rest: list[Queued]) -> None:
         """``waits_as_known`` for each of ``rest`` (a team's jobs left, all of classes that

@@ -397,29 +397,22 @@ class _TeamQueue:
         """The team's count of changes in the book that ``_standings`` were worked out at."""
         self._standings: dict[object, _Standing] = {}
 
-    def key_at(self, position: int) -> _Key:
-        """``next_job_keys`` of the job at ``position`` on the books as they stand now."""
-        facts, job = self.queued[position]
-        standing = self.standings().get(facts.kind)
-        if standing is None:
-            standing = self._standing_of(facts, job)
-        return standing + facts.submission
-
     def standings(self) -> dict[object, _Standing]:
-        """The standings of the team's kinds worked out on the books as they stand now."""
+        """The standings of the team's kinds worked out so far on the books as they stand."""
         changes = self._book.changes.get(self.team, 0)
         if changes != self._counted:
             self._counted, self._standings = changes, {}
         return self._standings
 
-    def _standing_of(self, facts: OrderFacts, job: JobView) -> _Standing:
-        standing = self._standings[facts.kind] = _standing(
-            self._book, job, total_demand(job), self._usage
-        )
-        return standing
-
-    def head_key(self) -> _Key:
-        return self.key_at(self.position)
+    def key_at(self, position: int, standings: dict[object, _Standing]) -> _Key:
+        """``next_job_keys`` of the job at ``position`` (``standings``: ``standings()`` now)."""
+        facts, job = self.queued[position]
+        standing = standings.get(facts.kind)
+        if standing is None:
+            standing = standings[facts.kind] = _standing(
+                self._book, job, total_demand(job), self._usage
+            )
+        return standing + facts.submission
 
     def advance(
         self, standing: _Key | None, settle_rest: SettleRest | None, passer: Passer | None
@@ -427,7 +420,7 @@ class _TeamQueue:
         """Move the head past the jobs the team's ``Passes`` passes over, and the standing key
         of the job it stops at (``standing``: the team's standing key so far in this epoch,
         None at its start); None when the team has no job left to hand out (``settle_rest``
-        may have settled the rest). Written out: at 50,000 pending most jobs come this way."""
+        may have settled the rest)."""
         queued, position = self.queued, self.position
         end = len(queued)
         if position == end or (
@@ -437,14 +430,8 @@ class _TeamQueue:
         passes = passer(self.team) if passer is not None else None
         standings, passed = self.standings(), self.passed
         while True:
-            facts, job = queued[position]
-            known = standings.get(facts.kind)
-            if known is None:
-                known = self._standing_of(facts, job)
-            key = known + facts.submission
-            if standing is None or standing < key:
-                standing = key
-            if passes is None or not passes(facts, job):
+            standing = _later(standing, self.key_at(position, standings))
+            if passes is None or not passes(*queued[position]):
                 self.position = position
                 return standing
             passed.append((standing, position))
@@ -457,20 +444,21 @@ class _TeamQueue:
         """The standing key of the head after the epoch moved at a job that stood at
         ``before``: the jobs passed over that stood after it would be at the head still, so
         the head stands at least where they do now."""
-        passed = self.passed
-        if not passed:
-            return self.head_key()
-        first = next((at for at, (key, _) in enumerate(passed) if before < key), len(passed))
+        standings = self.standings()
         standing: _Key | None = None
         still = []
-        for _, position in passed[first:]:
-            key = self.key_at(position)
-            if standing is None or standing < key:
-                standing = key
-            still.append((standing, position))
+        for key, position in self.passed:
+            if before < key:  # standing keys only grow along the queue: the rest too
+                standing = _later(standing, self.key_at(position, standings))
+                still.append((standing, position))
         self.passed = still
-        key = self.head_key()
-        return key if standing is None or standing < key else standing
+        head = self.key_at(self.position, standings)
+        return _later(standing, head)
+
+
+def _later(standing: _Key | None, key: _Key) -> _Key:
+    """The standing key of a job of ``key`` behind jobs that stood at ``standing``."""
+    return key if standing is None or standing < key else standing
 
 
 def in_key_order(

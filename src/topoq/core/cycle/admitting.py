@@ -18,7 +18,7 @@ from topoq.core.cycle.preempting import (
     with_search_deferred,
 )
 from topoq.core.cycle.state import CycleState, Failure
-from topoq.core.diagnostics import diagnose_waiting, waiting_reason
+from topoq.core.diagnostics import WaitIdentity, diagnose_waiting, waiting_reason
 from topoq.core.holds import (
     alike,
     backfill_remedy,
@@ -91,7 +91,7 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
         failure = _held_back(cycle, job, own or holds[0], capacity)
         cycle.share_held_back(held_back, failure)
         return failure
-    if cycle.reserved and _fits_unheld(cycle, job, nodes_too=True):
+    if cycle.reserved and _fits_unheld(cycle, job):
         # only held nodes stand in its way: it waits for the gang, evicting nobody
         return _wait(cycle, job, attempts)
     searched = preempt_for(cycle, job, attempts)
@@ -120,10 +120,9 @@ def _behind_strict_head(cycle: CycleState, job: JobView) -> bool:
     )
 
 
-def _fits_unheld(cycle: CycleState, job: JobView, *, nodes_too: bool = False) -> bool:
-    """Whether the job would be admitted but for the quota holds (and, with ``nodes_too``,
-    the node holds) of other jobs."""
-    return cycle.would_admit(job, cycle.book, cycle.ledger if nodes_too else None)
+def _fits_unheld(cycle: CycleState, job: JobView) -> bool:
+    """Whether the job would be admitted but for the quota and node holds of other jobs."""
+    return cycle.would_admit(job, cycle.book, cycle.ledger)
 
 
 def _held_back(
@@ -132,8 +131,7 @@ def _held_back(
     """Why a job that quota ``hold`` binds waits (``capacity``: what ``ledger_for`` leaves it)."""
     if cycle.would_admit(job, cycle.book, capacity):
         backfill = backfill_remedy(cycle, hold.expected_start)
-        # the wait is the hold and the remedy (its message, numbers and remedies follow)
-        held = (PendingReason.RESERVED_FOR_LARGER_GANG, None, repr((hold.team, hold.job, backfill)))
+        held = _held_identity(hold, backfill)
         diagnostic = cycle.parked_wait(job, held) or _held_for(job, hold, backfill)
         cycle.note_wait(job.id, held, diagnostic)
         cycle.decide_wait(diagnostic)
@@ -148,6 +146,17 @@ def _held_back(
     if hold.team == job.team:
         cycle.park_class(job, real, identity)
     return diagnostic, identity
+
+
+def _held_identity(hold: QuotaHold, backfill: tuple[str, ...]) -> WaitIdentity:
+    """The identity of the wait ``_held_for`` says: everything its message, numbers and
+    remedies follow from (whose hold, of which team, and the backfill remedy), so that a job
+    that waits so again keeps its diagnostic."""
+    return (
+        PendingReason.RESERVED_FOR_LARGER_GANG,
+        None,
+        "; ".join((hold.team, hold.job, *backfill)),
+    )
 
 
 def _held_for(job: JobView, hold: QuotaHold, backfill: tuple[str, ...]) -> Diagnostic:

@@ -584,7 +584,7 @@ class CycleState:
         to come can be (holds are taken before the order starts, or by a job in its own turn,
         which fails). Not for a strict-fifo team, nor while victims stop for a preemptor (their
         turns are not of that kind)."""
-        if self._holders_to_come or team in self.strict_teams or self.stopping_for:
+        if not self._failures_stand(team):
             return False
         failures = len(self._failed)
         tail, seen = self._failed_tails.get(team, (len(queued), -1))
@@ -598,28 +598,27 @@ class CycleState:
         self._wait_as_known_all(team, list(queued[position:]))
         return True
 
+    def _failures_stand(self, team: TeamName) -> bool:
+        """Whether the team's jobs whose classes failed may wait as they did now, whenever
+        their turns come: no failure can be forgotten any more (failures are forgotten only
+        when a job that holds something is admitted, and only one whose turn is still to come
+        can be), the team does not queue strict-fifo, and no victim stops for a preemptor."""
+        return not (self._holders_to_come or team in self.strict_teams or self.stopping_for)
+
     def passer(self, team: TeamName) -> Passes | None:
-        """The team's jobs whose classes failed, while no failure can be forgotten any more
-        (as for ``settle_rest``), are passed over in the order: each waits as its class failed,
-        now — exactly what its turn would decide whenever it comes (``ordering.Passes``).
-        Written out as ``wait_alike``: at 50,000 pending most jobs come this way."""
-        if self._holders_to_come or self.stopping_for or team in self.strict_teams:
+        """The team's jobs whose classes failed, while their failures stand
+        (``_failures_stand``), are passed over in the order: each waits as its class failed,
+        now (``wait_alike``) — exactly what its turn would decide whenever it comes
+        (``ordering.Passes``)."""
+        if not self._failures_stand(team):
             return None
-        failed, previous, waits, said = self._failed, self.previous, self.waits, self.diagnostics
+        failed, wait_alike = self._failed, self.wait_alike
 
         def passes(facts: OrderFacts, job: JobView) -> bool:
             known = failed.get(facts.alike)
             if known is None:
                 return False
-            diagnostic, identity = known
-            if identity is None:
-                said.append(alike(diagnostic, job))
-                return True
-            before = previous.get(job.id)
-            if before is None or before[0] != identity:
-                before = (identity, alike(diagnostic, job))
-            waits[job.id] = before
-            said.append(before[1])
+            wait_alike(job, known)
             return True
 
         return passes

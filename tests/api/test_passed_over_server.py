@@ -6,18 +6,17 @@ starts, the first of them is admitted in its turn and the others wait for the qu
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from typing import Any
 
 import httpx
 import pytest
 
-from tests.api.conftest import CLUSTER_FILE, small_job
-from tests.api.test_server import client, wait_for
-from topoq.testing.server import running_server
+from tests.api.conftest import small_job
+from tests.api.test_preemption_server import phase
+from tests.api.test_server import wait_for
+from tests.api.test_time_limits_server import server_with_policy
 
-SLEEPER = "import time; time.sleep(300)"
 POLICY = """
 apiVersion: topoq.io/v1
 kind: Policy
@@ -32,25 +31,15 @@ LATER = [f"nlp-small-{n}" for n in range(4)]
 after them with ``nlp-pair``, of another class, so it does not settle at once)."""
 
 
-def sleeping(name: str, pods: int) -> dict[str, Any]:
+def unconstrained(name: str, pods: int) -> dict[str, Any]:
     body = small_job(name, pods=pods, team="nlp")
-    pod_set = body["document"]["spec"]["podSets"][0]  # type: ignore[index]  # small_job's shape
-    del pod_set["topology"]
-    pod_set["command"] = [sys.executable, "-c", SLEEPER]
+    del body["document"]["spec"]["podSets"][0]["topology"]  # type: ignore[index]
     return body
 
 
 @pytest.fixture(scope="module")
 def admin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
-    data_dir = tmp_path_factory.mktemp("server")
-    policy = data_dir.with_name("passed-over-policy.yaml")
-    policy.write_text(POLICY, encoding="utf-8")
-    with running_server(data_dir, cluster=CLUSTER_FILE, policy=policy) as running:
-        yield client(running.url, (data_dir / "admin-token").read_text().strip())
-
-
-def phase(admin: httpx.Client, job: str) -> str:
-    return str(admin.get(f"/jobs/{job}").json()["phase"])
+    yield from server_with_policy(tmp_path_factory, "passed-over", POLICY)
 
 
 def stored_wait(admin: httpx.Client, job: str) -> dict[str, Any]:
@@ -60,12 +49,12 @@ def stored_wait(admin: httpx.Client, job: str) -> dict[str, Any]:
 def test_the_later_jobs_of_a_held_back_class_wait_as_the_first_and_start_in_their_turn(
     admin: httpx.Client,
 ) -> None:
-    made = admin.post("/jobs", json=sleeping("nlp-run", 2))
+    made = admin.post("/jobs", json=unconstrained("nlp-run", 2))
     assert made.status_code == 201, made.text
     assert wait_for(lambda: phase(admin, "nlp-run"), lambda p: p == "running") == "running"
     # 2 running + 3 is over nlp's 4 nodes and it may not borrow: the head waits, holding quota
     for name, pods in (("nlp-head", 3), *((name, 1) for name in LATER), ("nlp-pair", 2)):
-        made = admin.post("/jobs", json=sleeping(name, pods))
+        made = admin.post("/jobs", json=unconstrained(name, pods))
         assert made.status_code == 201, made.text
 
     def all_held() -> bool:

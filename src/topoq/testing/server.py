@@ -123,8 +123,16 @@ def api_process_ids(server_pid: int) -> list[int]:
     """The server's API processes, serving, spare or starting: its children started with
     ``--api-process`` (Linux)."""
     found = []
-    for task in Path(f"/proc/{server_pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
+    try:
+        tasks = list(Path(f"/proc/{server_pid}/task").iterdir())
+    except OSError:  # the server itself has just exited
+        return found
+    for task in tasks:
+        try:
+            children = (task / "children").read_text().split()
+        except OSError:  # the thread ended between listing and reading
+            continue
+        for child in children:
             with contextlib.suppress(OSError):
                 arguments = Path(f"/proc/{child}/cmdline").read_bytes().split(b"\0")
                 if b"--api-process" in arguments:

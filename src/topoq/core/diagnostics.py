@@ -9,7 +9,7 @@ from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook, QuotaVerdict
-from topoq.core.quota_wait import quota_numbers, quota_remedies
+from topoq.core.quota_wait import RunningWork, quota_numbers, quota_remedies
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.governance import FlavorName
@@ -42,7 +42,7 @@ def diagnose_waiting(
     ledger: CapacityLedger,
     reserved_for: str | None,
     book: QuotaBook | None = None,
-    running: Iterable[JobView] = (),
+    running: Iterable[JobView] | RunningWork = (),
     fits: Callable[[CapacityLedger, Attempt], bool] | None = None,
 ) -> Diagnostic:
     """Why ``job`` waits. With the cycle's ``book`` (and the ``running`` jobs), a job no flavor

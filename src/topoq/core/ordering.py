@@ -429,9 +429,17 @@ class _TeamQueue:
             return None
         passes = passer(self.team) if passer is not None else None
         standings, passed = self.standings(), self.passed
-        while True:
-            standing = _later(standing, self.key_at(position, standings))
-            if passes is None or not passes(*queued[position]):
+        while True:  # key_at and _later, written out: a passed job costs little else
+            facts, job = queued[position]
+            kind = standings.get(facts.kind)
+            if kind is None:
+                kind = standings[facts.kind] = _standing(
+                    self._book, job, total_demand(job), self._usage
+                )
+            key = kind + facts.submission
+            if standing is None or standing < key:
+                standing = key
+            if passes is None or not passes(facts, job):
                 self.position = position
                 return standing
             passed.append((standing, position))

@@ -7,9 +7,9 @@ the books."""
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Iterable
 from dataclasses import replace
+from itertools import islice
 
 from topoq.core.quota import QuotaBook, QuotaVerdict, free_to_borrow, positive
 from topoq.domain.errors import InvalidInputError
@@ -23,6 +23,38 @@ MAX_JOBS_TRIED = 16
 """Running jobs considered, largest first, when looking for the ones to wait for."""
 MAX_JOBS_NAMED = 8
 """More jobs than this to wait for is no remedy worth naming."""
+
+
+class RunningWork:
+    """The running jobs a wait may name, and the users of each flavor, largest first, worked
+    out once: a cycle's jobs with an allocation are the same from its start to its end (the
+    jobs it admits have none yet), so every diagnosis of the cycle reads the same lists."""
+
+    def __init__(self, jobs: Iterable[JobView]) -> None:
+        self._jobs = [job for job in jobs if job.allocation is not None]
+        self._users: dict[tuple[FlavorName, str, TeamName | None], list[_Use]] = {}
+
+    def users(self, flavor: FlavorName, headline: str, team: TeamName | None) -> list[_Use]:
+        """The jobs (of ``team``; None: of every team) that use ``flavor``, with what they use
+        of it, the most of ``headline`` first (then by id)."""
+        key = (flavor, headline, team)
+        found = self._users.get(key)
+        if found is None:
+            if team is None:
+                found = [
+                    (job, job.allocation.usage[flavor])  # type: ignore[union-attr]
+                    for job in self._jobs
+                    if flavor in job.allocation.usage  # type: ignore[union-attr]
+                ]
+                found.sort(key=lambda use: (-use[1].amount(headline), use[0].id))
+            else:
+                found = [use for use in self.users(flavor, headline, None) if use[0].team == team]
+            self._users[key] = found
+        return found
+
+
+_Use = tuple[JobView, Resources]
+"""A running job and what it uses of a flavor."""
 
 
 def quota_numbers(
@@ -70,7 +102,7 @@ def quota_remedies(
     flavor: FlavorName,
     demand: Resources,
     verdict: QuotaVerdict,
-    running: Iterable[JobView],
+    running: Iterable[JobView] | RunningWork,
 ) -> tuple[str, ...]:
     """The smallest changes that would let ``job`` pass the quota check now, smallest first.
     Memoized on the books (``QuotaBook.memo``, cleared by every change): the answer depends on
@@ -113,30 +145,19 @@ def jobs_to_wait_for(
     flavor: FlavorName,
     demand: Resources,
     verdict: QuotaVerdict,
-    running: Iterable[JobView],
+    running: Iterable[JobView] | RunningWork,
 ) -> tuple[list[JobView], Resources] | None:
     """Running jobs whose end would admit ``job``, largest first, each one taken only if it
     brings the job closer: the team's own jobs for a guarantee or a borrow limit, any job of
     the flavor when lenders lack room. None when ``MAX_JOBS_NAMED`` do not suffice."""
     headline = (accelerators_first(demand) or [NVIDIA_GPU])[0]
     anyone = verdict is QuotaVerdict.NO_LENDER
-    team = job.team
-    using = {
-        other.id: (other, other.allocation.usage[flavor])
-        for other in running
-        # the cheapest first: the jobs admitted in this cycle have no allocation yet (in a
-        # cold cycle, all of them), and the other teams' jobs are most of the rest
-        if other.allocation is not None
-        if (anyone or other.team == team) and flavor in other.allocation.usage
-        if other.id != job.id
-    }
-    largest = heapq.nsmallest(
-        MAX_JOBS_TRIED, using, key=lambda key: (-using[key][1].amount(headline), key)
-    )
+    work = running if isinstance(running, RunningWork) else RunningWork(running)
+    users = work.users(flavor, headline, None if anyone else job.team)
+    largest = list(islice((use for use in users if use[0].id != job.id), MAX_JOBS_TRIED))
     trial, chosen, freed = book, [], Resources()
     gap = _gap(trial, job, flavor, demand, verdict)
-    for key in largest:
-        other, used = using[key]
+    for other, used in largest:
         usage = book.covered(flavor, used)
         attempt = trial.copy()
         attempt.release(other.team, flavor, usage)

@@ -122,7 +122,7 @@ def _name(pid: int) -> str:
 def api_process_ids(server_pid: int) -> list[int]:
     """The server's API processes, serving, spare or starting: its children started with
     ``--api-process`` (Linux)."""
-    found = []
+    found: list[int] = []
     try:
         tasks = list(Path(f"/proc/{server_pid}/task").iterdir())
     except OSError:  # the server itself has just exited

@@ -200,7 +200,7 @@ def _diagnosed(
         (attempts, ledger, book),
         key,
         lambda: diagnose_waiting(
-            job, attempts, ledger, reserved_note, book, cycle.holders.values(), cycle.fits
+            job, attempts, ledger, reserved_note, book, cycle.running_work, cycle.fits
         ),
     )
     return alike(shared, job) if shared.job != job.id else shared

@@ -76,11 +76,13 @@ def _preemption_rules(
     mine = priority_of(policy, job)
     running = cycle.running_on(flavor)
     if team is not None and team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY:
-        lower = [h for h in running if h.team == job.team and priority_of(policy, h) < mine]
+        own = cycle.running_of_team_on(flavor).get(job.team, ())
+        lower = [h for h in own if priority_of(policy, h) < mine]
         yield PreemptionCause.PREEMPTED_FOR_PRIORITY, eviction_order(policy, lower), _always
     if job.team in cycle.losing_teams:
         return  # a team that just lost work to others takes none back in the same cycle
-    running = [h for h in running if h.team not in cycle.gaining_teams]
+    if cycle.gaining_teams:
+        running = [h for h in running if h.team not in cycle.gaining_teams]
     if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
         cycle, job, flavor
     ):
@@ -123,11 +125,11 @@ def _reclaim_candidates(
     """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
     first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
     demand = total_demand(job)
-    borrowers = [
-        h
-        for h in running
-        if h.team != job.team and book.reclaimable(job.team, h.team, flavor, demand)
-    ]
+    reclaimable = {  # asked once per team, not per running job
+        team: team != job.team and book.reclaimable(job.team, team, flavor, demand)
+        for team in {h.team for h in running}
+    }
+    borrowers = [h for h in running if reclaimable[h.team]]
     ordered = eviction_order(book.policy, borrowers)
     return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
 

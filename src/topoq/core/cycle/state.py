@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple, TypeVar
 
 from topoq.core.admission import (
@@ -44,6 +45,7 @@ from topoq.core.ordering import (
 from topoq.core.placement import place_workload
 from topoq.core.preemption import UNBOUNDED, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
+from topoq.core.quota_wait import RunningWork
 from topoq.core.time_limits import time_limit_of
 from topoq.domain.decisions import Admit, Diagnostic, Preempt
 from topoq.domain.governance import ClusterPolicy, FlavorName, QueueingStrategy, TeamName
@@ -346,6 +348,23 @@ class CycleState:
             ],
             booked=True,
         )
+
+    def running_of_team_on(self, flavor: FlavorName) -> dict[TeamName, list[JobView]]:
+        """``running_on(flavor)`` by team, each in the same order (until the books change)."""
+
+        def by_team() -> dict[TeamName, list[JobView]]:
+            teams: dict[TeamName, list[JobView]] = {}
+            for held in self.running_on(flavor):
+                teams.setdefault(held.team, []).append(held)
+            return teams
+
+        return self.shared(("running by team on", flavor), by_team, booked=True)
+
+    @cached_property
+    def running_work(self) -> RunningWork:
+        """The running jobs a wait may name (``quota_wait.RunningWork``): those that held an
+        allocation as the cycle began, the same until it ends."""
+        return RunningWork(self.holders.values())
 
     def running(self) -> list[JobView]:
         """The jobs holding capacity that are not being evicted."""

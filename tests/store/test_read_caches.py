@@ -5,9 +5,11 @@ written together or not at all."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import pytest
+from sqlalchemy import event
 
 from tests.store.conftest import StoreLocation
 from topoq.core.lifecycle import advance
@@ -96,6 +98,41 @@ def test_unchanged_nodes_are_handed_out_again_and_a_node_changed_elsewhere_is_re
         now = two.nodes()
         assert now == [nodes[0], replace(nodes[1], ready=False), relabelled]
         assert now[0] is first[0] and now[1] is not first[1] and now[2] is not first[2]
+
+
+def test_every_write_of_the_inventory_is_read_and_none_is_missed_by_writers_at_once(
+    store_location: StoreLocation,
+) -> None:
+    """The inventory is handed out again while its count of nodes and latest write stand:
+    a removal alone, a state change, and two stores' writes at the same moment each change
+    what is read — the second writer waits for the first, so both are seen."""
+    nodes, _ = gpu_cluster([2, 2, 2, 2])
+    with store_location.open() as one, store_location.open() as two:
+        one.save_nodes(nodes, actor="admin", now=1.0)
+        assert two.nodes() == nodes
+        one.save_nodes(nodes[:-1], actor="admin", now=2.0)  # a node removed, nothing else
+        assert two.nodes() == nodes[:-1]
+        one.update_node(nodes[0].name, unschedulable=True, now=3.0)
+        assert two.nodes()[0] == replace(nodes[0], unschedulable=True)
+        with store_location.open() as other:
+            meanwhile = threading.Thread(
+                target=lambda: (other.update_node(nodes[2].name, ready=False, now=4.0), two.nodes())
+            )
+
+            def other_writes_while_one_does(
+                _c: object, _k: object, statement: str, *_: object
+            ) -> None:
+                if statement.startswith("UPDATE nodes") and not meanwhile.is_alive():
+                    meanwhile.start()  # another store writes and is read while this one writes
+                    meanwhile.join(timeout=0.5)  # it waits its turn (or, wrongly, is done)
+
+            event.listen(one.database.engine, "before_cursor_execute", other_writes_while_one_does)
+            one.update_node(nodes[1].name, ready=False, now=4.0)
+            event.remove(one.database.engine, "before_cursor_execute", other_writes_while_one_does)
+            meanwhile.join()
+        assert [node.ready for node in two.nodes()] == [
+            i not in (1, 2) for i in range(len(nodes) - 1)
+        ]
 
 
 def _waits(job_id: JobId, reason: PendingReason, free: int) -> Diagnostic:

@@ -20,6 +20,7 @@ from topoq.core.lifecycle import advance
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.engine.ports import AuditEntry, DuplicateJob
 from topoq.store import ConcurrentUpdate, SqlStore
+from topoq.store.job_rows import TAKE_TURN_TO_WRITE_JOBS
 from topoq.testing.governance import job
 
 THREADS = 50
@@ -197,12 +198,8 @@ def test_a_submission_that_raced_another_process_is_a_duplicate_and_the_rest_lan
         def other_process_wins_b(
             _conn: object, _cursor: object, statement: str, parameters: Any, *_: object
         ) -> None:
-            if (
-                statement.startswith("INSERT INTO jobs")
-                and not raced.is_set()
-                and "'b'" in str(parameters)
-            ):
-                raced.set()
+            if statement == TAKE_TURN_TO_WRITE_JOBS and not raced.is_set():
+                raced.set()  # our check is done, our insert not begun: the other goes first
                 submit(other, spec("b", at=9.0))  # commits between our check and our insert
 
         event.listen(store.database.engine, "before_cursor_execute", other_process_wins_b)

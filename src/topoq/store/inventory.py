@@ -35,17 +35,42 @@ NODE_ROWS: Final = select(
 """The inventory in order, each spec as the text stored (decoded only when it changed)."""
 
 
+INVENTORY_WRITTEN: Final = select(func.count(), func.max(NodeRow.write_seq))
+"""How many nodes there are and the latest write of one: a write changes the pair."""
+NODE_WRITES_LOCK_KEY = 0x7070_7132
+TAKE_TURN_TO_WRITE_NODES: Final = f"SELECT pg_advisory_xact_lock({NODE_WRITES_LOCK_KEY})"
+
+
+def next_write_seq(connection: Connection) -> int:
+    """The ``write_seq`` of the node rows this transaction writes: one past the latest stored.
+    Writes of node rows take turns (SQLite: one write transaction at a time; PostgreSQL: an
+    advisory lock held to the transaction's end), so no two writes get the same one."""
+    if connection.dialect.name == "postgresql":
+        connection.exec_driver_sql(TAKE_TURN_TO_WRITE_NODES)
+    latest = connection.execute(select(func.max(NodeRow.write_seq))).scalar()
+    return int(latest or 0) + 1
+
+
 class KnownNodes:
     """The nodes as last read, by their stored row (the spec's text, ``ready``,
     ``unschedulable``): the controller reads the inventory every step, and decoding 4,096
     specs cost it ~50 ms. A row read as it was hands out the very same ``NodeSpec``, so that
     the topology tree cache recognises an unchanged inventory by identity. Nothing can be
-    stale: every read compares every row's stored text and state."""
+    stale: a read whose count of nodes and latest write (``INVENTORY_WRITTEN``, read first)
+    are those of the last read hands out the same nodes; any other compares every row's stored
+    text and state."""
 
     def __init__(self) -> None:
         self._by_row: dict[tuple[str, bool, bool], NodeSpec] = {}
+        self._last: tuple[tuple[int, int | None], list[NodeSpec]] | None = None
+        """The last read's count and latest write, and its nodes."""
 
     def read(self, connection: Connection) -> list[NodeSpec]:
+        count, latest = connection.execute(INVENTORY_WRITTEN).one()
+        written = (int(count), None if latest is None else int(latest))
+        last = self._last
+        if last is not None and last[0] == written:
+            return list(last[1])
         known, now_known = self._by_row, {}
         nodes = []
         for row in connection.execute(NODE_ROWS):
@@ -56,7 +81,8 @@ class KnownNodes:
             now_known[key] = node
             nodes.append(node)
         self._by_row = now_known  # one reference replaced: readers in other threads see either
-        return nodes
+        self._last = (written, nodes)
+        return list(nodes)
 
 
 def _node_of(spec: dict[str, object], ready: bool, unschedulable: bool) -> NodeSpec:
@@ -73,7 +99,7 @@ def update_node_state(
 ) -> NodeSpec | None:
     """Set the fields given of one node (one row, nothing else); the node as it is now, or
     None when there is no node of that name."""
-    values: dict[str, object] = {"updated_at": now}
+    values: dict[str, object] = {"updated_at": now, "write_seq": next_write_seq(connection)}
     if ready is not None:
         values["ready"] = ready
     if unschedulable is not None:
@@ -91,6 +117,7 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
         raise InvalidInputError(
             f"node {repeated[0]!r} is listed twice", hint="give every node a distinct name"
         )
+    write_seq = next_write_seq(connection)
     stored = {
         row.name: (row.position, row.spec, row.ready, row.unschedulable)
         for row in connection.execute(select(NodeRow.name, NodeRow.position, *NODE_COLUMNS))
@@ -107,6 +134,7 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
             "ready": node.ready,
             "unschedulable": node.unschedulable,
             "updated_at": now,
+            "write_seq": write_seq,
         }
         if node.name not in stored:
             added.append({"name": node.name, **columns})

@@ -83,6 +83,10 @@ class JobRow(Base):
     started_at: Mapped[float | None] = mapped_column(Double)
     updated_at: Mapped[float] = mapped_column(Double)
     version: Mapped[int] = mapped_column(Integer)
+    write_seq: Mapped[int] = mapped_column(BigInteger, index=True, server_default="0")
+    """Where the row's last write falls among all writes of job rows, which take turns
+    (``job_rows.next_write_seq``): a reader that saw every write up to N finds what changed
+    since in the rows whose ``write_seq`` is greater (``store/active_jobs.py``)."""
 
 
 class JobEventRow(Base):
@@ -150,6 +154,10 @@ class NodeRow(Base):
     ready: Mapped[bool] = mapped_column(Boolean)
     unschedulable: Mapped[bool] = mapped_column(Boolean)
     updated_at: Mapped[float] = mapped_column(Double)
+    write_seq: Mapped[int] = mapped_column(BigInteger, server_default="0")
+    """Where the row's last write falls among all writes of node rows, which take turns
+    (``inventory.next_write_seq``): the count of rows and the latest of these change with
+    every write of the inventory, so an unchanged pair means an unchanged inventory."""
 
 
 class ApiTokenRow(Base):

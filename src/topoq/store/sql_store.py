@@ -27,6 +27,7 @@ from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry, UnknownJob
 from topoq.store import audit_log, inventory, job_events, job_rows, team_usage, tokens
+from topoq.store.active_jobs import ActiveJobs
 from topoq.store.cycle_log import RecordedCycle, StoredDiagnostic, record_cycle
 from topoq.store.database import Database, connect, migrate, resolve_url
 from topoq.store.group_commit import GroupCommit
@@ -82,6 +83,7 @@ class SqlStore:
         self.database = database
         self._read_versions = _ReadVersions()
         self._known_jobs = JobCache()
+        self._active_jobs = ActiveJobs()
         self._known_nodes = inventory.KnownNodes()
         self._transactions = Transactions(database)
         self._submissions = GroupCommit(SubmissionWriter(self._transactions).commit)
@@ -142,8 +144,14 @@ class SqlStore:
         return view
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
-        where = [] if include_finished else [JobRow.phase.in_(job_rows.ACTIVE_PHASES)]
-        records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
+        """The unfinished jobs (every job with ``include_finished``), oldest submission
+        first. The unfinished ones are brought up to date from the last read by the rows
+        written since (``store/active_jobs.py``): a read costs what changed."""
+        records: Mapping[JobId, JobRecord]
+        if include_finished:
+            records = self._read(lambda c: job_rows.read_records(c, [], self._known_jobs))
+        else:
+            records = self._read(lambda c: self._active_jobs.read(c, self._known_jobs))
         self._remember(records)
         return {job_id: record.view for job_id, record in records.items()}
 

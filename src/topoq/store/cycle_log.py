@@ -25,7 +25,7 @@ from topoq.store.policy_codec import (
     encode_requeue,
 )
 from topoq.store.records import DecisionKind
-from topoq.store.schema import CycleRow, DecisionRow, JobRow
+from topoq.store.schema import CycleRow, JobRow
 
 UPDATE_DIAGNOSTIC = {
     "sqlite": "UPDATE jobs SET diagnostic = ? WHERE id = ?",
@@ -35,6 +35,14 @@ UPDATE_DIAGNOSTIC = {
 statement, processing each row's parameters cost as much as running the update (~5 µs of
 ~15 per row, and a cycle rewrites thousands). The text is what the ``JSON`` column writes
 (``json.dumps``), so the row reads back the same."""
+INSERT_DECISION = {
+    "sqlite": "INSERT INTO decisions (cycle, at, kind, job_id, detail) VALUES (?, ?, ?, ?, ?)",
+    "postgresql": "INSERT INTO decisions (cycle, at, kind, job_id, detail) "
+    "VALUES (%s, %s, %s, %s, CAST(%s AS JSON))",
+}
+"""A cycle's decisions, their details as JSON text, given to the driver as they are (as
+``UPDATE_DIAGNOSTIC``: a change of reason for thousands of waiting jobs is thousands of rows);
+a diagnostic's text is the one its job's row was just given."""
 
 
 @dataclass(frozen=True)
@@ -61,13 +69,16 @@ def record_cycle(
 ) -> RecordedCycle:
     """Record ``result``. ``known``: diagnostics the caller knows are stored (not read back)."""
     recorded = RecordedCycle()
-    entries: list[tuple[DecisionKind, str, Document]] = [
+    documents: list[tuple[DecisionKind, str, Document]] = [
         *((DecisionKind.ADMIT, a.job, encode_admission(a)) for a in result.admissions),
         *((DecisionKind.PREEMPT, p.victim, encode_preempt(p)) for p in result.preemptions),
         *((DecisionKind.REQUEUE, r.job, encode_requeue(r)) for r in result.requeues),
         *((DecisionKind.CANCEL, c.job, encode_cancel(c)) for c in result.cancellations),
-        *_changed_diagnostics(connection, result.diagnostics, known or {}, recorded.diagnostics),
     ]
+    entries = [(kind, job, json.dumps(detail)) for kind, job, detail in documents]
+    entries += _changed_diagnostics(
+        connection, result.diagnostics, known or {}, recorded.diagnostics
+    )
     if not entries:
         return recorded
     number: int = connection.execute(
@@ -82,11 +93,8 @@ def record_cycle(
         )
         .returning(CycleRow.number)
     ).scalar_one()
-    rows = [
-        {"cycle": number, "at": now, "kind": kind.value, "job_id": job, "detail": detail}
-        for kind, job, detail in entries
-    ]
-    connection.execute(insert(DecisionRow), rows)
+    rows = [(number, now, kind.value, job, detail) for kind, job, detail in entries]
+    connection.exec_driver_sql(INSERT_DECISION[connection.dialect.name], rows)
     recorded.number = number
     return recorded
 
@@ -107,7 +115,7 @@ def _changed_diagnostics(
     diagnostics: Sequence[Diagnostic],
     known: Mapping[str, StoredDiagnostic],
     now_stored: dict[str, StoredDiagnostic],
-) -> list[tuple[DecisionKind, str, Document]]:
+) -> list[tuple[DecisionKind, str, str]]:
     """Update each job's latest diagnostic; the entries for jobs whose reason changed. Fills
     ``now_stored`` with what the jobs not known as they are have stored after this. A job
     waiting for the same reason with the same numbers is recognised without encoding its
@@ -124,8 +132,9 @@ def _changed_diagnostics(
                 changed.append((diagnostic, stored))
     unknown = [diagnostic.job for diagnostic, stored in changed if stored is None]
     read = _stored_diagnostics(connection, unknown)
-    entries: list[tuple[DecisionKind, str, Document]] = []
+    entries: list[tuple[DecisionKind, str, str]] = []
     updates: list[tuple[str, str]] = []
+    text = _DiagnosticText()
     for diagnostic, stored in changed:
         job = diagnostic.job
         if stored is None and job not in read:
@@ -135,12 +144,35 @@ def _changed_diagnostics(
         now_stored[job] = StoredDiagnostic(diagnostic, encoded)
         if previous == encoded:
             continue
-        updates.append((json.dumps(encoded), job))
+        written = text.of(diagnostic)
+        updates.append((written, job))
         if previous is None or previous.get("reason") != encoded["reason"]:
-            entries.append((DecisionKind.DIAGNOSTIC, job, encoded))
+            entries.append((DecisionKind.DIAGNOSTIC, job, written))
     if updates:
         connection.exec_driver_sql(UPDATE_DIAGNOSTIC[connection.dialect.name], updates)
     return entries
+
+
+class _DiagnosticText:
+    """``json.dumps(encode_diagnostic(d))``, the part after the job's id written once for the
+    jobs that wait alike: they share the diagnostic's message, numbers and remedies (the
+    cycle names one job's diagnostic for the others of its class), and a cycle after a
+    change may rewrite thousands of them."""
+
+    def __init__(self) -> None:
+        self._rest: dict[tuple[object, ...], tuple[object, str]] = {}
+        """By the diagnostic's parts (its numbers by ``id``: kept with the text, so that the
+        id stays their own), the text after the job's id."""
+
+    def of(self, diagnostic: Diagnostic) -> str:
+        numbers = diagnostic.numbers
+        key = (diagnostic.reason, diagnostic.message, id(numbers), diagnostic.remedies)
+        known = self._rest.get(key)
+        if known is None or known[0] is not numbers:
+            document = encode_diagnostic(diagnostic)
+            del document["job"]
+            known = self._rest[key] = (numbers, json.dumps(document)[1:])
+        return '{"job": ' + json.dumps(diagnostic.job) + ", " + known[1]
 
 
 def _stored_diagnostics(

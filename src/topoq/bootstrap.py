@@ -35,7 +35,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType
-from typing import Any, NoReturn
+from typing import Any
 
 import httpx
 import uvicorn
@@ -344,18 +344,21 @@ def serve(
     )
     print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
     print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
+    termination = _Termination()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _exit_on_sigterm)
+        signal.signal(signal.SIGTERM, termination.note)
     try:
         server.loop.start()
         workers.start()
-        while True:
+        while termination.signum is None:
             time.sleep(SUPERVISE_INTERVAL_S)
-            workers.supervise()
+            if termination.signum is None:
+                workers.supervise()
     finally:
         workers.stop()
         listener.close()
         server.close()
+    raise SystemExit(128 + termination.signum)
 
 
 def _check_process_counts(api_workers: int, api_spares: int) -> None:
@@ -373,10 +376,17 @@ def _check_process_counts(api_workers: int, api_spares: int) -> None:
         )
 
 
-def _exit_on_sigterm(signum: int, frame: FrameType | None) -> NoReturn:
-    """Exit through Python (not the default handler's instant death), so that ``serve``'s
-    ``finally`` stops the API processes and every pod and closes the store."""
-    raise SystemExit(128 + signum)
+class _Termination:
+    """SIGTERM asks the server to stop: noted here, and acted on between two supervisions of
+    the API processes, never inside one (an exit raised there, as the handler once did, could
+    leave a spare just started off the list of processes to stop). ``serve``'s ``finally``
+    then stops the API processes and every pod and closes the store."""
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+
+    def note(self, signum: int, frame: FrameType | None) -> None:
+        self.signum = signum
 
 
 def serve_api(

@@ -21,10 +21,12 @@ from sqlalchemy.exc import IntegrityError
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.node import NodeSpec
+from topoq.store import write_seq
 from topoq.store.codec import decode_node, encode_node
 from topoq.store.errors import ConcurrentUpdate
 from topoq.store.policy_codec import decode_policy, encode_policy
 from topoq.store.schema import NodeRow, PolicyVersionRow
+from topoq.store.write_seq import take_turn
 
 NODE_COLUMNS = (NodeRow.spec, NodeRow.ready, NodeRow.unschedulable)
 
@@ -38,17 +40,12 @@ NODE_ROWS: Final = select(
 INVENTORY_WRITTEN: Final = select(func.count(), func.max(NodeRow.write_seq))
 """How many nodes there are and the latest write of one: a write changes the pair."""
 NODE_WRITES_LOCK_KEY = 0x7070_7132
-TAKE_TURN_TO_WRITE_NODES: Final = f"SELECT pg_advisory_xact_lock({NODE_WRITES_LOCK_KEY})"
+TAKE_TURN_TO_WRITE_NODES: Final = take_turn(NODE_WRITES_LOCK_KEY)
 
 
 def next_write_seq(connection: Connection) -> int:
-    """The ``write_seq`` of the node rows this transaction writes: one past the latest stored.
-    Writes of node rows take turns (SQLite: one write transaction at a time; PostgreSQL: an
-    advisory lock held to the transaction's end), so no two writes get the same one."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(TAKE_TURN_TO_WRITE_NODES)
-    latest = connection.execute(select(func.max(NodeRow.write_seq))).scalar()
-    return int(latest or 0) + 1
+    """The ``write_seq`` of the node rows this transaction writes (``store/write_seq.py``)."""
+    return write_seq.next_write_seq(connection, NodeRow.write_seq, NODE_WRITES_LOCK_KEY)
 
 
 class KnownNodes:
@@ -117,7 +114,7 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
         raise InvalidInputError(
             f"node {repeated[0]!r} is listed twice", hint="give every node a distinct name"
         )
-    write_seq = next_write_seq(connection)
+    seq = next_write_seq(connection)
     stored = {
         row.name: (row.position, row.spec, row.ready, row.unschedulable)
         for row in connection.execute(select(NodeRow.name, NodeRow.position, *NODE_COLUMNS))
@@ -134,7 +131,7 @@ def replace_nodes(connection: Connection, nodes: Sequence[NodeSpec], now: float)
             "ready": node.ready,
             "unschedulable": node.unschedulable,
             "updated_at": now,
-            "write_seq": write_seq,
+            "write_seq": seq,
         }
         if node.name not in stored:
             added.append({"name": node.name, **columns})

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Connection
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import FINISHED_PHASES, JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.engine.ports import UnknownJob
+from topoq.store import write_seq
 from topoq.store.codec import (
     decode_allocation,
     decode_job_spec,
@@ -24,6 +25,7 @@ from topoq.store.errors import ConcurrentUpdate
 from topoq.store.job_cache import JobCache, KnownJob
 from topoq.store.records import JobEvent, JobRecord
 from topoq.store.schema import JobEventRow, JobRow
+from topoq.store.write_seq import take_turn
 
 ACTIVE_PHASES = tuple(phase.value for phase in JobPhase if phase not in FINISHED_PHASES)
 """Pending, admitted, running and preempting: the jobs a cycle looks at."""
@@ -71,19 +73,13 @@ ONE_HISTORY: Final = (
 LATEST_WRITE: Final = select(func.max(JobRow.write_seq))
 JOB_WRITES_LOCK_KEY = 0x7070_7131
 """PostgreSQL advisory lock a transaction holds from its first write of job rows to its end,
-so that such writes take turns there as they do on SQLite (``next_write_seq``)."""
-TAKE_TURN_TO_WRITE_JOBS: Final = f"SELECT pg_advisory_xact_lock({JOB_WRITES_LOCK_KEY})"
+so that such writes take turns there as they do on SQLite (``store/write_seq.py``)."""
+TAKE_TURN_TO_WRITE_JOBS: Final = take_turn(JOB_WRITES_LOCK_KEY)
 
 
 def next_write_seq(connection: Connection) -> int:
-    """The ``write_seq`` of the job rows this transaction writes: one past the latest stored.
-    Writes of job rows take turns — SQLite runs one write transaction at a time (``BEGIN
-    IMMEDIATE``), and on PostgreSQL a transaction takes ``JOB_WRITES_LOCK_KEY`` before its first
-    job write and holds it to its end — so they commit in the order of their seqs: a reader that
-    saw every write up to N sees any later one as greater than N (``store/active_jobs.py``)."""
-    if connection.dialect.name == "postgresql":
-        connection.exec_driver_sql(TAKE_TURN_TO_WRITE_JOBS)
-    return int(connection.execute(LATEST_WRITE).scalar() or 0) + 1
+    """The ``write_seq`` of the job rows this transaction writes (``store/write_seq.py``)."""
+    return write_seq.next_write_seq(connection, JobRow.write_seq, JOB_WRITES_LOCK_KEY)
 
 
 def chunks(ids: Sequence[str]) -> Iterator[Sequence[str]]:
@@ -246,7 +242,7 @@ def insert_jobs(connection: Connection, new: Sequence[tuple[JobSpec, float]]) ->
     views = [(JobView(spec, history=(_submitted(now),)), now) for spec, now in new]
     if not views:
         return []
-    write_seq = next_write_seq(connection)
+    seq = next_write_seq(connection)
     rows = [
         {
             "id": view.id,
@@ -257,7 +253,7 @@ def insert_jobs(connection: Connection, new: Sequence[tuple[JobSpec, float]]) ->
             "spec": encode_job_spec(view.spec),
             "diagnostic": None,
             "version": 1,
-            "write_seq": write_seq,
+            "write_seq": seq,
         }
         | _state_columns(view, now)
         for view, now in views
@@ -354,7 +350,7 @@ def update_jobs(
         )
     if not changed:
         return {}
-    write_seq = next_write_seq(connection)  # before any row is locked: no deadlock on it
+    seq = next_write_seq(connection)  # before any row is locked: no deadlock on it
     stored = _stored_states(connection, ids)
     versions: dict[JobId, int] = {}
     events: list[dict[str, Any]] = []
@@ -363,7 +359,7 @@ def update_jobs(
         if state is None:
             raise UnknownJob(f"no job has the id {view.id!r}")
         _check_not_stale(connection, view, state, expected.get(view.id))
-        versions[view.id] = _update_row(connection, view, state, now, write_seq)
+        versions[view.id] = _update_row(connection, view, state, now, seq)
         events.extend(_event_rows(view, state.history_length))
     if events:
         connection.execute(insert(JOB_EVENTS), events)
@@ -409,9 +405,9 @@ def _check_not_stale(
 
 
 def _update_row(
-    connection: Connection, view: JobView, state: StoredState, now: float, write_seq: int
+    connection: Connection, view: JobView, state: StoredState, now: float, seq: int
 ) -> int:
-    values = _state_columns(view, now) | {"version": state.version + 1, "write_seq": write_seq}
+    values = _state_columns(view, now) | {"version": state.version + 1, "write_seq": seq}
     values["previous_nodes"] = sorted(view.previous_nodes) or None  # null when a job is new
     if view.phase is not JobPhase.PENDING:
         values["diagnostic"] = None  # why it waited no longer applies

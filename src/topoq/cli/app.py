@@ -402,11 +402,12 @@ def one_line(message: str) -> str:
 
 
 def _register_server_verbs() -> None:
-    from topoq.cli import report_app
+    from topoq.cli import dev_app, report_app
     from topoq.cli.server_app import register
 
     register(app, node_app, policy_app)
     report_app.register(app, topology_app)
+    dev_app.register(app)
 
 
 _register_server_verbs()

@@ -1,0 +1,68 @@
+"""``topoq dev``: real outside systems on this machine for trying topoq, its tests, demos and
+benchmarks (``topoq dev k8s up|down``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+
+def register(app: typer.Typer) -> None:
+    from topoq.cli.app import guarded
+
+    dev_app = typer.Typer(
+        help="Test beds: real outside systems brought up on this machine.", no_args_is_help=True
+    )
+    app.add_typer(dev_app, name="dev")
+    k8s_app = typer.Typer(
+        help="A real Kubernetes control plane (API server, etcd, controller-manager, scheduler, "
+        "KWOK nodes, Kueue on request) on 127.0.0.1.",
+        no_args_is_help=True,
+    )
+    dev_app.add_typer(k8s_app, name="k8s")
+
+    @k8s_app.command("up")
+    def k8s_up(
+        directory: Annotated[Path, typer.Argument(help="Where its state, logs and PIDs go.")],
+        nodes: Annotated[int, typer.Option(help="Fake GPU nodes (8 GPUs each).")] = 16,
+        levels: Annotated[
+            int, typer.Option(help="Network layers above the nodes (1 to 3), as HyperPod labels.")
+        ] = 3,
+        kueue: Annotated[
+            bool, typer.Option("--kueue", help="Start Kueue with its webhooks.")
+        ] = False,
+        assets: Annotated[
+            Path | None,
+            typer.Option(
+                help="The programs' directory (bin/kube-apiserver, …); default $TOPOQ_K8S_ASSETS.",
+                show_default=False,
+            ),
+        ] = None,
+    ) -> None:
+        """Start the control plane in the background and return once every node is Ready."""
+
+        def run() -> None:
+            from topoq.testbeds.daemons import recorded
+            from topoq.testbeds.kubernetes import BedShape, bring_up, describe
+
+            bed = bring_up(directory, BedShape(nodes, levels), kueue=kueue, assets=assets)
+            started = {name: daemon.pid for name, daemon in recorded(bed.directory).items()}
+            typer.echo(describe(bed, started))
+
+        guarded(run)
+
+    @k8s_app.command("down")
+    def k8s_down(
+        directory: Annotated[Path, typer.Argument(help="The directory given to 'up'.")],
+    ) -> None:
+        """Stop exactly what 'up' started there (by its recorded PIDs)."""
+
+        def run() -> None:
+            from topoq.testbeds.kubernetes import tear_down
+
+            stopped = tear_down(directory)
+            typer.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running there")
+
+        guarded(run)

@@ -1,0 +1,37 @@
+"""Tests against a real Kubernetes control plane (``topoq.testbeds.kubernetes``): one bed of
+16 KWOK nodes with Kueue for the session, on the default loopback ports, stopped by PID at the
+end, also when tests fail. The programs come from ``TOPOQ_K8S_ASSETS`` (``.ci/run`` unpacks
+the project's test-bed tarball and sets it); without it these tests are skipped — except under
+CI, where they fail."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from topoq.testbeds.kubernetes import ASSETS_ENV, BedShape, KubernetesBed, bring_up, tear_down
+
+BED_NODES = 16
+
+
+def assets_or_skip() -> Path:
+    given = os.environ.get(ASSETS_ENV)
+    if not given:
+        reason = f"no Kubernetes test bed: set {ASSETS_ENV} to the unpacked k8s-test-bed.tar.xz"
+        if os.environ.get("CI"):
+            pytest.fail(reason)
+        pytest.skip(reason)
+    return Path(given)
+
+
+@pytest.fixture(scope="session")
+def k8s_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesBed]:
+    assets = assets_or_skip()
+    directory = tmp_path_factory.mktemp("k8s-bed")
+    try:
+        yield bring_up(directory, BedShape(BED_NODES, 3), kueue=True, assets=assets)
+    finally:
+        tear_down(directory)

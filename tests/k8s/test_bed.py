@@ -1,0 +1,146 @@
+"""The project's own bring-up of a real control plane: nodes as HyperPod labels them, token
+authentication and RBAC in force, Kueue's webhooks answering, ports checked, and exactly the
+started processes stopped."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from tests.k8s.conftest import BED_NODES, assets_or_skip
+from topoq.executors.processes import free_port
+from topoq.testbeds.daemons import BedError, recorded, start_time
+from topoq.testbeds.kubernetes import (
+    ASSETS_ENV,
+    BedShape,
+    KubernetesBed,
+    Ports,
+    bring_up,
+    tear_down,
+)
+
+LAYERS = tuple(f"topology.k8s.aws/network-node-layer-{n}" for n in (1, 2, 3))
+
+
+def test_the_nodes_are_ready_with_hyperpod_labels_and_gpus(k8s_bed: KubernetesBed) -> None:
+    nodes = client.CoreV1Api(k8s_bed.api_client()).list_node().items
+    assert sorted(n.metadata.name for n in nodes) == sorted(k8s_bed.nodes)
+    assert len(nodes) == BED_NODES
+    for node in nodes:
+        labels = node.metadata.labels
+        assert all(layer in labels for layer in LAYERS)
+        assert labels["kubernetes.io/hostname"] == node.metadata.name
+        assert node.status.allocatable["nvidia.com/gpu"] == "8"
+        ready = [c for c in node.status.conditions if c.type == "Ready"]
+        assert ready and ready[0].status == "True"
+    # 16 nodes under 3 layers: 2 x 2 x 2 domains of 2 nodes
+    assert len({n.metadata.labels[LAYERS[0]] for n in nodes}) == 2
+    assert len({n.metadata.labels[LAYERS[2]] for n in nodes}) == 8
+    assert k8s_bed.topology_levels == (*LAYERS, "kubernetes.io/hostname")
+
+
+def test_requests_need_a_token_and_rbac_decides(k8s_bed: KubernetesBed) -> None:
+    anonymous = client.CoreV1Api(k8s_bed.api_client(token="not-a-token"))
+    with pytest.raises(ApiException) as refused:
+        anonymous.list_node()
+    assert refused.value.status == 401
+    topoq = client.CoreV1Api(k8s_bed.api_client(token=k8s_bed.topoq_token))
+    with pytest.raises(ApiException) as forbidden:
+        topoq.list_namespaced_pod("default")
+    assert forbidden.value.status == 403  # a user RBAC grants nothing
+
+
+def test_kueue_serves_its_objects_through_its_webhooks(k8s_bed: KubernetesBed) -> None:
+    custom = client.CustomObjectsApi(k8s_bed.api_client())
+    flavor = {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "ResourceFlavor",
+        "metadata": {"name": "bed-test-flavor"},
+        "spec": {"nodeLabels": {"node.kubernetes.io/instance-type": "ml.p5.48xlarge"}},
+    }
+    custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "resourceflavors", flavor)
+    try:
+        bad = {
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "ClusterQueue",
+            "metadata": {"name": "bed-test-bad"},
+            "spec": {
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["nvidia.com/gpu"],
+                        "flavors": [
+                            {
+                                "name": "bed-test-flavor",
+                                "resources": [{"name": "cpu", "nominalQuota": 8}],
+                            }
+                        ],
+                    }
+                ]
+            },
+        }
+        with pytest.raises(ApiException) as refused:
+            custom.create_cluster_custom_object("kueue.x-k8s.io", "v1beta2", "clusterqueues", bad)
+        assert refused.value.status == 403
+        message = json.loads(refused.value.body)["message"]
+        assert message.startswith('admission webhook "vclusterqueue.kb.io" denied')
+    finally:
+        custom.delete_cluster_custom_object(
+            "kueue.x-k8s.io", "v1beta2", "resourceflavors", "bed-test-flavor"
+        )
+
+
+def test_a_second_bed_on_taken_ports_is_refused_and_starts_nothing(
+    k8s_bed: KubernetesBed, tmp_path: Path
+) -> None:
+    with pytest.raises(BedError, match="6443"):
+        bring_up(tmp_path / "second", BedShape(2, 1), assets=assets_or_skip())
+    assert recorded(tmp_path / "second") == {}
+
+
+def test_down_stops_exactly_the_processes_it_started(
+    k8s_bed: KubernetesBed, tmp_path: Path
+) -> None:
+    ports = Ports(
+        etcd_client=free_port(),
+        etcd_peer=free_port(),
+        apiserver=free_port(),
+        controller_manager=free_port(),
+        scheduler=free_port(),
+    )
+    directory = tmp_path / "own-ports"
+    bed = bring_up(directory, BedShape(4, 1), assets=assets_or_skip(), ports=ports)
+    try:
+        assert bed.server.endswith(f":{ports.apiserver}")
+        assert len(client.CoreV1Api(bed.api_client()).list_node().items) == 4
+        started = recorded(directory)
+        assert set(started) == {"etcd", "apiserver", "controller-manager", "scheduler", "kwok"}
+        assert all(start_time(d.pid) == d.started for d in started.values())
+    finally:
+        stopped = tear_down(directory)
+    assert set(stopped) == set(started)
+    assert all(start_time(d.pid) != d.started for d in started.values())
+    # the session's bed was left alone
+    assert len(client.CoreV1Api(k8s_bed.api_client()).list_node().items) == BED_NODES
+    assert tear_down(directory) == []
+
+
+def test_without_the_programs_the_cli_says_where_to_get_them(tmp_path: Path) -> None:
+    environment = {k: v for k, v in os.environ.items() if k != ASSETS_ENV}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "topoq"), "dev", "k8s", "up", str(tmp_path / "bed")],
+        capture_output=True,
+        text=True,
+        env=environment,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1
+    assert ASSETS_ENV in done.stderr and "setup-envtest" in done.stderr

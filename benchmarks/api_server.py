@@ -22,7 +22,7 @@ from sqlalchemy import insert
 
 from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 from topoq.store import open_store
 from topoq.store.codec import encode_job_spec
 from topoq.store.schema import JobEventRow, JobRow

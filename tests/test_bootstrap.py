@@ -29,7 +29,7 @@ from topoq.bootstrap import (
 from topoq.cli.demo.jobs import block_job
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 from topoq.server_environment import make_private
 from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer

@@ -62,8 +62,8 @@ from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
-from topoq.executors.layout import write_private_text
 from topoq.executors.local import checked_log_limit
+from topoq.executors.local.layout import write_private_text
 from topoq.executors.registry import log_reader, make_executor
 from topoq.server_environment import (
     DATABASE_URL_ENV,

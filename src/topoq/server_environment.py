@@ -24,7 +24,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from topoq.executors.layout import PRIVATE_DIRECTORY_MODE
+from topoq.executors.local.layout import PRIVATE_DIRECTORY_MODE
 
 log = logging.getLogger("topoq.server")
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 from topoq.testing.server import running_server
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 from topoq.testing.server import wait_until_healthy, whole_node_submission
 
 RUN_MARKER = "TOPOQ_CRASH_TEST_RUN"

@@ -13,8 +13,8 @@ import pytest
 from topoq.domain.job import JobId, JobPhase, JobSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.engine.controller import Controller
-from topoq.executors.layout import attempt_dir, pod_log
 from topoq.executors.local import LocalExecutor
+from topoq.executors.local.layout import attempt_dir, pod_log
 from topoq.testing.builders import BLOCK
 from topoq.testing.fakes import MemoryStore
 from topoq.testing.governance import gpu_cluster, job, policy, team

@@ -14,8 +14,8 @@ from topoq.domain.placement import (
     PodSetDiagnosis,
     PodSetOutcome,
 )
-from topoq.executors.devices import GpuIndexBook
 from topoq.executors.environment import plan_pods, topology_variable
+from topoq.executors.local.devices import GpuIndexBook
 from topoq.testing.builders import gpu_pods, workload
 
 

@@ -19,7 +19,7 @@ from tests.executors.contract import EXITED, STARTED, exit_when_exists, of, stop
 from tests.executors.launches import gang, place, poll_until, process_alive, python, wait_until
 from topoq.domain.job import JobId
 from topoq.executors.local import LocalExecutor
-from topoq.executors.process_table import ProcessEntry, pod_processes
+from topoq.executors.local.process_table import ProcessEntry, pod_processes
 
 REPOSITORY = Path(__file__).resolve().parents[2]
 ESCAPE = """

@@ -17,8 +17,8 @@ from tests.executors.contract import EXITED, STARTED, of
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.job import JobId
 from topoq.engine.ports import ExecutorStartFailed
-from topoq.executors.layout import FILE_NAME_LIMIT_BYTES, attempt_dir, path_component
 from topoq.executors.local import LocalExecutor
+from topoq.executors.local.layout import FILE_NAME_LIMIT_BYTES, attempt_dir, path_component
 
 SAY_JOB_THEN_SLEEP = (
     "import os, time; print('secret of', os.environ['TOPOQ_JOB_ID'], flush=True); time.sleep(60)"

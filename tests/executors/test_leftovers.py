@@ -10,9 +10,9 @@ import sys
 import time
 from pathlib import Path
 
-from topoq.executors.layout import EXECUTOR_ID_FILE
-from topoq.executors.leftovers import record_pids, stop_leftovers
-from topoq.executors.process_table import MARKER_VARIABLE
+from topoq.executors.local.layout import EXECUTOR_ID_FILE
+from topoq.executors.local.leftovers import record_pids, stop_leftovers
+from topoq.executors.local.process_table import MARKER_VARIABLE
 
 SLEEPER = [sys.executable, "-c", "import time; time.sleep(60)"]
 

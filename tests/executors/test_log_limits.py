@@ -12,9 +12,9 @@ from tests.executors.launches import gang, place, poll_until, python
 from topoq.domain.job import JobId
 from topoq.engine.ports import ExecutorEvent, LogRequest
 from topoq.executors.environment import PodPlan
-from topoq.executors.layout import attempt_dir, make_private_directories, pod_log
 from topoq.executors.local import LocalExecutor
-from topoq.executors.logfiles import read_logs, write_manifest
+from topoq.executors.local.layout import attempt_dir, make_private_directories, pod_log
+from topoq.executors.local.logfiles import read_logs, write_manifest
 from topoq.testing.builders import gpu_pods
 
 MIB = 1 << 20

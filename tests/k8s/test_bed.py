@@ -15,7 +15,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.conftest import BED_NODES, assets_or_skip
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 from topoq.testbeds.daemons import BedError, recorded, start_time
 from topoq.testbeds.kubernetes import (
     ASSETS_ENV,

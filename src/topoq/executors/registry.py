@@ -13,7 +13,7 @@ from typing import Any
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.ports import Executor, LogReader
 from topoq.executors.local import LocalExecutor
-from topoq.executors.logfiles import read_logs
+from topoq.executors.local.logfiles import read_logs
 
 EXECUTORS: Mapping[str, Callable[..., Executor]] = MappingProxyType({"local": LocalExecutor})
 """Executor factories by name; each takes its options as keyword arguments."""

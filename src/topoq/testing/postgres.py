@@ -22,7 +22,7 @@ from pathlib import Path
 
 import psycopg
 
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 
 POSTGRES_URL_ENV = "TOPOQ_TEST_POSTGRES_URL"
 SERVER_USER = "postgres"

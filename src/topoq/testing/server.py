@@ -17,7 +17,7 @@ from pathlib import Path
 import httpx
 
 from topoq.api_workers import SERVING_NAME, SPARE_NAME
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 
 STARTUP_TIMEOUT_S = 30.0
 STOP_TIMEOUT_S = 20.0

@@ -28,7 +28,7 @@ from topoq.cli.demo.story import SCENES, Scene, StoryState
 from topoq.cli.render import make_console
 from topoq.client import ClientError, TopoqClient
 from topoq.domain.errors import InvalidInputError
-from topoq.executors.processes import free_port
+from topoq.executors.local.processes import free_port
 
 EXIT_MISSED = 1
 EXIT_INTERRUPTED = 130

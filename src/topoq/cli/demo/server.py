@@ -16,7 +16,7 @@ from typing import IO
 import httpx
 
 from topoq.domain.errors import TopoqError
-from topoq.executors.leftovers import stop_leftovers
+from topoq.executors.local.leftovers import stop_leftovers
 from topoq.server_environment import RUNS_DIRECTORY
 
 HOST = "127.0.0.1"

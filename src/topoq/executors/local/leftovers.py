@@ -13,8 +13,8 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
-from topoq.executors.layout import EXECUTOR_ID_FILE, write_private_text
-from topoq.executors.process_table import kill_until_gone, marker_of
+from topoq.executors.local.layout import EXECUTOR_ID_FILE, write_private_text
+from topoq.executors.local.process_table import kill_until_gone, marker_of
 
 LEFTOVERS = "pids.json"
 """Beside each running attempt's logs: the process ids of its pods."""

@@ -1,5 +1,5 @@
 """OS processes for pods: spawned in their own session, stopped with SIGTERM then SIGKILL
-together with every process that belongs to them (``topoq.executors.process_table``), and
+together with every process that belongs to them (``topoq.executors.local.process_table``), and
 reaped without blocking."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from topoq.executors.layout import open_private
-from topoq.executors.process_table import (
+from topoq.executors.local.layout import open_private
+from topoq.executors.local.process_table import (
     ProcessEntry,
     children_of_this_process,
     marker_of,

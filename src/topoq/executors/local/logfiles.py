@@ -1,5 +1,5 @@
 """Pods' output: ``<work_dir>/<team>/<job>/<attempt>/pod-<rank>.log`` (stdout and stderr
-together; paths in ``topoq.executors.layout``), with ``pods.json`` beside the logs naming each
+together; paths in ``topoq.executors.local.layout``), with ``pods.json`` beside the logs naming each
 rank's pod set and node. Reading needs only the directory, so logs survive the executor that
 wrote them.
 
@@ -22,7 +22,7 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
 from topoq.engine.ports import JobLog, LogRequest, PodLog, UnknownJob
 from topoq.executors.environment import PodPlan
-from topoq.executors.layout import (
+from topoq.executors.local.layout import (
     job_dir,
     open_private,
     pod_log,

@@ -4,7 +4,8 @@ on a "virtual node" of the configured cluster.
 Commands come from ``GangLaunch.commands`` (pod-set name → argv); a pod set without one runs
 ``topoq.executors.default_pod``. Each pod gets the variables of a distributed launcher (see
 ``topoq.executors.environment`` and docs/executors.md), its own GPU indices on its node, and a
-private log file under ``<work_dir>/<team>/<job>/<attempt>/`` (see ``topoq.executors.layout``).
+private log file under ``<work_dir>/<team>/<job>/<attempt>/`` (see
+``topoq.executors.local.layout``).
 A gang lives and dies as a whole: the first pod to fail ends it and its other pods are stopped.
 A gang that cannot start at all raises ``ExecutorStartFailed`` and leaves nothing behind.
 """
@@ -33,8 +34,6 @@ from topoq.engine.ports import (
     LogRequest,
     UnknownJob,
 )
-from topoq.executors.attempts import RunningAttempt, RunningPod
-from topoq.executors.devices import GpuIndexBook
 from topoq.executors.environment import (
     GangContext,
     PodPlan,
@@ -42,7 +41,9 @@ from topoq.executors.environment import (
     launcher_environment,
     plan_pods,
 )
-from topoq.executors.layout import (
+from topoq.executors.local.attempts import RunningAttempt, RunningPod
+from topoq.executors.local.devices import GpuIndexBook
+from topoq.executors.local.layout import (
     PRIVATE_DIRECTORY_MODE,
     attempt_dir,
     attempt_marker,
@@ -51,14 +52,14 @@ from topoq.executors.layout import (
     open_private,
     pod_log,
 )
-from topoq.executors.leftovers import forget_pids, record_pids, stop_leftovers
-from topoq.executors.logfiles import read_logs, rotate_if_over, write_manifest
-from topoq.executors.process_table import (
+from topoq.executors.local.leftovers import forget_pids, record_pids, stop_leftovers
+from topoq.executors.local.logfiles import read_logs, rotate_if_over, write_manifest
+from topoq.executors.local.process_table import (
     MARKER_VARIABLE,
     hold_child_subreaper,
     release_child_subreaper,
 )
-from topoq.executors.processes import (
+from topoq.executors.local.processes import (
     Stopping,
     Terminations,
     free_port,
@@ -73,7 +74,7 @@ LOCAL_CAPABILITIES = ExecutorCapabilities(
 DEFAULT_STOP_GRACE_S = 3.0
 """How long a pod has between SIGTERM and SIGKILL when it is cancelled (``cancel``); a
 preempted gang gets the grace period the controller gives ``stop``."""
-DEFAULT_POD_SCRIPT = Path(__file__).resolve().with_name("default_pod.py")
+DEFAULT_POD_SCRIPT = Path(__file__).resolve().parent.parent / "default_pod.py"
 """What a pod set without a command runs (``topoq.executors.default_pod``, by path, so the
 pod's Python needs only its standard library)."""
 DEFAULT_POD_LOG_LIMIT_BYTES = 64 << 20

@@ -3,7 +3,10 @@
 Subclass ``ExecutorContract`` in a ``test_*.py`` module as ``Test<Name>Contract`` and override
 the ``executor_factory`` fixture (``work_dir → Executor``). Pods run short Python programs
 (``pod_command``) that print ``pid=<pid>`` first; ``alive`` checks those pids on this machine,
-so an executor whose pods run elsewhere overrides both hooks.
+so an executor whose pods run elsewhere overrides the hooks: ``pod_command`` and
+``pod_environment`` (what makes a pod behave as the program says where it runs, e.g. the
+variables KWOK plays the default workload by), ``trigger_failure`` (how the test makes a pod
+fail), ``pod_pids``, ``alive`` and ``wait_for_pods``.
 """
 
 from __future__ import annotations
@@ -12,11 +15,13 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.executors.launches import (
     Command,
+    Placed,
     gang,
     place,
     poll_until,
@@ -25,7 +30,13 @@ from tests.executors.launches import (
     wait_until,
 )
 from topoq.domain.job import JobId
-from topoq.engine.ports import Executor, ExecutorEvent, ExecutorEventKind, ExecutorStartFailed
+from topoq.engine.ports import (
+    Executor,
+    ExecutorEvent,
+    ExecutorEventKind,
+    ExecutorStartFailed,
+    GangLaunch,
+)
 from topoq.testing.builders import gpu_pods
 
 ExecutorFactory = Callable[[Path], Executor]
@@ -112,6 +123,22 @@ class ExecutorContract:
     def pod_command(self, code: str) -> Command:
         return python(code)
 
+    def pod_environment(self, code: str) -> dict[str, str]:
+        """Variables every pod of a gang that runs ``code`` gets (none here)."""
+        return {}
+
+    def trigger_failure(self, executor: Executor, job: str, pod_set: str, trigger: Path) -> None:
+        """Make the pod of ``pod_set`` (which runs ``exit_when_exists(trigger, 3)``) fail with
+        exit code 3."""
+        trigger.touch()
+
+    def launch(self, placed: Placed, job: str, code: str, **options: Any) -> GangLaunch:
+        """``job``'s launch with every pod running ``code``."""
+        environment = self.pod_environment(code) | dict(options.pop("environment", {}))
+        return placed.launch(
+            job, command=self.pod_command(code), environment=environment, **options
+        )
+
     def pod_pids(self, executor: Executor, job: str) -> list[int]:
         return [int(pid) for pid in re.findall(r"^pid=(\d+)$", executor.logs(JobId(job)), re.M)]
 
@@ -137,7 +164,7 @@ class ExecutorContract:
     def test_a_gang_that_succeeds_reports_started_then_exited_zero(
         self, executor: Executor
     ) -> None:
-        executor.start(place(gang("ok")).launch("ok", command=self.pod_command(SAY_HELLO)))
+        executor.start(self.launch(place(gang("ok")), "ok", SAY_HELLO))
         events = of("ok", poll_until(executor, ended("ok")))
         assert [e.kind for e in events] == [STARTED, EXITED]
         assert events[1].exit_code == 0
@@ -153,16 +180,19 @@ class ExecutorContract:
             "workers": self.pod_command(SLEEP),
             "failer": self.pod_command(exit_when_exists(trigger, 3)),
         }
-        executor.start(place(job).launch("bad", commands=commands))
+        launch = place(job).launch(
+            "bad", commands=commands, environment=self.pod_environment(SLEEP)
+        )
+        executor.start(launch)
         self.wait_for_pods(executor, "bad", 3)
-        trigger.touch()
+        self.trigger_failure(executor, "bad", "failer", trigger)
         events = of("bad", poll_until(executor, ended("bad")))
         assert [(e.kind, e.exit_code) for e in events] == [(STARTED, None), (EXITED, 3)]
         wait_until(lambda: not self.still_running(executor, "bad"), what="the gang to stop")
         assert of("bad", poll_until(executor, lambda _: True)) == []
 
     def test_cancel_reports_nothing_and_stops_every_pod(self, executor: Executor) -> None:
-        executor.start(place(gang("c")).launch("c", command=self.pod_command(SLEEP)))
+        executor.start(self.launch(place(gang("c")), "c", SLEEP))
         self.wait_for_pods(executor, "c", 2)
         executor.cancel(JobId("c"))
         wait_until(lambda: not self.still_running(executor, "c"), what="the pods to stop")
@@ -174,9 +204,7 @@ class ExecutorContract:
     def test_stop_returns_at_once_and_reports_stopped_once_every_pod_checkpointed_and_exited(
         self, executor: Executor
     ) -> None:
-        executor.start(
-            place(gang("ckpt")).launch("ckpt", command=self.pod_command(CHECKPOINT_ON_SIGTERM))
-        )
+        executor.start(self.launch(place(gang("ckpt")), "ckpt", CHECKPOINT_ON_SIGTERM))
         self.wait_for_pods(executor, "ckpt", 2)
         began = time.monotonic()
         executor.stop(JobId("ckpt"), grace_s=20)
@@ -196,7 +224,7 @@ class ExecutorContract:
     def test_stop_kills_a_pod_that_ignores_sigterm_after_the_grace_period(
         self, executor: Executor
     ) -> None:
-        executor.start(place(gang("deaf")).launch("deaf", command=self.pod_command(IGNORE_SIGTERM)))
+        executor.start(self.launch(place(gang("deaf")), "deaf", IGNORE_SIGTERM))
         self.wait_for_pods(executor, "deaf", 2)
         began = time.monotonic()
         executor.stop(JobId("deaf"), grace_s=1.0)
@@ -214,9 +242,7 @@ class ExecutorContract:
     def test_cancel_of_a_gang_being_stopped_kills_it_without_the_whole_grace_period(
         self, executor: Executor
     ) -> None:
-        executor.start(
-            place(gang("hurry")).launch("hurry", command=self.pod_command(IGNORE_SIGTERM))
-        )
+        executor.start(self.launch(place(gang("hurry")), "hurry", IGNORE_SIGTERM))
         self.wait_for_pods(executor, "hurry", 2)
         began = time.monotonic()
         executor.stop(JobId("hurry"), grace_s=60)
@@ -229,7 +255,7 @@ class ExecutorContract:
             pytest.skip("this executor cannot fail nodes on demand")
         placed = place(gang("hit"), gang("spared"))
         for job in ("hit", "spared"):
-            executor.start(placed.launch(job, command=self.pod_command(SLEEP)))
+            executor.start(self.launch(placed, job, SLEEP))
             self.wait_for_pods(executor, job, 2)
         lost_node = sorted(placed.allocation("hit").nodes)[0]
         executor.fail_node(lost_node)
@@ -244,7 +270,7 @@ class ExecutorContract:
     def test_each_pods_output_is_captured(self, executor: Executor) -> None:
         if not executor.capabilities.captures_logs:
             pytest.skip("this executor does not capture logs")
-        executor.start(place(gang("talk")).launch("talk", command=self.pod_command(SAY_HELLO)))
+        executor.start(self.launch(place(gang("talk")), "talk", SAY_HELLO))
         poll_until(executor, ended("talk"))
         for rank in (0, 1):
             assert f"hello from rank {rank}" in executor.logs(JobId("talk"), rank)
@@ -253,22 +279,39 @@ class ExecutorContract:
         assert "hello from rank 1" in everything
 
     def test_poll_never_blocks(self, executor: Executor) -> None:
-        executor.start(place(gang("slow")).launch("slow", command=self.pod_command(SLEEP)))
+        executor.start(self.launch(place(gang("slow")), "slow", SLEEP))
         for _ in range(20):
             began = time.monotonic()
             executor.poll()
             assert time.monotonic() - began < 0.2
 
-    def test_close_stops_everything(self, executor: Executor) -> None:
+    def test_close_stops_everything_but_pods_that_outlive_it(
+        self, executor: Executor, executor_factory: ExecutorFactory, tmp_path: Path
+    ) -> None:
         placed = place(gang("a"), gang("b"))
         for job in ("a", "b"):
-            executor.start(placed.launch(job, command=self.pod_command(SLEEP)))
+            executor.start(self.launch(placed, job, SLEEP))
             self.wait_for_pods(executor, job, 2)
         executor.close()
-        wait_until(
-            lambda: not (self.still_running(executor, "a") or self.still_running(executor, "b")),
-            what="every pod to stop",
-        )
+        if not executor.capabilities.pods_outlive_executor:
+            wait_until(
+                lambda: (
+                    not (self.still_running(executor, "a") or self.still_running(executor, "b"))
+                ),
+                what="every pod to stop",
+            )
+            return
+        assert self.still_running(executor, "a") and self.still_running(executor, "b")
+        successor = executor_factory(tmp_path / "work")  # the next executor adopts "a" alone
+        try:
+            assert successor.adopt({JobId("a"): 1}) == {JobId("a")}
+            wait_until(lambda: not self.still_running(successor, "b"), what="b's pods to go")
+            assert self.still_running(successor, "a")
+            successor.stop(JobId("a"), grace_s=5)
+            events = of("a", poll_until(successor, stopped("a")))
+            assert [(e.kind, e.attempt) for e in events if e.kind is not STARTED] == [(STOPPED, 1)]
+        finally:
+            successor.close()
 
     @pytest.mark.parametrize("cause", sorted(UNSTARTABLE))
     def test_a_gang_that_cannot_start_leaves_nothing_behind(
@@ -279,6 +322,7 @@ class ExecutorContract:
         environment, bad_command = UNSTARTABLE[cause]
         pid_file = tmp_path / "first-pod.pid"
         good = self.pod_command(write_pid_then_sleep(pid_file))
+        environment = self.pod_environment(SLEEP) | environment
         placed = place(gang("broken", gpu_pods(1, gpus=8), gpu_pods(1, gpus=8, name="second")))
         commands = {"workers": good, "second": bad_command or good}
         launch = placed.launch("broken", commands=commands, environment=environment)
@@ -294,7 +338,7 @@ class ExecutorContract:
             assert not self.alive(int(pid_file.read_text()))
         executor.cancel(JobId("broken"))
         assert of("broken", executor.poll()) == []
-        again = placed.launch("broken", command=self.pod_command(SAY_HELLO), attempt=2)
+        again = self.launch(placed, "broken", SAY_HELLO, attempt=2)
         executor.start(again)
         events = of("broken", poll_until(executor, ended("broken")))
         assert [(e.kind, e.attempt, e.exit_code) for e in events] == [
@@ -304,10 +348,10 @@ class ExecutorContract:
 
     def test_starting_again_replaces_the_running_attempt(self, executor: Executor) -> None:
         placed = place(gang("again"))
-        executor.start(placed.launch("again", command=self.pod_command(SLEEP)))
+        executor.start(self.launch(placed, "again", SLEEP))
         self.wait_for_pods(executor, "again", 2)
         first_pids = self.pod_pids(executor, "again")
-        executor.start(placed.launch("again", command=self.pod_command(SAY_HELLO), attempt=2))
+        executor.start(self.launch(placed, "again", SAY_HELLO, attempt=2))
         events = of("again", poll_until(executor, ended("again")))
         assert [(e.kind, e.attempt, e.exit_code) for e in events if e.kind is EXITED] == [
             (EXITED, 2, 0)

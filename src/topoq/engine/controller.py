@@ -201,6 +201,7 @@ class Controller:
     def step(self) -> StepReport:
         began = time.perf_counter()
         report = StepReport()
+        self._take_inventory(report)
         nodes = self.store.nodes()
         self._stop_work_on_failed_nodes(nodes, report)
         self._unapplied.extend(self._poll(report))
@@ -596,17 +597,31 @@ class Controller:
         return redo_on_conflict(attempt)
 
     def recover(self) -> list[JobId]:
-        """After a restart: jobs the store says hold capacity but no executor runs go back to
-        the queue (their processes did not survive). Returns their ids."""
+        """After a restart: the gangs the store says hold capacity and the executor still
+        runs (pods that outlive it) are adopted; the other jobs that hold capacity go back to
+        the queue (their pods did not survive). Returns the ids requeued."""
         now = self.clock()
         cause = "the control plane restarted; the gang is requeued"
-
-        ids = list(self.store.holding_jobs())  # victims being stopped (PREEMPTING) too
+        holding_jobs = self.store.holding_jobs()  # victims being stopped (PREEMPTING) too
+        kept = self.executor.adopt({job_id: job.attempt for job_id, job in holding_jobs.items()})
+        for job_id in kept:  # a victim among them is asked to stop again by the next step
+            self._launched[job_id] = holding_jobs[job_id].attempt
         return [
             job_id
-            for job_id in ids
-            if self._change_job(job_id, lambda job: _requeued(job, now, cause), now=now)
+            for job_id in holding_jobs
+            if job_id not in kept
+            and self._change_job(job_id, lambda job: _requeued(job, now, cause), now=now)
         ]
+
+    def _take_inventory(self, report: StepReport) -> None:
+        """An executor that knows the cluster's nodes (Kubernetes) is where the inventory
+        comes from: when its nodes changed, the store gets them before the step reads them."""
+        try:
+            nodes = self.executor.inventory_changes()
+            if nodes is not None:
+                self.store.save_nodes(list(nodes), actor=SYSTEM, now=self.clock())
+        except Exception as error:  # any executor or store failure: tried again next step
+            self._executor_failed("take the cluster's nodes", error, report)
 
 
 def _killed(job: JobView, *, now: float, cause: str) -> JobView | None:

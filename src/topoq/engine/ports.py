@@ -176,6 +176,12 @@ class ExecutorCapabilities:
     can_fail_nodes: bool
     """Whether ``fail_node`` can stop a node's work on demand (for demos and tests)."""
     captures_logs: bool
+    pods_outlive_executor: bool = False
+    """Whether pods run on when the executor closes (or its process dies), to be adopted by
+    the next one (``Executor.adopt``); the local executor's pods die with it."""
+    reports_inventory: bool = False
+    """Whether the executor knows the cluster's nodes (``Executor.inventory_changes``), so
+    that the server takes its inventory from there instead of a cluster file."""
 
 
 @dataclass(frozen=True)
@@ -270,4 +276,15 @@ class Executor(Protocol):
         """The captured output of the job's pods (one pod when ``pod`` is given)."""
 
     def close(self) -> None:
-        """Stop everything it started."""
+        """Stop everything it started (but pods that outlive the executor, when its
+        capabilities say so)."""
+
+    def inventory_changes(self) -> Sequence[NodeSpec] | None:
+        """The cluster's nodes when they changed since the last call, as topoq may use them;
+        None when unchanged, or for an executor that does not know the cluster's nodes."""
+
+    def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
+        """After a restart, given the attempt of every job the store says holds capacity:
+        keep the gangs of those attempts that still run here (their events follow as for
+        gangs it started) and stop whatever else of its own it finds; the jobs kept. An
+        executor whose pods die with it keeps none."""

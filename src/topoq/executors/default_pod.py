@@ -3,7 +3,8 @@ and exits with the code asked for.
 
 Run as ``python -m topoq.executors.default_pod`` (or by path: it needs only the standard
 library). ``TOPOQ_SLEEP_S`` (default 5) is how long it sleeps, ``TOPOQ_EXIT_CODE`` (default 0)
-the code it exits with. On SIGTERM it says so and exits with 143 (128 + SIGTERM).
+the code it exits with. On SIGTERM it says so, takes ``TOPOQ_STOP_S`` seconds (default 0: a
+checkpoint's worth, to try stops and grace periods) and exits with 143 (128 + SIGTERM).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ def describe(environment: dict[str, str]) -> list[str]:
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:
     print("received SIGTERM, stopping", flush=True)
+    time.sleep(float(os.environ.get("TOPOQ_STOP_S") or 0))
     sys.exit(SIGTERM_EXIT_CODE)
 
 

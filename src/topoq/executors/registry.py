@@ -1,27 +1,65 @@
-"""The executors topoq knows, by name. A new executor (Slurm, Ray, Kubernetes) registers a
-factory here and passes the contract suite in ``tests/executors/contract.py``."""
+"""The executors topoq knows, by name: one plugin record each (``ExecutorPlugin``: its name,
+its capabilities as data, its factory and how another process reads its logs). A new
+executor (Slurm, Ray) adds its record to ``PLUGINS`` and passes the contract suite in
+``tests/executors/contract.py``."""
 
 from __future__ import annotations
 
 import inspect
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from topoq.domain.errors import InvalidInputError
-from topoq.engine.ports import Executor, LogReader
-from topoq.executors.local import LocalExecutor
+from topoq.engine.ports import Executor, ExecutorCapabilities, LogReader
+from topoq.executors.kubernetes.plugin import KUBERNETES_CAPABILITIES, kubernetes_executor
+from topoq.executors.local import LOCAL_CAPABILITIES, LocalExecutor
 from topoq.executors.local.logfiles import read_logs
 
-EXECUTORS: Mapping[str, Callable[..., Executor]] = MappingProxyType({"local": LocalExecutor})
-"""Executor factories by name; each takes its options as keyword arguments."""
-LOG_READERS: Mapping[str, Callable[..., LogReader]] = MappingProxyType(
-    {"local": lambda work_dir, **_: partial(read_logs, Path(work_dir))}
+
+@dataclass(frozen=True)
+class ExecutorPlugin:
+    name: str
+    capabilities: ExecutorCapabilities
+    factory: Callable[..., Executor]
+    """Takes the executor's options as keyword arguments."""
+    log_reader: Callable[..., LogReader] | None = None
+    """How a process that does not run the executor (the API's) reads the logs it captured,
+    from the executor's options; None: it keeps no logs."""
+    summary: str = ""
+
+
+PLUGINS: Mapping[str, ExecutorPlugin] = MappingProxyType(
+    {
+        plugin.name: plugin
+        for plugin in (
+            ExecutorPlugin(
+                "local",
+                LOCAL_CAPABILITIES,
+                LocalExecutor,
+                lambda work_dir, **_: partial(read_logs, Path(work_dir)),
+                "each pod a process on this machine, on a virtual node",
+            ),
+            ExecutorPlugin(
+                "kubernetes",
+                KUBERNETES_CAPABILITIES,
+                kubernetes_executor,
+                None,
+                "each pod a Pod bound to its node on a Kubernetes cluster",
+            ),
+        )
+    }
 )
-"""How a process that does not run the executor (the API's) reads the logs it captured, by
-executor name; each takes the executor's options. An executor without one keeps no logs."""
+EXECUTORS: Mapping[str, Callable[..., Executor]] = MappingProxyType(
+    {name: plugin.factory for name, plugin in PLUGINS.items()}
+)
+"""Executor factories by name."""
+LOG_READERS: Mapping[str, Callable[..., LogReader]] = MappingProxyType(
+    {name: plugin.log_reader for name, plugin in PLUGINS.items() if plugin.log_reader}
+)
 
 
 def make_executor(name: str, **options: Any) -> Executor:

@@ -45,6 +45,7 @@ from topoq.testbeds.daemons import (
     start_daemon,
     stop_daemons,
 )
+from topoq.testbeds.kwok_stages import bed_stages
 
 ASSETS_ENV = "TOPOQ_K8S_ASSETS"
 CONTROL_PLANE_PROGRAMS = (
@@ -367,13 +368,15 @@ def _start_control_plane(
             "--leader-elect=false",
         ],
     )
+    stages = directory / "kwok-stages.yaml"
+    stages.write_text(bed_stages(assets))
     start_daemon(
         directory,
         "kwok",
         [
             str(binaries / "kwok"),
             f"--kubeconfig={kubeconfig}",
-            f"--config={assets / 'kwok' / 'stages.yaml'}",
+            f"--config={stages}",
             "--manage-all-nodes=false",
             f"--manage-nodes-with-annotation-selector={'='.join(KWOK_ANNOTATION)}",
             "--node-ip=10.0.0.1",

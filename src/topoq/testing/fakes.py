@@ -161,5 +161,11 @@ class ScriptedExecutor:
     def logs(self, job: JobId, pod: int | None = None) -> str:
         return ""
 
+    def inventory_changes(self) -> None:
+        return None
+
+    def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
+        return set()
+
     def close(self) -> None:
         return None

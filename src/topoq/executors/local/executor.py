@@ -244,6 +244,14 @@ class LocalExecutor:
             raise UnknownJob(f"job {job} has no logs: it never started on this executor")
         return read_logs(self.work_dir, LogRequest(team, job, pod)).text
 
+    def inventory_changes(self) -> None:
+        """None: the local executor runs on the configured cluster's virtual nodes."""
+        return None
+
+    def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
+        """None kept: pods die with the executor (and ``stop_leftovers`` ends any left)."""
+        return set()
+
     def close(self) -> None:
         with self._lock:
             for attempt in list(self._attempts.values()):

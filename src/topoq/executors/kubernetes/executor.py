@@ -1,0 +1,496 @@
+"""The Kubernetes executor: each pod of an admitted gang becomes a Pod that topoq binds to its
+placed node, and the API server's watches say what became of them (docs/executors.md).
+
+Threads: two informers (``informer.Informer``) list and watch every Pod and the chosen Nodes;
+a small pool makes and deletes objects, at most ``qps`` requests a second (bursts of
+``burst``) over ``concurrency`` connections; everything else — the gangs' state, the events —
+happens in the caller's thread (the controller's), in ``poll``, ``inventory_changes``,
+``cancel`` and ``stop``, which take the watches' changes off their queues first. No call
+waits on a pod but ``cancel``, which returns once the pods are gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.job import JobId
+from topoq.domain.node import NodeSpec
+from topoq.engine.ports import (
+    ExecutorEvent,
+    ExecutorEventKind,
+    GangLaunch,
+)
+from topoq.executors.kubernetes.gangs import GangPods, attempt_of, pod_seen
+from topoq.executors.kubernetes.informer import RELISTED, Informer, drain, wait_for
+from topoq.executors.kubernetes.inventory import inventory
+from topoq.executors.kubernetes.manifests import (
+    PODS_ANNOTATION,
+    GangManifests,
+    PodOptions,
+    gang_manifests,
+    job_id_of,
+    job_selector,
+)
+from topoq.executors.kubernetes.plugin import KUBERNETES_CAPABILITIES
+from topoq.executors.local.executor import DEFAULT_POD_SCRIPT
+
+log = logging.getLogger(__name__)
+
+SYNC_TIMEOUT_S = 30.0
+CANCEL_TIMEOUT_S = 60.0
+PodKey = tuple[str, str]
+
+
+def _default_workload() -> str:
+    return DEFAULT_POD_SCRIPT.read_text()
+
+
+class RateLimiter:
+    """At most ``qps`` calls a second on average, ``burst`` at once (a token bucket)."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self._rate, self._burst = qps, max(1, burst)
+        self._tokens, self._at = float(self._burst), time.monotonic()
+        self._lock = threading.Lock()
+
+    def take(self) -> None:
+        while True:
+            with self._lock:
+                now = time.monotonic()
+                self._tokens = min(self._burst, self._tokens + (now - self._at) * self._rate)
+                self._at = now
+                if self._tokens >= 1:
+                    self._tokens -= 1
+                    return
+                wait = (1 - self._tokens) / self._rate
+            time.sleep(wait)
+
+
+@dataclass
+class _Making:
+    gang: GangPods
+    halt: threading.Event
+    future: Future[None] | None = None
+
+
+class KubernetesExecutor:
+    """Runs placed gangs as Pods on a Kubernetes cluster (``kubeconfig``, or ``api_client``)."""
+
+    capabilities = KUBERNETES_CAPABILITIES
+
+    def __init__(
+        self,
+        kubeconfig: Path | str | None = None,
+        *,
+        api_client: Any = None,
+        pod_options: PodOptions | None = None,
+        node_selector: str = "",
+        qps: float = 50.0,
+        burst: int = 100,
+        concurrency: int = 8,
+        stop_grace_s: float = 3.0,
+        start_deadline_s: float = 300.0,
+        create_namespaces: bool = True,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._api = api_client if api_client is not None else _client_from(kubeconfig, concurrency)
+        self._core: Any = client.CoreV1Api(self._api)
+        self._options = pod_options or PodOptions()
+        self._default_workload = _default_workload()
+        self._limiter = RateLimiter(qps, burst)
+        self._pool = ThreadPoolExecutor(max(1, concurrency), thread_name_prefix="topoq-k8s")
+        self._stop_grace_s = stop_grace_s
+        self._start_deadline_s = start_deadline_s
+        self._create_namespaces = create_namespaces
+        self._clock = clock
+        self._pods: dict[PodKey, dict[str, Any]] = {}
+        self._nodes: dict[str, dict[str, Any]] = {}
+        self._gangs: dict[JobId, GangPods] = {}
+        self._making: dict[JobId, _Making] = {}
+        self._retired: list[GangPods] = []
+        """Attempts replaced, cancelled or lost with a node: their pods are being deleted and
+        nothing more is reported of them."""
+        self._pending: list[ExecutorEvent] = []
+        self._made: queue.SimpleQueue[tuple[JobId, int, str | None]] = queue.SimpleQueue()
+        self._namespaces: set[str] = set()
+        self._inventory_changed = True
+        self._reported: list[NodeSpec] | None = None
+        self._pod_informer = Informer("pods", self._core.list_pod_for_all_namespaces)
+        self._node_informer = Informer("nodes", self._core.list_node, label_selector=node_selector)
+        self._pod_informer.start()
+        self._node_informer.start()
+        if not wait_for([self._pod_informer, self._node_informer], SYNC_TIMEOUT_S):
+            self.close()
+            raise InvalidInputError(
+                f"could not list pods and nodes from the API server within {SYNC_TIMEOUT_S:g} s",
+                where="executor kubernetes",
+                hint="check the kubeconfig's server and that its user may list and watch "
+                "pods and nodes (deploy/kubernetes/rbac.yaml)",
+            )
+        self._drain()
+
+    # --- the protocol -----------------------------------------------------------------
+    def start(self, launch: GangLaunch) -> None:
+        manifests = gang_manifests(launch, self._options, self._default_workload)
+        job = launch.job.id
+        self._drain()
+        self._retire(job, grace_s=0.0)
+        gang = GangPods(
+            job,
+            launch.attempt,
+            manifests.namespace,
+            expected=len(manifests.pods),
+            since=self._clock(),
+            nodes=frozenset(pod.plan.node for pod in manifests.pods),
+        )
+        for key, pod in self._pods.items():  # made before a crash: found, not made again
+            if key[0] == gang.namespace and self._belongs(pod, gang):
+                gang.saw(pod_seen(pod))
+        self._gangs[job] = gang
+        making = _Making(gang, threading.Event())
+        making.future = self._pool.submit(self._make, manifests, making.halt, job, gang.attempt)
+        self._making[job] = making
+
+    def cancel(self, job: JobId) -> None:
+        self._drain()
+        gang = self._gangs.get(job)
+        if gang is None:
+            return
+        self._halt(job)
+        self._retire(job, grace_s=self._stop_grace_s)
+        deadline = time.monotonic() + self._stop_grace_s
+        while self._pods_of(gang) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._drain()
+        if self._pods_of(gang):
+            self._delete_pods(gang, grace_s=0.0, wait=True)
+        deadline = time.monotonic() + CANCEL_TIMEOUT_S
+        while self._pods_of(gang) and time.monotonic() < deadline:
+            time.sleep(0.05)
+            self._drain()
+
+    def stop(self, job: JobId, grace_s: float) -> None:
+        self._drain()
+        gang = self._gangs.get(job)
+        if gang is None or gang.ended:
+            nothing = GangPods(job, 0, "", expected=0, since=self._clock(), creating=False)
+            nothing.stop_deadline = self._clock()
+            self._gangs[job] = nothing
+            return
+        if gang.stop_deadline is not None:
+            return  # a second stop keeps the first deadline
+        gang.stop_deadline = self._clock() + grace_s
+        self._halt(job, wait=False)
+        self._submit_delete(gang, grace_s)
+
+    def poll(self) -> list[ExecutorEvent]:
+        self._drain()
+        now = self._clock()
+        events, self._pending = self._pending, []
+        for job, gang in list(self._gangs.items()):
+            found = gang.events(now, self._start_deadline_s)
+            events.extend(found)
+            if any(e.kind is ExecutorEventKind.EXITED and e.exit_code for e in found):
+                self._submit_delete(gang, self._stop_grace_s)  # a gang fails as a whole
+            if gang.stop_deadline is not None:
+                if gang.stop_reported:
+                    del self._gangs[job]
+                    self._making.pop(job, None)
+                elif now >= gang.stop_deadline and not gang.forced and self._pods_of(gang):
+                    gang.forced = True
+                    self._submit_delete(gang, 0.0)  # past its grace: killed
+        self._retired = [gang for gang in self._retired if self._pods_of(gang)]
+        return events
+
+    def fail_node(self, node: str) -> None:
+        self._drain()
+        now = self._clock()
+        self._pending.append(ExecutorEvent(ExecutorEventKind.NODE_LOST, now, node=node))
+        for job, gang in list(self._gangs.items()):
+            if node in gang.nodes and not gang.ended and gang.stop_deadline is None:
+                self._pending.append(
+                    ExecutorEvent(
+                        ExecutorEventKind.NODE_LOST, now, job=job, attempt=gang.attempt, node=node
+                    )
+                )
+                self._halt(job, wait=False)
+                self._retire(job, grace_s=0.0)
+
+    def logs(self, job: JobId, pod: int | None = None) -> str:
+        return ""  # not captured: read them with kubectl logs (docs/executors.md)
+
+    def close(self) -> None:
+        """Stop watching and making; the pods run on (a restarted executor adopts them)."""
+        for making in self._making.values():
+            making.halt.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pod_informer.stop()
+        self._node_informer.stop()
+
+    def __enter__(self) -> KubernetesExecutor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # --- beyond running gangs ---------------------------------------------------------
+    def inventory_changes(self) -> list[NodeSpec] | None:
+        """The nodes when they changed since the last call (the first call: always)."""
+        self._drain()
+        if not self._inventory_changed:
+            return None
+        self._inventory_changed = False
+        nodes = inventory(self._nodes.values(), self._pods.values())
+        if nodes == self._reported:
+            return None
+        self._reported = nodes
+        return nodes
+
+    def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
+        """After a restart: keep watching the gangs of ``holding`` (job → attempt) whose pods
+        are all still there; delete every other pod topoq made (of finished, requeued or
+        unknown jobs, of other attempts, or of a gang not whole). The jobs kept."""
+        self._drain()
+        found: dict[tuple[JobId, int], list[dict[str, Any]]] = {}
+        for pod in self._pods.values():
+            job = job_id_of(pod)
+            if job is not None and job not in self._gangs:
+                found.setdefault((job, attempt_of(pod)), []).append(pod)
+        kept = set()
+        now = self._clock()
+        for (job, attempt), pods in sorted(found.items()):
+            metadata = pods[0]["metadata"]
+            expected = int((metadata.get("annotations") or {}).get(PODS_ANNOTATION, 0))
+            seen = [pod_seen(pod) for pod in pods]
+            gang = GangPods(
+                job,
+                attempt,
+                metadata.get("namespace", ""),
+                expected=expected,
+                since=now,
+                nodes=frozenset(p.node for p in seen if p.node),
+                creating=False,
+            )
+            for one in seen:
+                gang.saw(one)
+            whole = len(seen) == expected and not any(p.deleting for p in seen)
+            if holding.get(job) == attempt and whole:
+                self._gangs[job] = gang
+                kept.add(job)
+            else:
+                self._retired.append(gang)
+                self._submit_delete(gang, 0.0)
+        return kept
+
+    # --- making and deleting ----------------------------------------------------------
+    def _make(
+        self, manifests: GangManifests, halt: threading.Event, job: JobId, attempt: int
+    ) -> None:
+        error = None
+        try:
+            self._ensure_namespace(manifests.namespace)
+            self._create(
+                partial(
+                    self._core.create_namespaced_service, manifests.namespace, manifests.service
+                )
+            )
+            for pod in manifests.pods:
+                if halt.is_set():
+                    break
+                self._create(
+                    partial(self._core.create_namespaced_pod, manifests.namespace, pod.manifest)
+                )
+                if halt.is_set():
+                    break
+                self._bind(manifests.namespace, pod.name, pod.plan.node)
+        except ApiException as failure:
+            error = _api_error(failure)
+        except Exception as failure:  # the API server unreachable, say
+            error = f"{type(failure).__name__}: {failure}"
+        self._made.put((job, attempt, error))
+
+    def _create(self, call: Callable[[], Any]) -> None:
+        self._limiter.take()
+        try:
+            call()
+        except ApiException as error:
+            if error.status != 409:  # made before (a retry after a crash): fine
+                raise
+
+    def _bind(self, namespace: str, name: str, node: str) -> None:
+        body = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        self._limiter.take()
+        try:
+            # the server answers with a Status, not a Binding: read raw (docs/executors.md)
+            self._core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+        except ApiException as error:
+            if error.status != 409:  # bound before (a retry after a crash)
+                raise
+
+    def _ensure_namespace(self, namespace: str) -> None:
+        if namespace in self._namespaces or not self._create_namespaces:
+            return
+        self._limiter.take()
+        try:
+            self._core.read_namespace(namespace)
+        except ApiException as error:
+            if error.status != 404:
+                raise
+            self._create(lambda: self._core.create_namespace({"metadata": {"name": namespace}}))
+        self._namespaces.add(namespace)
+
+    def _submit_delete(self, gang: GangPods, grace_s: float) -> None:
+        self._pool.submit(self._delete_pods, gang, grace_s)
+
+    def _delete_pods(self, gang: GangPods, grace_s: float, wait: bool = False) -> None:
+        selector = job_selector(gang.job, gang.attempt)
+        seconds = math.ceil(grace_s)
+        try:
+            self._limiter.take()
+            self._core.delete_collection_namespaced_pod(
+                gang.namespace, label_selector=selector, grace_period_seconds=seconds
+            )
+            self._limiter.take()
+            self._core.delete_collection_namespaced_service(gang.namespace, label_selector=selector)
+        except ApiException as error:
+            if error.status != 404:
+                log.warning("could not delete the pods of %s: %s", gang.job, _api_error(error))
+        except Exception as error:  # the API server unreachable: the next poll tries again
+            log.warning("could not delete the pods of %s: %s", gang.job, error)
+
+    def _halt(self, job: JobId, *, wait: bool = True) -> None:
+        making = self._making.get(job)
+        if making is None:
+            return
+        making.halt.set()
+        if wait and making.future is not None:
+            making.future.result()
+            self._drain()
+
+    def _retire(self, job: JobId, *, grace_s: float) -> None:
+        """The job's running attempt is gone for the engine: its pods are deleted and
+        nothing more is said of it."""
+        gang = self._gangs.pop(job, None)
+        if gang is None:
+            return
+        self._halt(job, wait=False)
+        gang.ended = True
+        self._retired.append(gang)
+        self._delete_pods(gang, grace_s)
+
+    # --- what the watches said --------------------------------------------------------
+    def _drain(self) -> None:
+        for job, attempt, error in drain_made(self._made):
+            gang = self._gangs.get(job)
+            if gang is not None and gang.attempt == attempt:
+                gang.creating = False
+                gang.create_error = error
+        for kind, found in drain(self._pod_informer.changes):
+            if kind == RELISTED:
+                self._relisted_pods(found)
+                continue
+            metadata = found.get("metadata") or {}
+            key = (metadata.get("namespace", ""), metadata.get("name", ""))
+            if kind == "DELETED":
+                self._pods.pop(key, None)
+            else:
+                self._pods[key] = found
+            self._pod_changed(found, deleted=kind == "DELETED")
+        for kind, found in drain(self._node_informer.changes):
+            self._inventory_changed = True
+            if kind == RELISTED:
+                self._nodes = {n["metadata"]["name"]: n for n in found}
+            elif kind == "DELETED":
+                self._nodes.pop(found["metadata"]["name"], None)
+            else:
+                self._nodes[found["metadata"]["name"]] = found
+
+    def _relisted_pods(self, pods: Sequence[dict[str, Any]]) -> None:
+        before = self._pods
+        self._pods = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
+        for key, pod in before.items():
+            if key not in self._pods:
+                self._pod_changed(pod, deleted=True)
+        for pod in self._pods.values():
+            self._pod_changed(pod, deleted=False)
+
+    def _pod_changed(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        job = job_id_of(pod)
+        if job is None:
+            if (pod.get("spec") or {}).get("nodeName"):
+                self._inventory_changed = True  # what other pods use changed
+            return
+        gang = self._gangs.get(job)
+        if gang is None or not self._belongs(pod, gang):
+            return
+        if deleted:
+            gang.gone(pod["metadata"]["name"])
+        else:
+            gang.saw(pod_seen(pod))
+
+    @staticmethod
+    def _belongs(pod: Mapping[str, Any], gang: GangPods) -> bool:
+        return attempt_of(pod) == gang.attempt and job_id_of(pod) == gang.job
+
+    def _pods_of(self, gang: GangPods) -> list[PodKey]:
+        return [
+            key
+            for key, pod in self._pods.items()
+            if key[0] == gang.namespace and self._belongs(pod, gang)
+        ]
+
+
+def drain_made(
+    made: queue.SimpleQueue[tuple[JobId, int, str | None]],
+) -> list[tuple[JobId, int, str | None]]:
+    taken = []
+    while True:
+        try:
+            taken.append(made.get_nowait())
+        except queue.Empty:
+            return taken
+
+
+def _client_from(kubeconfig: Path | str | None, concurrency: int) -> Any:
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig) if kubeconfig is not None else None,
+            client_configuration=configuration,
+        )
+    except Exception as error:  # a missing or malformed kubeconfig
+        raise InvalidInputError(
+            f"cannot use the kubeconfig {kubeconfig or '(default)'}: {error}",
+            where="--kubeconfig",
+            hint="give a kubeconfig whose current context reaches the cluster",
+        ) from None
+    configuration.connection_pool_maxsize = concurrency + 4  # and the two watches
+    return client.ApiClient(configuration)
+
+
+def _api_error(error: ApiException) -> str:
+    try:
+        message = json.loads(error.body or "{}").get("message")
+    except ValueError:
+        message = None
+    return f"{error.status} {error.reason}: {message or error.body or ''}".strip()

@@ -1,0 +1,256 @@
+"""What the Kubernetes executor writes to the API server, as plain objects (pure): one Pod per
+pod of a placed gang, and one headless Service per attempt that makes rank 0 resolvable.
+
+Names are deterministic — ``<job>-a<attempt>-<rank>`` after the job id is made a DNS label
+(``kube_name``) — so a retry after a crash finds the pod it made before instead of making a
+second. Each pod carries topoq's scheduler name (kube-scheduler leaves it alone; topoq binds
+it to its placed node through ``pods/binding``), the labels that find it again (job, attempt,
+rank, team; ``app.kubernetes.io/managed-by: topoq``), the exact job id and team as
+annotations, the GPUs and other resources of its pod set as requests and limits, and the
+variables the local executor sets (``topoq.executors.environment``) with ``MASTER_ADDR`` the
+DNS name of rank 0 under the Service.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from topoq.domain.job import JobId
+from topoq.domain.workload import Toleration
+from topoq.engine.ports import ExecutorStartFailed, GangLaunch
+from topoq.executors.environment import (
+    GangContext,
+    PodPlan,
+    hosts_in_node_rank_order,
+    launcher_environment,
+    plan_pods,
+)
+
+SCHEDULER_NAME = "topoq"
+MANAGED_BY = ("app.kubernetes.io/managed-by", "topoq")
+JOB_LABEL = "topoq.io/job"
+ATTEMPT_LABEL = "topoq.io/attempt"
+RANK_LABEL = "topoq.io/rank"
+TEAM_LABEL = "topoq.io/team"
+POD_SET_LABEL = "topoq.io/pod-set"
+JOB_ID_ANNOTATION = "topoq.io/job-id"
+TEAM_ANNOTATION = "topoq.io/team"
+NODE_ANNOTATION = "topoq.io/node"
+"""The node topoq placed the pod on (it binds the pod there)."""
+PODS_ANNOTATION = "topoq.io/pods"
+"""How many pods the attempt has (so that a restarted executor knows a gang is whole)."""
+MANAGED_SELECTOR = "=".join(MANAGED_BY)
+MASTER_PORT = 29500
+CONTAINER_NAME = "main"
+DEFAULT_IMAGE = "python:3.11-slim"
+DNS_LABEL_LIMIT = 63
+_NOT_IN_LABEL = re.compile(r"[^a-z0-9-]+")
+_NAME_HASH_LENGTH = 8
+NAME_LIMIT_BYTES = 255
+"""The longest file name a container runtime can exec."""
+
+
+def kube_name(text: str, *, limit: int = DNS_LABEL_LIMIT) -> str:
+    """``text`` as a DNS-1123 label of at most ``limit`` characters: lower case, runs of other
+    characters as ``-``; when that changed anything (or cut it short), a hash of the original
+    is appended, so that different texts never share a name."""
+    cleaned = _NOT_IN_LABEL.sub("-", text.lower()).strip("-") or "x"
+    if cleaned == text and len(cleaned) <= limit:
+        return cleaned
+    digest = hashlib.sha256(text.encode()).hexdigest()[:_NAME_HASH_LENGTH]
+    return f"{cleaned[: limit - _NAME_HASH_LENGTH - 1].rstrip('-')}-{digest}"
+
+
+def attempt_name(job: JobId, attempt: int) -> str:
+    """The Service of one attempt, and the stem of its pods' names."""
+    suffix = f"-a{attempt}"
+    return kube_name(job, limit=DNS_LABEL_LIMIT - len(suffix) - 6) + suffix  # room for -<rank>
+
+
+def pod_name(job: JobId, attempt: int, rank: int) -> str:
+    return f"{attempt_name(job, attempt)}-{rank}"
+
+
+def job_selector(job: JobId, attempt: int | None = None) -> str:
+    """The label selector of a job's pods (of one attempt, when given)."""
+    selector = f"{MANAGED_SELECTOR},{JOB_LABEL}={kube_name(job)}"
+    return selector if attempt is None else f"{selector},{ATTEMPT_LABEL}={attempt}"
+
+
+@dataclass(frozen=True)
+class PodOptions:
+    """How every pod of the executor is made (``topoq server --executor kubernetes``)."""
+
+    namespace_pattern: str = "{team}"
+    """The team's namespace; ``{team}`` is the team's name as a DNS label."""
+    image: str = DEFAULT_IMAGE
+    """The image of pods whose pod set names a command, and of the default workload."""
+    default_command: tuple[str, ...] = ("python3", "-c")
+    """How the default workload runs: this, then the workload's source."""
+    service_account: str | None = None
+    extra_labels: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PlannedPod:
+    plan: PodPlan
+    name: str
+    manifest: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class GangManifests:
+    namespace: str
+    service: dict[str, Any]
+    pods: tuple[PlannedPod, ...]
+
+
+def namespace_of(team: str, options: PodOptions) -> str:
+    return options.namespace_pattern.format(team=kube_name(team))
+
+
+def gang_manifests(launch: GangLaunch, options: PodOptions, default_workload: str) -> GangManifests:
+    """The Service and Pods of ``launch``; raises ``ExecutorStartFailed`` for a gang no
+    container could run (a variable name with ``=`` or a NUL, a NUL in a value or the
+    command, a program name longer than a file name can be)."""
+    spec = launch.job
+    plans = plan_pods(spec.workload, launch.allocation)
+    namespace = namespace_of(spec.team, options)
+    stem = attempt_name(spec.id, launch.attempt)
+    hosts = hosts_in_node_rank_order(plans)
+    context = GangContext(
+        spec.id, launch.attempt, len(plans), hosts, MASTER_PORT, launch.node_labels
+    )
+    master = f"{stem}-0.{stem}.{namespace}.svc"
+    pod_sets = {pod_set.name: pod_set for pod_set in spec.workload.pod_sets}
+    labels = {
+        MANAGED_BY[0]: MANAGED_BY[1],
+        JOB_LABEL: kube_name(spec.id),
+        ATTEMPT_LABEL: str(launch.attempt),
+        TEAM_LABEL: kube_name(spec.team),
+        **options.extra_labels,
+    }
+    annotations = {
+        JOB_ID_ANNOTATION: str(spec.id),
+        TEAM_ANNOTATION: str(spec.team),
+        PODS_ANNOTATION: str(len(plans)),
+    }
+    pods = []
+    for plan in plans:
+        pod_set = pod_sets[plan.pod_set]
+        environment = dict(launch.environment) | dict(pod_set.environment)
+        variables = launcher_environment(context, plan, ())
+        del variables["CUDA_VISIBLE_DEVICES"]  # the device plugin sets it
+        variables |= {"MASTER_ADDR": master, "SM_NUM_GPUS": str(plan.gpus)}
+        environment |= variables
+        command = launch.commands.get(plan.pod_set) or (
+            *options.default_command,
+            default_workload,
+        )
+        _check_startable(environment, command, f"pod set {plan.pod_set!r}")
+        name = f"{stem}-{plan.rank}"
+        amounts = pod_set.requests.formatted()
+        resources: dict[str, Any] = {"requests": amounts}
+        extended = {k: v for k, v in amounts.items() if "/" in k}
+        if extended:
+            resources["limits"] = extended  # extended resources need limits equal to requests
+        pod_spec: dict[str, Any] = {
+            "schedulerName": SCHEDULER_NAME,
+            "hostname": name,
+            "subdomain": stem,
+            "restartPolicy": "Never",
+            "terminationGracePeriodSeconds": 30,
+            "containers": [
+                {
+                    "name": CONTAINER_NAME,
+                    "image": options.image,
+                    "command": list(command),
+                    "env": [{"name": k, "value": v} for k, v in sorted(environment.items())],
+                    "resources": resources,
+                }
+            ],
+        }
+        if options.service_account:
+            pod_spec["serviceAccountName"] = options.service_account
+        if pod_set.tolerations:
+            pod_spec["tolerations"] = [_toleration(t) for t in pod_set.tolerations]
+        manifest = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "labels": {
+                    **labels,
+                    RANK_LABEL: str(plan.rank),
+                    POD_SET_LABEL: kube_name(plan.pod_set),
+                },
+                "annotations": {**annotations, NODE_ANNOTATION: plan.node},
+            },
+            "spec": pod_spec,
+        }
+        pods.append(PlannedPod(plan, name, manifest))
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {
+            "name": stem,
+            "namespace": namespace,
+            "labels": labels,
+            "annotations": annotations,
+        },
+        "spec": {
+            "clusterIP": "None",
+            "selector": {JOB_LABEL: labels[JOB_LABEL], ATTEMPT_LABEL: labels[ATTEMPT_LABEL]},
+            "publishNotReadyAddresses": True,
+            "ports": [{"name": "rendezvous", "port": MASTER_PORT}],
+        },
+    }
+    return GangManifests(namespace, service, tuple(pods))
+
+
+def _toleration(toleration: Toleration) -> dict[str, Any]:
+    found = {
+        "key": toleration.key,
+        "operator": toleration.operator.value,
+        "value": toleration.value,
+        "effect": toleration.effect,
+    }
+    return {k: v for k, v in found.items() if v not in (None, "")}
+
+
+def _check_startable(environment: Mapping[str, str], command: Sequence[str], where: str) -> None:
+    for name, value in environment.items():
+        if not name or "=" in name or "\0" in name:
+            raise ExecutorStartFailed(
+                f"environment variable name {name!r} cannot be set",
+                where=where,
+                hint="a name is not empty and has no '=' or NUL",
+            )
+        if "\0" in value:
+            raise ExecutorStartFailed(
+                f"environment variable {name!r} holds a NUL", where=where, hint="remove it"
+            )
+    if not command or any("\0" in part for part in command):
+        raise ExecutorStartFailed(
+            "the command is empty or holds a NUL", where=where, hint="give a plain argv"
+        )
+    if any(len(part.encode()) > NAME_LIMIT_BYTES for part in command[0].split("/")):
+        raise ExecutorStartFailed(
+            f"the program name is longer than {NAME_LIMIT_BYTES} bytes",
+            where=where,
+            hint="no container runtime can run it",
+        )
+
+
+def job_id_of(pod: Mapping[str, Any]) -> JobId | None:
+    """The job of a pod topoq made (None for any other pod)."""
+    metadata = pod.get("metadata") or {}
+    if (metadata.get("labels") or {}).get(MANAGED_BY[0]) != MANAGED_BY[1]:
+        return None
+    found = (metadata.get("annotations") or {}).get(JOB_ID_ANNOTATION)
+    return JobId(found) if found else None

@@ -400,7 +400,7 @@ class KubernetesExecutor:
 
     # --- what the watches said --------------------------------------------------------
     def _drain(self) -> None:
-        for job, attempt, error in drain_made(self._made):
+        for job, attempt, error in drain(self._made):
             gang = self._gangs.get(job)
             if gang is not None and gang.attempt == attempt:
                 gang.creating = False
@@ -458,17 +458,6 @@ class KubernetesExecutor:
             for key, pod in self._pods.items()
             if key[0] == gang.namespace and self._belongs(pod, gang)
         ]
-
-
-def drain_made(
-    made: queue.SimpleQueue[tuple[JobId, int, str | None]],
-) -> list[tuple[JobId, int, str | None]]:
-    taken = []
-    while True:
-        try:
-            taken.append(made.get_nowait())
-        except queue.Empty:
-            return taken
 
 
 def _client_from(kubeconfig: Path | str | None, concurrency: int) -> Any:

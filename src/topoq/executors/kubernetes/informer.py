@@ -14,7 +14,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from kubernetes.client.exceptions import ApiException
 from kubernetes.watch.watch import iter_resp_lines
@@ -28,6 +28,7 @@ STOP_WAIT_S = 5.0
 BACKOFF_S = (0.2, 0.5, 1.0, 2.0, 5.0)
 
 Change = tuple[str, Any]
+T = TypeVar("T")
 
 
 class Informer:
@@ -123,8 +124,9 @@ class Informer:
         return failures + 1
 
 
-def drain(changes: queue.SimpleQueue[Change]) -> list[Change]:
-    taken = []
+def drain(changes: queue.SimpleQueue[T]) -> list[T]:
+    """Everything on the queue now, oldest first, without waiting."""
+    taken: list[T] = []
     while True:
         try:
             taken.append(changes.get_nowait())

@@ -54,17 +54,19 @@ from topoq.api_workers import (
     wait_until_told_to_serve,
 )
 from topoq.discovery.policy import load_policy
-from topoq.discovery.sources import load_cluster
+from topoq.discovery.sources import LoadedCluster, load_cluster
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.identity import next_admin_token_name
+from topoq.domain.node import HOSTNAME_LABEL
 from topoq.domain.quantity import parse_quantity
+from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, TopologySpec
 from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
 from topoq.executors.local import checked_log_limit
 from topoq.executors.local.layout import write_private_text
-from topoq.executors.registry import log_reader, make_executor
+from topoq.executors.registry import PLUGINS, ExecutorPlugin, log_reader, make_executor
 from topoq.server_environment import (
     DATABASE_URL_ENV,
     RUNS_DIRECTORY,
@@ -85,6 +87,65 @@ MIN_STEP_GAP_S = 0.1
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8750
 DEFAULT_EXECUTOR = "local"
+KUBERNETES_LEVELS = (*AWS_NETWORK_LAYER_LABELS[:3], HOSTNAME_LABEL)
+"""The topology levels of a Kubernetes cluster unless told otherwise: HyperPod's network
+layers, then the hostname (as a Kueue Topology for HyperPod lists them)."""
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How the executor reaches a real cluster (``--executor kubernetes``), and the topology
+    levels of its nodes. Empty for the local executor."""
+
+    kubeconfig: Path | None = None
+    node_selector: str = ""
+    namespace_pattern: str = "{team}"
+    topology_levels: tuple[str, ...] = ()
+
+    def executor_options(self) -> dict[str, Any]:
+        return {
+            "kubeconfig": self.kubeconfig,
+            "node_selector": self.node_selector,
+            "namespace_pattern": self.namespace_pattern,
+        }
+
+    def arguments(self) -> list[str]:
+        """The options that say this on a command line (for the API processes, which need
+        the topology)."""
+        found = (
+            ["--topology-levels", ",".join(self.topology_levels)] if self.topology_levels else []
+        )
+        return found
+
+
+def topology_levels_option(text: str | None) -> tuple[str, ...]:
+    """``--topology-levels`` (comma-separated node labels, broadest first)."""
+    if text is None:
+        return ()
+    levels = tuple(part.strip() for part in text.split(",") if part.strip())
+    if not levels:
+        raise InvalidInputError(
+            "no topology level given",
+            where="--topology-levels",
+            hint=f"give node labels, broadest first, e.g. {','.join(KUBERNETES_LEVELS)}",
+        )
+    return levels
+
+
+def cluster_topology(
+    executor_name: str, cluster: LoadedCluster, cluster_file: Path | None, access: ClusterAccess
+) -> TopologySpec:
+    """The levels the server places by: given ones, else the cluster file's, else (for an
+    executor that reads the cluster's nodes) HyperPod's, else the example cluster's."""
+    if access.topology_levels:
+        return TopologySpec(
+            cluster.topology.name if cluster_file else executor_name, access.topology_levels
+        )
+    if cluster_file is None and PLUGINS[executor_name].capabilities.reports_inventory:
+        return TopologySpec(executor_name, KUBERNETES_LEVELS)
+    return cluster.topology
+
+
 DEFAULT_API_WORKERS = 1
 DEFAULT_API_SPARES = 1
 SUPERVISE_INTERVAL_S = 0.05
@@ -221,21 +282,29 @@ def build_server(
     policy_file: Path | None = None,
     executor_name: str = DEFAULT_EXECUTOR,
     pod_log_limit_bytes: int | None = None,
+    access: ClusterAccess | None = None,
 ) -> Server:
+    access = access or ClusterAccess()
+    plugin = _plugin(executor_name)
     make_private(data_dir)
     store = open_store(database_url, data_dir)
     cluster = load_cluster(cluster_file)
-    if not store.nodes():
+    topology = cluster_topology(executor_name, cluster, cluster_file, access)
+    if not plugin.capabilities.reports_inventory and not store.nodes():
         store.save_nodes(cluster.nodes, actor=SYSTEM, now=time.time())
         store.audit(AuditEntry(time.time(), SYSTEM, "nodes", cluster.name, {"source": "cluster"}))
     if policy_file is not None:
         _apply_policy_file(store, policy_file)
-    options = _executor_options(executor_name, data_dir)
+    options = _executor_options(executor_name, data_dir, access)
     if pod_log_limit_bytes is not None:
         options["pod_log_limit_bytes"] = pod_log_limit_bytes
-    executor = make_executor(executor_name, **options)
+    try:
+        executor = make_executor(executor_name, **options)
+    except BaseException:
+        store.close()
+        raise
     metrics = ControlPlaneMetrics()
-    controller = Controller(store, executor, cluster.topology, clock=time.time, metrics=metrics)
+    controller = Controller(store, executor, topology, clock=time.time, metrics=metrics)
     requeued = controller.recover()
     if requeued:
         log.warning("requeued after a restart: %s", ", ".join(requeued))
@@ -262,8 +331,23 @@ def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
         )
 
 
-def _executor_options(name: str, data_dir: Path) -> dict[str, Any]:
-    return {"work_dir": data_dir / RUNS_DIRECTORY} if name == "local" else {}
+def _plugin(name: str) -> ExecutorPlugin:
+    plugin = PLUGINS.get(name)
+    if plugin is None:
+        raise InvalidInputError(
+            f"no executor is called {name!r}",
+            where="--executor",
+            hint=f"known executors: {', '.join(sorted(PLUGINS))}",
+        )
+    return plugin
+
+
+def _executor_options(name: str, data_dir: Path, access: ClusterAccess) -> dict[str, Any]:
+    if name == "local":
+        return {"work_dir": data_dir / RUNS_DIRECTORY}
+    if name == "kubernetes":
+        return access.executor_options()
+    return {}
 
 
 POD_LOG_LIMIT_OPTION = "--pod-log-limit"
@@ -308,8 +392,10 @@ def serve(
     api_workers: int = DEFAULT_API_WORKERS,
     api_spares: int = DEFAULT_API_SPARES,
     pod_log_limit: str | None = None,
+    access: ClusterAccess | None = None,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
+    access = access or ClusterAccess()
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -326,6 +412,7 @@ def serve(
         policy_file=Path(policy_file) if policy_file is not None else None,
         executor_name=executor_name,
         pod_log_limit_bytes=log_limit_bytes,
+        access=access,
     )
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--api-process",
@@ -335,6 +422,7 @@ def serve(
     ]  # fmt: skip
     if cluster_file is not None:
         command += ["--cluster", str(Path(cluster_file).resolve())]
+    command += access.arguments()
     workers = ApiWorkers(
         command,
         (listener.fileno(), server.loop.wake_fd),
@@ -399,6 +487,7 @@ def serve_api(
     cluster_file: Path | None,
     executor_name: str,
     spare_fd: int | None = None,
+    access: ClusterAccess | None = None,
 ) -> None:
     """One API process: uvicorn on the controller process's listening socket. A spare
     (``spare_fd``) gets everything ready, then waits on that pipe until told to serve."""
@@ -409,11 +498,12 @@ def serve_api(
     )
     os.set_blocking(wake_fd, False)
     store = SqlStore(connect(resolve_url(database_url, data_dir)))  # migrated by the controller
+    access = access or ClusterAccess()
     cluster = load_cluster(cluster_file)
     service = Service(
         store,
-        cluster.topology,
-        logs=log_reader(executor_name, **_executor_options(executor_name, data_dir)),
+        cluster_topology(executor_name, cluster, cluster_file, access),
+        logs=log_reader(executor_name, **_executor_options(executor_name, data_dir, access)),
         wake=lambda: wake_controller(wake_fd),
         metrics=MetricsFile(data_dir / METRICS_FILE),
     )
@@ -500,8 +590,18 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--wake-fd", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--parent-pid", type=int, help=argparse.SUPPRESS)
     parser.add_argument("--pod-log-limit", default=None, help="default: 64Mi")
+    parser.add_argument("--kubeconfig", default=None)
+    parser.add_argument("--node-selector", default="")
+    parser.add_argument("--namespace-pattern", default="{team}")
+    parser.add_argument("--topology-levels", default=None)
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    access = ClusterAccess(
+        Path(args.kubeconfig).resolve() if args.kubeconfig else None,
+        args.node_selector,
+        args.namespace_pattern,
+        topology_levels_option(args.topology_levels),
+    )
     if args.api_process:
         serve_api(
             listen_fd=args.listen_fd,
@@ -512,6 +612,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             cluster_file=Path(args.cluster) if args.cluster else None,
             executor_name=args.executor,
             spare_fd=args.spare_fd,
+            access=access,
         )
         return
     serve(
@@ -525,6 +626,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.api_workers,
         args.api_spares,
         args.pod_log_limit,
+        access,
     )
 
 

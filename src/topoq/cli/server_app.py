@@ -74,7 +74,42 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         policy: Annotated[
             Path | None, typer.Option(help="A policy file to apply on start.")
         ] = None,
-        executor: Annotated[str, typer.Option(help="local")] = "local",
+        executor: Annotated[
+            str,
+            typer.Option(
+                help="local (each pod a process here) or kubernetes (each pod a Pod on the "
+                "cluster of --kubeconfig)."
+            ),
+        ] = "local",
+        kubeconfig: Annotated[
+            Path | None,
+            typer.Option(
+                help="With --executor kubernetes: the cluster (default: KUBECONFIG, then "
+                "~/.kube/config).",
+                show_default=False,
+            ),
+        ] = None,
+        node_selector: Annotated[
+            str,
+            typer.Option(
+                help="With --executor kubernetes: the nodes topoq places on (a label selector)."
+            ),
+        ] = "",
+        namespace_pattern: Annotated[
+            str,
+            typer.Option(
+                help="With --executor kubernetes: each team's namespace ({team} is its name)."
+            ),
+        ] = "{team}",
+        topology_levels: Annotated[
+            str | None,
+            typer.Option(
+                help="Node labels of the topology levels, broadest first, comma-separated "
+                "(default: the cluster file's; with --executor kubernetes, "
+                "topology.k8s.aws/network-node-layer-1..3,kubernetes.io/hostname).",
+                show_default=False,
+            ),
+        ] = None,
         api_workers: Annotated[
             int,
             typer.Option(
@@ -102,7 +137,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         The first start writes an admin token to DATA_DIR/admin-token. Without a token only
         /healthz, /metrics (per-team figures) and the API docs (/docs, /redoc,
         /openapi.json) answer (docs/api.md)."""
-        from topoq.bootstrap import serve
+        from topoq.bootstrap import ClusterAccess, serve, topology_levels_option
         from topoq.cli.app import guarded
 
         guarded(
@@ -117,6 +152,12 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 api_workers,
                 api_spares,
                 pod_log_limit,
+                ClusterAccess(
+                    kubeconfig.resolve() if kubeconfig is not None else None,
+                    node_selector,
+                    namespace_pattern,
+                    topology_levels_option(topology_levels),
+                ),
             )
         )
 

@@ -11,10 +11,22 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kubernetes import client
 
-from topoq.testbeds.kubernetes import ASSETS_ENV, BedShape, KubernetesBed, bring_up, tear_down
+from tests.executors.launches import SHAPE, wait_until
+from topoq.testbeds.kubernetes import (
+    ASSETS_ENV,
+    BedShape,
+    KubernetesBed,
+    bring_up,
+    node_documents,
+    tear_down,
+)
+from topoq.testing.governance import gpu_cluster
 
 BED_NODES = 16
+CONTRACT_SET = ("topoq.io/bed-set", "contract")
+"""The label of the four nodes named and labelled as the executor contract's cluster."""
 
 
 def assets_or_skip() -> Path:
@@ -35,3 +47,24 @@ def k8s_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesBed]
         yield bring_up(directory, BedShape(BED_NODES, 3), kueue=True, assets=assets)
     finally:
         tear_down(directory)
+
+
+@pytest.fixture(scope="session")
+def contract_nodes(k8s_bed: KubernetesBed) -> list[str]:
+    core = client.CoreV1Api(k8s_bed.api_client())
+    nodes, _ = gpu_cluster(SHAPE)
+    names = []
+    for document in node_documents(nodes):
+        document["metadata"]["labels"][CONTRACT_SET[0]] = CONTRACT_SET[1]
+        core.create_node(document)
+        names.append(document["metadata"]["name"])
+
+    def ready() -> bool:
+        listed = core.list_node(label_selector="=".join(CONTRACT_SET)).items
+        return len(listed) == len(names) and all(
+            any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or ())
+            for n in listed
+        )
+
+    wait_until(ready, timeout_s=30, what="the contract's nodes")
+    return names

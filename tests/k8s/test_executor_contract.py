@@ -20,37 +20,15 @@ from tests.executors.contract import (
     ExecutorContract,
     ExecutorFactory,
 )
-from tests.executors.launches import SHAPE, gang, place, wait_until
+from tests.executors.launches import gang, place, wait_until
+from tests.k8s.conftest import CONTRACT_SET
 from topoq.domain.job import JobId
 from topoq.engine.ports import Executor
 from topoq.executors.kubernetes.executor import KubernetesExecutor
 from topoq.executors.kubernetes.manifests import MANAGED_SELECTOR, job_selector
-from topoq.testbeds.kubernetes import KubernetesBed, node_documents
-from topoq.testing.governance import gpu_cluster
+from topoq.testbeds.kubernetes import KubernetesBed
 
-CONTRACT_SET = ("topoq.io/bed-set", "contract")
 NAMESPACE = "t"  # the contract's team
-
-
-@pytest.fixture(scope="session")
-def contract_nodes(k8s_bed: KubernetesBed) -> list[str]:
-    core = client.CoreV1Api(k8s_bed.api_client())
-    nodes, _ = gpu_cluster(SHAPE)
-    names = []
-    for document in node_documents(nodes):
-        document["metadata"]["labels"][CONTRACT_SET[0]] = CONTRACT_SET[1]
-        core.create_node(document)
-        names.append(document["metadata"]["name"])
-
-    def ready() -> bool:
-        listed = core.list_node(label_selector="=".join(CONTRACT_SET)).items
-        return len(listed) == len(names) and all(
-            any(c.type == "Ready" and c.status == "True" for c in n.status.conditions or ())
-            for n in listed
-        )
-
-    wait_until(ready, timeout_s=30, what="the contract's nodes")
-    return names
 
 
 class TestKubernetesContract(ExecutorContract):

@@ -20,6 +20,8 @@ from typing import Any
 import yaml
 
 TOPOQ_POD = '.metadata.labels["topoq.io/job"]'
+FAILED_ON_DEMAND = '.metadata.labels["pod-container-running-failed.stage.kwok.x-k8s.io"]'
+"""KWOK's own way to make a running pod fail: such a pod is left to that stage."""
 FAST_JITTER_MS = 1000
 QUICKER_STAGES = ("pod-create", "pod-ready")
 
@@ -41,6 +43,7 @@ TOPOQ_STAGES: list[dict[str, Any]] = [
                     {"key": ".status.phase", "operator": "In", "values": ["Running"]},
                     {"key": TOPOQ_POD, "operator": "Exists"},
                     {"key": _env("TOPOQ_SLEEP_S"), "operator": "Exists"},
+                    {"key": FAILED_ON_DEMAND, "operator": "DoesNotExist"},
                 ]
             },
             "weight": 100,

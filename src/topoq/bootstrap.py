@@ -296,7 +296,7 @@ def build_server(
     if policy_file is not None:
         _apply_policy_file(store, policy_file)
     options = _executor_options(executor_name, data_dir, access)
-    if pod_log_limit_bytes is not None:
+    if pod_log_limit_bytes is not None and executor_name == "local":
         options["pod_log_limit_bytes"] = pod_log_limit_bytes
     try:
         executor = make_executor(executor_name, **options)

@@ -188,3 +188,14 @@ def test_explain_names_the_borrow_limit_and_the_job_to_wait_for(
     assert "would change it: wait for hog to end (they free 48 nvidia.com/gpu)" in out
     for name in ("hog", "one-more"):
         assert topoq(server, "cancel", name).returncode == 0
+
+
+def test_a_token_file_that_is_not_there_is_one_line_for_every_server_verb(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    missing = {**server, "TOPOQ_TOKEN_FILE": str(tmp_path / "no-such-token")}
+    for verb in (["nodes"], ["list"], ["teams"], ["explain", "x"]):
+        answer = topoq(missing, *verb)
+        assert answer.returncode == 2, (verb, answer.stderr)
+        assert "Traceback" not in answer.stderr
+        assert answer.stderr.count("\n") == 1 and "no-such-token" in answer.stderr

@@ -414,7 +414,12 @@ _register_server_verbs()
 
 
 def main() -> None:
+    from topoq.domain.errors import TopoqError
+
     try:
         app()
     except KeyboardInterrupt:  # pragma: no cover - interactive only
         sys.exit(130)
+    except TopoqError as error:  # one a verb did not catch itself: still one line
+        typer.echo(f"error: {one_line(str(error))}", err=True)
+        sys.exit(EXIT_BAD_INPUT)

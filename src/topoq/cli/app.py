@@ -294,6 +294,51 @@ def policy_convert(
     )
 
 
+class PolicyExportFormat(StrEnum):
+    KUEUE = "kueue"
+
+
+@policy_app.command("export")
+def policy_export(
+    to: Annotated[PolicyExportFormat, typer.Option("--to", help="The system to write for.")],
+    policy: PolicyOption = None,
+    nodes: Annotated[
+        Path | None,
+        typer.Option(
+            "--nodes",
+            "--cluster",
+            "-n",
+            help="The cluster (any format `topoq place` reads): its topology, and the capacity "
+            "no team is guaranteed (the root cohort's quota).",
+            show_default=False,
+        ),
+    ] = None,
+    api_version: Annotated[
+        str, typer.Option("--api-version", help="v1beta2 (Kueue 0.15+), or v1beta1.")
+    ] = "v1beta2",
+    namespace_pattern: Annotated[
+        str, typer.Option(help="Each team's namespace for its LocalQueue ({team}: its name).")
+    ] = "{team}",
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
+    ] = None,
+    server: Annotated[
+        str | None, typer.Option(help="Without --policy: the server whose policy is in force.")
+    ] = None,
+    token: Annotated[str | None, typer.Option(help="The server's token.")] = None,
+) -> None:
+    """Write the policy as the Kueue objects that govern the same way: ResourceFlavors, the
+    Topology, the Cohort tree, a ClusterQueue and LocalQueue per team, WorkloadPriorityClasses
+    (`kubectl apply --server-side -f` takes them)."""
+    from topoq.cli.policy_commands import run_policy_export_kueue
+
+    guarded(
+        lambda: run_policy_export_kueue(
+            policy, nodes, api_version, namespace_pattern, out, server, token
+        )
+    )
+
+
 class SimulateOutput(StrEnum):
     TABLE = "table"
     JSON = "json"

@@ -277,3 +277,69 @@ def _amounts(resources: Resources) -> str:
             f"{resources[name]} {short}" if short else readable_amount(name, resources[name])
         )
     return "\n".join(lines) or "0"
+
+
+def run_policy_export_kueue(
+    policy_file: Path | None,
+    nodes: Path | None,
+    api_version: str,
+    namespace_pattern: str,
+    out: Path | None,
+    server: str | None,
+    token: str | None,
+) -> None:
+    """The policy (the file's, else the server's) as Kueue objects, one YAML document each."""
+    from topoq.discovery.kueue_policy import kueue_objects
+    from topoq.discovery.sources import load_cluster
+    from topoq.domain.flavors import flavor_of
+    from topoq.domain.governance import FlavorName
+    from topoq.domain.node import INSTANCE_TYPE_LABEL
+
+    if policy_file is not None:
+        policy = load_policy(policy_file)
+    else:
+        from topoq.cli.server_commands import connected
+        from topoq.discovery.policy import policy_from_document
+
+        with connected(server, token) as client:
+            policy = policy_from_document(client.policy().document, source="the server's policy")
+    idle: dict[str, Resources] | None = None
+    label_values: dict[str, str] = {}
+    cluster = load_cluster(nodes) if nodes is not None else None
+    if cluster is not None:
+        capacity: dict[str, Resources] = {}
+        for node in cluster.nodes:
+            flavor = flavor_of(node)
+            label_values.setdefault(flavor, node.labels.get(INSTANCE_TYPE_LABEL, flavor))
+            capacity[flavor] = capacity.get(flavor, Resources()) + node.allocatable
+        guaranteed: dict[str, Resources] = {}
+        for quota in [q for team in policy.teams for q in team.quotas] + [
+            q for cohort in policy.cohorts for q in cohort.quotas
+        ]:
+            guaranteed[quota.flavor] = guaranteed.get(quota.flavor, Resources()) + quota.guarantee
+        covered = {q.flavor: q.covers for team in policy.teams for q in team.quotas}
+        idle = {
+            flavor: Resources(
+                {
+                    name: max(0, amount - guaranteed.get(flavor, Resources()).amount(name))
+                    for name, amount in total.items()
+                    if name in covered[FlavorName(flavor)]
+                }
+            )
+            for flavor, total in capacity.items()
+            if flavor in covered
+        }
+    topology = cluster.topology if cluster is not None else load_cluster(None).topology
+    objects = kueue_objects(
+        policy,
+        topology,
+        idle=idle,
+        namespace_pattern=namespace_pattern,
+        version=api_version,
+        label_values=label_values,
+    )
+    text = yaml.safe_dump_all(objects, sort_keys=False)
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")

@@ -47,7 +47,8 @@ TOPOLOGY_KIND, TOPOLOGY_LIST_KIND = "Topology", "TopologyList"
 KUEUE_TOPOLOGY_API_VERSIONS = frozenset(
     {"kueue.x-k8s.io/v1alpha1", "kueue.x-k8s.io/v1beta1", "kueue.x-k8s.io/v1beta2"}
 )
-DEFAULT_KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta1"
+DEFAULT_KUEUE_API_VERSION = "kueue.x-k8s.io/v1beta2"
+"""What topoq writes: Kueue 0.17 answers v1beta1 with "This version is deprecated"."""
 READY_CONDITION = "Ready"
 ACTIVE_POD_PHASES = frozenset({"Pending", "Running", "Unknown"})
 FINISHED_POD_PHASES = frozenset({"Succeeded", "Failed"})

@@ -13,13 +13,12 @@ DNS name of rank 0 under the Service.
 
 from __future__ import annotations
 
-import hashlib
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from topoq.domain.job import JobId
+from topoq.domain.kube_names import DNS_LABEL_LIMIT, kube_name
 from topoq.domain.workload import Toleration
 from topoq.engine.ports import ExecutorStartFailed, GangLaunch
 from topoq.executors.environment import (
@@ -47,22 +46,8 @@ MANAGED_SELECTOR = "=".join(MANAGED_BY)
 MASTER_PORT = 29500
 CONTAINER_NAME = "main"
 DEFAULT_IMAGE = "python:3.11-slim"
-DNS_LABEL_LIMIT = 63
-_NOT_IN_LABEL = re.compile(r"[^a-z0-9-]+")
-_NAME_HASH_LENGTH = 8
 NAME_LIMIT_BYTES = 255
 """The longest file name a container runtime can exec."""
-
-
-def kube_name(text: str, *, limit: int = DNS_LABEL_LIMIT) -> str:
-    """``text`` as a DNS-1123 label of at most ``limit`` characters: lower case, runs of other
-    characters as ``-``; when that changed anything (or cut it short), a hash of the original
-    is appended, so that different texts never share a name."""
-    cleaned = _NOT_IN_LABEL.sub("-", text.lower()).strip("-") or "x"
-    if cleaned == text and len(cleaned) <= limit:
-        return cleaned
-    digest = hashlib.sha256(text.encode()).hexdigest()[:_NAME_HASH_LENGTH]
-    return f"{cleaned[: limit - _NAME_HASH_LENGTH - 1].rstrip('-')}-{digest}"
 
 
 def attempt_name(job: JobId, attempt: int) -> str:

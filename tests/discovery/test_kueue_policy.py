@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from topoq.discovery.kueue_policy import ROOT_COHORT, TEAMS_COHORT, kueue_objects
+from topoq.discovery.kueue_policy_import import policy_from_kueue
 from topoq.discovery.policy import policy_from_document
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
@@ -112,3 +113,48 @@ def test_v1beta1_names_its_fields_as_v1beta1_did_and_other_versions_are_refused(
     assert by_kind(objects, "ClusterQueue")["a"]["spec"]["cohort"] == TEAMS_COHORT
     with pytest.raises(InvalidInputError, match="v1beta2 or v1beta1"):
         kueue_objects(policy([team("a")]), TOPOLOGY, version="v1")
+
+
+ROUND_TRIP = {
+    "apiVersion": "topoq.io/v1",
+    "kind": "Policy",
+    "scheduling": {
+        "priorityClasses": [{"name": "inference", "weight": 100}, {"name": "batch", "weight": 5}]
+    },
+    "cohorts": [
+        {"name": "org", "fairShareWeight": 2},
+        {
+            "name": "research",
+            "parent": ["org"],
+            "quotas": [{"flavor": "p5.48xlarge", "instances": 1}],
+        },
+    ],
+    "teams": [
+        {
+            **team("vision", cohort=["org", "research"], sharing="LendAndBorrow"),
+            "borrowLimitPercent": 50,
+            "lendingLimits": {"p5.48xlarge": {"nvidia.com/gpu": 8}},
+        },
+        team("nlp", cohort=["org", "research"], sharing="DontLend", fairShareWeight=3),
+        team("serving", sharing="Lend", preemptTeamTasks="Never", queueing="strict-fifo"),
+        team("paused", active=False),
+    ],
+}
+
+
+def test_export_then_import_gives_back_the_policy() -> None:
+    original = policy_from_document(ROUND_TRIP, source="test")
+    back = policy_from_kueue(kueue_objects(original, TOPOLOGY))
+    assert back.teams == original.teams
+    assert back.cohorts == original.cohorts
+    assert back.priority_classes == original.priority_classes
+
+
+def test_import_says_what_is_missing() -> None:
+    with pytest.raises(InvalidInputError, match="no Kueue ClusterQueue"):
+        policy_from_kueue([{"apiVersion": "v1", "kind": "Namespace"}])
+    objects = [
+        o for o in kueue_objects(policy([team("a")]), TOPOLOGY) if o["kind"] != "ResourceFlavor"
+    ]
+    with pytest.raises(InvalidInputError, match=r"ResourceFlavor 'p5\.48xlarge'"):
+        policy_from_kueue(objects)

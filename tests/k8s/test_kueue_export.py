@@ -12,6 +12,7 @@ from kubernetes import client
 
 from tests.executors.launches import wait_until
 from tests.k8s.test_deploy_manifests import kubectl
+from topoq.discovery.policy import load_policy
 from topoq.testbeds.kubernetes import KubernetesBed
 
 POLICY = """\
@@ -123,3 +124,51 @@ def test_the_exported_policy_is_accepted_by_kueue_and_every_queue_is_active(
         "kueue.x-k8s.io", "v1beta2", "nlp", "localqueues", "nlp"
     )
     assert local["spec"]["clusterQueue"] == "nlp"
+
+
+def test_export_apply_import_gives_back_the_same_policy(
+    k8s_bed: KubernetesBed, tmp_path: Path
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY)
+    topoq = str(Path(sys.executable).parent / "topoq")
+    exported = tmp_path / "kueue.yaml"
+    subprocess.run(
+        [
+            topoq,
+            "policy",
+            "export",
+            "--to",
+            "kueue",
+            "--policy",
+            str(policy),
+            "--out",
+            str(exported),
+        ],
+        check=True,
+    )
+    applied = kubectl(k8s_bed, "apply", "--server-side", "-f", str(exported))
+    assert applied.returncode == 0, applied.stderr
+    imported = tmp_path / "imported.yaml"
+    done = subprocess.run(
+        [
+            topoq,
+            "policy",
+            "import",
+            "--from",
+            "kueue",
+            "--live",
+            "--kubeconfig",
+            str(k8s_bed.kubeconfig),
+            "--out",
+            str(imported),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    original, back = load_policy(policy), load_policy(imported)
+    assert back.teams == original.teams
+    assert back.cohorts == original.cohorts
+    assert back.priority_classes == original.priority_classes

@@ -339,6 +339,42 @@ def policy_export(
     )
 
 
+class PolicyImportSource(StrEnum):
+    KUEUE = "kueue"
+
+
+@policy_app.command("import")
+def policy_import(
+    source: Annotated[PolicyImportSource, typer.Option("--from", help="The system to read.")],
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Files of Kueue objects (YAML, several documents, or a List).", show_default=False
+        ),
+    ] = None,
+    live: Annotated[
+        bool, typer.Option("--live", help="Read the objects from the cluster (see --kubeconfig).")
+    ] = False,
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="The cluster to read (default: KUBECONFIG, ~/.kube/config).", show_default=False
+        ),
+    ] = None,
+    to: Annotated[
+        DocumentFormat, typer.Option("--format", help="yaml or json.")
+    ] = DocumentFormat.YAML,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
+    ] = None,
+) -> None:
+    """Read Kueue's ClusterQueues, Cohorts, ResourceFlavors and WorkloadPriorityClasses as a
+    topoq policy file (what `policy export --to kueue` wrote reads back the same)."""
+    from topoq.cli.policy_commands import run_policy_import_kueue
+
+    guarded(lambda: run_policy_import_kueue(files or [], kubeconfig, live, out, to.value))
+
+
 class SimulateOutput(StrEnum):
     TABLE = "table"
     JSON = "json"

@@ -343,3 +343,67 @@ def run_policy_export_kueue(
         print(text, end="")
     else:
         out.write_text(text, encoding="utf-8")
+
+
+def run_policy_import_kueue(
+    files: Sequence[Path], kubeconfig: Path | None, live: bool, out: Path | None, form: str
+) -> None:
+    """A topoq policy file from Kueue's objects: files (YAML, several documents or a List),
+    or the live cluster of ``kubeconfig``."""
+    from topoq.discovery.documents import documents_in_text, read_text_file
+    from topoq.discovery.kueue_policy_import import policy_from_kueue
+
+    objects: list[Any] = []
+    for file in files:
+        for document in documents_in_text(read_text_file(file), source=str(file)):
+            if isinstance(document, dict) and str(document.get("kind", "")).endswith("List"):
+                objects += list(document.get("items") or ())
+            else:
+                objects.append(document)
+    if live or kubeconfig is not None:
+        objects += _live_kueue_objects(kubeconfig)
+    if not files and not (live or kubeconfig is not None):
+        raise InvalidInputError(
+            "nothing to read", hint="give Kueue object files, or --live (with --kubeconfig)"
+        )
+    document = policy_document(policy_from_kueue(objects), name="from-kueue")
+    text = json.dumps(document, indent=2) + "\n" if form == "json" else yaml_text(document)
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")
+
+
+def _live_kueue_objects(kubeconfig: Path | None) -> list[Any]:
+    try:
+        from kubernetes import client, config
+        from kubernetes.client.exceptions import ApiException
+    except ImportError:
+        raise InvalidInputError(
+            "reading a live cluster needs the official Kubernetes client",
+            hint="pip install 'topoq[kubernetes]'",
+        ) from None
+    configuration = client.Configuration()
+    try:
+        config.load_kube_config(  # type: ignore[no-untyped-call]
+            config_file=str(kubeconfig) if kubeconfig else None,
+            client_configuration=configuration,
+        )
+    except Exception as error:  # a missing or malformed kubeconfig
+        raise InvalidInputError(
+            f"cannot use the kubeconfig: {error}", where="--kubeconfig"
+        ) from None
+    custom: Any = client.CustomObjectsApi(client.ApiClient(configuration))
+    objects: list[Any] = []
+    for plural in ("resourceflavors", "cohorts", "clusterqueues", "workloadpriorityclasses"):
+        try:
+            listed = custom.list_cluster_custom_object("kueue.x-k8s.io", "v1beta2", plural)
+        except ApiException as error:
+            raise InvalidInputError(
+                f"cannot list Kueue {plural}: {error.status} {error.reason}",
+                hint="is Kueue installed, and may this user list its objects?",
+            ) from None
+        except Exception as error:  # the API server unreachable
+            raise InvalidInputError(f"cannot reach the cluster: {error}") from None
+        objects += listed.get("items") or []
+    return objects

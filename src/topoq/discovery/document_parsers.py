@@ -80,10 +80,13 @@ _StrictLoader.add_constructor("tag:yaml.org,2002:int", _StrictLoader.construct_b
 _StrictLoader.add_constructor("tag:yaml.org,2002:timestamp", _StrictLoader.construct_scalar)
 
 
-def load_yaml(text: str, *, source: str) -> Any:
-    """One YAML document (or nothing), parsed strictly; errors name the file and line."""
+def load_yaml(text: str, *, source: str, every: bool = False) -> Any:
+    """One YAML document (or nothing), parsed strictly; errors name the file and line.
+    ``every``: the list of all the documents of a multi-document stream (``---``)."""
     try:
-        return yaml.load(text, Loader=_StrictLoader)  # a SafeLoader subclass: no arbitrary objects
+        if every:  # a SafeLoader subclass: no arbitrary objects
+            return [d for d in yaml.load_all(text, Loader=_StrictLoader) if d is not None]
+        return yaml.load(text, Loader=_StrictLoader)
     except _RefusedYaml as refused:
         raise InvalidInputError(
             refused.message, where=_yaml_where(source, refused.mark), hint=refused.hint

@@ -70,9 +70,18 @@ def parse_json_text(text: str, *, source: str) -> Any:
 
 
 def documents_in_text(text: str, *, source: str) -> list[Any]:
-    """The documents in ``text``: one JSON/YAML document, or JSON pages one after another."""
+    """The documents in ``text``: one JSON/YAML document, YAML documents separated by
+    ``---``, or JSON pages one after another."""
     if not text.lstrip().startswith("{"):
-        return [parse_document(text, source=source)]
+        if text.lstrip().startswith("["):
+            return [parse_document(text, source=source)]
+        _check_size(text, source)
+        documents = load_yaml(text, source=source, every=True)
+        if not documents:
+            raise InvalidInputError(
+                "the file is empty", where=source, hint="give a JSON or YAML document"
+            )
+        return [checked(document, source=source) for document in documents]
     _check_size(text, source)
     documents = load_json_pages(text, source=source)
     return [checked(document, source=source) for document in documents]

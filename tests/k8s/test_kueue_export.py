@@ -13,6 +13,7 @@ from kubernetes import client
 from tests.executors.launches import wait_until
 from tests.k8s.test_deploy_manifests import kubectl
 from topoq.discovery.policy import load_policy
+from topoq.domain.governance import TeamSpec
 from topoq.testbeds.kubernetes import KubernetesBed
 
 POLICY = """\
@@ -50,15 +51,22 @@ teams:
 """
 
 
+def bed_nodes(bed: KubernetesBed, directory: Path) -> Path:
+    """The bed's own nodes as ``kubectl get nodes -o json`` prints them."""
+    listed = client.CoreV1Api(bed.api_client()).list_node(
+        label_selector="type=kwok,!topoq.io/bed-set"
+    )
+    nodes = directory / "nodes.json"
+    nodes.write_text(json.dumps(bed.api_client().sanitize_for_serialization(listed)))
+    return nodes
+
+
 def test_the_exported_policy_is_accepted_by_kueue_and_every_queue_is_active(
     k8s_bed: KubernetesBed, tmp_path: Path
 ) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY)
-    core = client.CoreV1Api(k8s_bed.api_client())
-    nodes = tmp_path / "nodes.json"
-    listed = core.list_node(label_selector="type=kwok,!topoq.io/bed-set")
-    nodes.write_text(json.dumps(k8s_bed.api_client().sanitize_for_serialization(listed)))
+    nodes = bed_nodes(k8s_bed, tmp_path)
     exported = tmp_path / "kueue.yaml"
     done = subprocess.run(
         [
@@ -133,20 +141,9 @@ def test_export_apply_import_gives_back_the_same_policy(
     policy.write_text(POLICY)
     topoq = str(Path(sys.executable).parent / "topoq")
     exported = tmp_path / "kueue.yaml"
-    subprocess.run(
-        [
-            topoq,
-            "policy",
-            "export",
-            "--to",
-            "kueue",
-            "--policy",
-            str(policy),
-            "--out",
-            str(exported),
-        ],
-        check=True,
-    )
+    export = [topoq, "policy", "export", "--to", "kueue", "--policy", str(policy)]
+    export += ["--nodes", str(bed_nodes(k8s_bed, tmp_path)), "--out", str(exported)]
+    subprocess.run(export, check=True)
     applied = kubectl(k8s_bed, "apply", "--server-side", "-f", str(exported))
     assert applied.returncode == 0, applied.stderr
     imported = tmp_path / "imported.yaml"
@@ -169,6 +166,10 @@ def test_export_apply_import_gives_back_the_same_policy(
     )
     assert done.returncode == 0, done.stderr
     original, back = load_policy(policy), load_policy(imported)
-    assert back.teams == original.teams
+    assert sorted(back.teams, key=by_name) == sorted(original.teams, key=by_name)  # API order
     assert back.cohorts == original.cohorts
     assert back.priority_classes == original.priority_classes
+
+
+def by_name(team: TeamSpec) -> str:
+    return str(team.name)

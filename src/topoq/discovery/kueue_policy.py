@@ -147,12 +147,14 @@ def _cohorts(
     version: str,
 ) -> list[dict[str, Any]]:
     parent_key = "parentName" if version == "v1beta2" else "parent"
-    root_spec: dict[str, Any] = {}
+    root_spec: dict[str, Any] = {"fairSharing": {"weight": 1}}  # never empty: see below
     groups = _groups(
         (flavor, amounts, {}, frozenset(amounts)) for flavor, amounts in sorted(idle.items())
     )
     if groups:
         root_spec["resourceGroups"] = groups
+    # (a server-side apply that drops the root's idle quota would otherwise leave its spec
+    # null, which Kueue refuses)
     found = [_object(api, "Cohort", ROOT_COHORT, spec=root_spec)]
     specs = {cohort.path: cohort for cohort in policy.cohorts}
     covered = _covered_by_flavor(policy)

@@ -62,6 +62,7 @@ from topoq.discovery.kubernetes_workload import (
     workload_from_kueue,
 )
 from topoq.discovery.own_format_fields import optional_duration, reject_unknown_keys, spelling
+from topoq.discovery.training_jobs import is_training_job, workload_from_training_job
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
@@ -105,8 +106,9 @@ _SLICE_KEYS = ("level", "size")
 _SPREAD_KEYS = ("level", "maxPodsPerDomain")
 _ACCEPTED_FORMS = (
     "a Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload), "
-    f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}) "
-    f"or a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD})"
+    f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}), "
+    f"a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD}), "
+    "or a HyperPodPyTorchJob or Kubeflow PyTorchJob manifest"
 )
 
 
@@ -121,6 +123,7 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         _KUEUE: workload_from_kueue,
         _JOB_FILE: workload_from_job_file,
         _HYPERPOD: workload_from_hyperpod_job,
+        _TRAINING_JOB: workload_from_training_job,
     }
     form = _form_of(doc)
     if form is not None:
@@ -145,10 +148,11 @@ def dependencies_from_document(doc: object, *, source: str) -> tuple[WrittenDepe
         _HYPERPOD: dependencies_from_hyperpod_job,
     }
     form = _form_of(doc)
-    return () if form is None else readers[form](doc, source=source)
+    return () if form is None or form not in readers else readers[form](doc, source=source)
 
 
 _KUEUE, _JOB_FILE, _HYPERPOD = "kueue", "job file", "hyperpod"
+_TRAINING_JOB = "training job"
 
 
 def _form_of(doc: object) -> str | None:
@@ -162,6 +166,8 @@ def _form_of(doc: object) -> str | None:
         return _JOB_FILE
     if HYPERPOD_JOB_NAME_FIELD in doc:
         return _HYPERPOD
+    if is_training_job(doc):
+        return _TRAINING_JOB
     return None
 
 

@@ -123,7 +123,12 @@ def pod_requests(pod_spec: Fields) -> Resources:
 
 
 def _container_requests(container: Fields) -> Resources:
-    return resource_amounts(container.mapping("resources").mapping("requests"))
+    """The container's requests; a resource with a limit and no request requests its limit,
+    as the API server defaults it."""
+    resources = container.mapping("resources")
+    requests = resource_amounts(resources.mapping("requests"))
+    limits = resource_amounts(resources.mapping("limits"))
+    return requests + Resources({k: v for k, v in limits.items() if k not in requests})
 
 
 def tolerations(pod_spec: Fields) -> tuple[Toleration, ...]:

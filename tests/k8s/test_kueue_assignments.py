@@ -4,9 +4,13 @@ its pods run in."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
 
 from tests.executors.launches import wait_until
 from topoq.discovery.kueue_assignment import read_assignment, v1beta2_document
@@ -27,6 +31,39 @@ def kueue_object(kind: str, spec: dict[str, Any], namespace: str | None = None) 
     return {"apiVersion": f"{GROUP}/{VERSION}", "kind": kind, "metadata": metadata, "spec": spec}
 
 
+@pytest.fixture
+def kueue_objects_removed_after(k8s_bed: KubernetesBed) -> Iterator[None]:
+    """What the test makes is gone again before the next test (its Job's pods hold GPUs
+    that other tests' inventories would miss, its queue would be imported by theirs)."""
+    yield
+    api = k8s_bed.api_client()
+    custom, core = client.CustomObjectsApi(api), client.CoreV1Api(api)
+    with contextlib.suppress(ApiException):
+        core.delete_namespace(NAME)
+    wait_until(lambda: not _exists(lambda: core.read_namespace(NAME)), 60, "the namespace to go")
+    for plural in ("clusterqueues", "resourceflavors", "topologies"):
+        with contextlib.suppress(ApiException):
+            custom.delete_cluster_custom_object(GROUP, VERSION, plural, NAME)
+        wait_until(
+            lambda plural=plural: (
+                not _exists(lambda: custom.get_cluster_custom_object(GROUP, VERSION, plural, NAME))
+            ),
+            60,
+            f"the {plural} to go",
+        )
+
+
+def _exists(read: Callable[[], object]) -> bool:
+    try:
+        read()
+    except ApiException as error:
+        if error.status == 404:
+            return False
+        raise
+    return True
+
+
+@pytest.mark.usefixtures("kueue_objects_removed_after")
 def test_the_assignment_real_kueue_writes_reads_as_the_domains_it_chose(
     k8s_bed: KubernetesBed,
 ) -> None:

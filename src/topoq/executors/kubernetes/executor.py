@@ -249,6 +249,11 @@ class KubernetesExecutor:
         self.close()
 
     # --- beyond running gangs ---------------------------------------------------------
+    @property
+    def pod_relists(self) -> int:
+        """How often the pods were listed anew (at start, after 410 Gone or a lost watch)."""
+        return self._pod_informer.relists
+
     def inventory_changes(self) -> list[NodeSpec] | None:
         """The nodes when they changed since the last call (the first call: always)."""
         self._drain()

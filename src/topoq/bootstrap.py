@@ -66,7 +66,7 @@ from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.ports import AuditEntry, Executor
 from topoq.executors.local import checked_log_limit
 from topoq.executors.local.layout import write_private_text
-from topoq.executors.registry import PLUGINS, ExecutorPlugin, log_reader, make_executor
+from topoq.executors.registry import log_reader, make_executor, plugin
 from topoq.server_environment import (
     DATABASE_URL_ENV,
     RUNS_DIRECTORY,
@@ -141,7 +141,7 @@ def cluster_topology(
         return TopologySpec(
             cluster.topology.name if cluster_file else executor_name, access.topology_levels
         )
-    if cluster_file is None and PLUGINS[executor_name].capabilities.reports_inventory:
+    if cluster_file is None and plugin(executor_name).capabilities.reports_inventory:
         return TopologySpec(executor_name, KUBERNETES_LEVELS)
     return cluster.topology
 
@@ -285,12 +285,12 @@ def build_server(
     access: ClusterAccess | None = None,
 ) -> Server:
     access = access or ClusterAccess()
-    plugin = _plugin(executor_name)
+    found = plugin(executor_name, where="--executor")
     make_private(data_dir)
     store = open_store(database_url, data_dir)
     cluster = load_cluster(cluster_file)
     topology = cluster_topology(executor_name, cluster, cluster_file, access)
-    if not plugin.capabilities.reports_inventory and not store.nodes():
+    if not found.capabilities.reports_inventory and not store.nodes():
         store.save_nodes(cluster.nodes, actor=SYSTEM, now=time.time())
         store.audit(AuditEntry(time.time(), SYSTEM, "nodes", cluster.name, {"source": "cluster"}))
     if policy_file is not None:
@@ -329,17 +329,6 @@ def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
         store.audit(
             AuditEntry(now, SYSTEM, "policy", f"version {version}", {"file": str(policy_file)})
         )
-
-
-def _plugin(name: str) -> ExecutorPlugin:
-    plugin = PLUGINS.get(name)
-    if plugin is None:
-        raise InvalidInputError(
-            f"no executor is called {name!r}",
-            where="--executor",
-            hint=f"known executors: {', '.join(sorted(PLUGINS))}",
-        )
-    return plugin
 
 
 def _executor_options(name: str, data_dir: Path, access: ClusterAccess) -> dict[str, Any]:

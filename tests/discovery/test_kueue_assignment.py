@@ -3,6 +3,7 @@ for a two-pod required-topology Job (tests/k8s checks one it writes again)."""
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -13,6 +14,7 @@ from topoq.discovery.kueue_assignment import (
     v1beta1_document,
     v1beta2_document,
 )
+from topoq.domain.errors import InvalidInputError
 
 WRITTEN_BY_KUEUE = {
     "levels": ["kubernetes.io/hostname"],
@@ -67,3 +69,18 @@ def test_writing_then_reading_gives_back_the_assignment(rows: list[tuple[str, st
     )
     assert read_assignment(v1beta2_document(assignment)) == assignment
     assert read_assignment(v1beta1_document(assignment)) == assignment
+
+
+def test_an_assignment_of_more_domains_than_kueue_allows_is_refused() -> None:
+    huge = {
+        "levels": ["host"],
+        "slices": [
+            {
+                "domainCount": 10**9,
+                "podCounts": {"universal": 1},
+                "valuesPerLevel": [{"universal": "h"}],
+            }
+        ],
+    }
+    with pytest.raises(InvalidInputError, match="more than 100,000 domains"):
+        read_assignment(huge)

@@ -15,7 +15,6 @@ from topoq.domain.job import JobId
 from topoq.engine.ports import ExecutorEventKind
 from topoq.executors.kubernetes.executor import KubernetesExecutor
 from topoq.executors.kubernetes.manifests import job_selector
-from topoq.executors.local.processes import free_port
 from topoq.testbeds.kubernetes import (
     BedShape,
     Ports,
@@ -28,13 +27,7 @@ from topoq.testing.governance import gpu_cluster
 
 
 def test_a_gang_outlives_an_api_server_restart_and_its_end_is_seen(tmp_path: Path) -> None:
-    ports = Ports(
-        etcd_client=free_port(),
-        etcd_peer=free_port(),
-        apiserver=free_port(),
-        controller_manager=free_port(),
-        scheduler=free_port(),
-    )
+    ports = Ports.free()
     directory = tmp_path / "bed"
     bed = bring_up(directory, BedShape(1, 1), assets=assets_or_skip(), ports=ports)
     try:

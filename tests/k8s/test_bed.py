@@ -15,7 +15,6 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.conftest import BED_NODES, assets_or_skip
-from topoq.executors.local.processes import free_port
 from topoq.testbeds.daemons import BedError, recorded, start_time
 from topoq.testbeds.kubernetes import (
     ASSETS_ENV,
@@ -107,13 +106,7 @@ def test_a_second_bed_on_taken_ports_is_refused_and_starts_nothing(
 def test_down_stops_exactly_the_processes_it_started(
     k8s_bed: KubernetesBed, tmp_path: Path
 ) -> None:
-    ports = Ports(
-        etcd_client=free_port(),
-        etcd_peer=free_port(),
-        apiserver=free_port(),
-        controller_manager=free_port(),
-        scheduler=free_port(),
-    )
+    ports = Ports.free()
     directory = tmp_path / "own-ports"
     bed = bring_up(directory, BedShape(4, 1), assets=assets_or_skip(), ports=ports)
     try:

@@ -83,6 +83,9 @@ InstanceTypeOption = Annotated[
     ),
 ]
 OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table or json.")]
+OutFileOption = Annotated[
+    Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
+]
 
 
 @app.command()
@@ -142,9 +145,7 @@ def topology_export(
     nodes: ClusterOption = None,
     topology: TopologyOption = None,
     instance_type: InstanceTypeOption = None,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
-    ] = None,
+    out: OutFileOption = None,
 ) -> None:
     """Convert the topology: Slurm topology.conf (tree or block), a Kueue Topology, the kubectl
     label commands, a NodeList, or a topoq cluster file."""
@@ -169,6 +170,9 @@ class PolicyOutput(StrEnum):
 class DocumentFormat(StrEnum):
     YAML = "yaml"
     JSON = "json"
+
+
+DocumentFormatOption = Annotated[DocumentFormat, typer.Option("--format", help="yaml or json.")]
 
 
 PolicyOption = Annotated[
@@ -275,12 +279,8 @@ def policy_convert(
     name: Annotated[
         str | None, typer.Option("--name", help="metadata.name of the written policy.")
     ] = None,
-    to: Annotated[
-        DocumentFormat, typer.Option("--format", help="yaml or json.")
-    ] = DocumentFormat.YAML,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
-    ] = None,
+    to: DocumentFormatOption = DocumentFormat.YAML,
+    out: OutFileOption = None,
 ) -> None:
     """Convert HyperPod's scheduler config and compute quotas into a topoq policy file."""
     from topoq.cli.policy_commands import run_policy_convert
@@ -319,9 +319,7 @@ def policy_export(
     namespace_pattern: Annotated[
         str, typer.Option(help="Each team's namespace for its LocalQueue ({team}: its name).")
     ] = "{team}",
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
-    ] = None,
+    out: OutFileOption = None,
     server: Annotated[
         str | None, typer.Option(help="Without --policy: the server whose policy is in force.")
     ] = None,
@@ -361,12 +359,8 @@ def policy_import(
             help="The cluster to read (default: KUBECONFIG, ~/.kube/config).", show_default=False
         ),
     ] = None,
-    to: Annotated[
-        DocumentFormat, typer.Option("--format", help="yaml or json.")
-    ] = DocumentFormat.YAML,
-    out: Annotated[
-        Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
-    ] = None,
+    to: DocumentFormatOption = DocumentFormat.YAML,
+    out: OutFileOption = None,
 ) -> None:
     """Read Kueue's ClusterQueues, Cohorts, ResourceFlavors and WorkloadPriorityClasses as a
     topoq policy file (what `policy export --to kueue` wrote reads back the same)."""

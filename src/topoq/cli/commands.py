@@ -10,6 +10,7 @@ import yaml
 from rich.console import Console
 
 from topoq.cli.render import (
+    emit,
     make_console,
     placement_document,
     print_placement,
@@ -163,7 +164,4 @@ def run_topology_export(
         text = json.dumps(nodelist_document(members), indent=2) + "\n"
     else:
         text = yaml.safe_dump(cluster_document(members, spec, cluster.name), sort_keys=False)
-    if out is None:
-        print(text, end="")
-    else:
-        out.write_text(text, encoding="utf-8")
+    emit(text, out)

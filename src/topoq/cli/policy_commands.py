@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 
 from topoq.cli.commands import warn_about
-from topoq.cli.render import make_console, text_table
+from topoq.cli.render import emit, make_console, text_table
 from topoq.core.policy_lint import lint_policy
 from topoq.discovery.jobfile import load_workload
 from topoq.discovery.policy import load_policy, policy_document
@@ -187,16 +187,18 @@ def run_policy_convert(
             hint="give --hyperpod-scheduler-config FILE and one --hyperpod-quota FILE per team",
         )
     spec = load_hyperpod_policy(hyperpod_scheduler_config, hyperpod_quotas)
-    document = policy_document(spec, name=name)
+    write_policy(spec, name, output, out)
+
+
+def write_policy(policy: ClusterPolicy, name: str | None, output: str, out: Path | None) -> None:
+    """``policy`` as a policy file (YAML, or JSON), to ``out`` or standard output."""
+    document = policy_document(policy, name=name)
     text = (
         json.dumps(document, indent=2) + "\n"
         if output == "json"
         else yaml_text(document, sort_keys=False)
     )
-    if out is None:
-        print(text, end="")
-    else:
-        out.write_text(text, encoding="utf-8")
+    emit(text, out)
 
 
 def yaml_text(document: Any, *, sort_keys: bool = False) -> str:
@@ -289,11 +291,8 @@ def run_policy_export_kueue(
     token: str | None,
 ) -> None:
     """The policy (the file's, else the server's) as Kueue objects, one YAML document each."""
-    from topoq.discovery.kueue_policy import kueue_objects
+    from topoq.discovery.kueue_policy import cluster_figures, kueue_objects
     from topoq.discovery.sources import load_cluster
-    from topoq.domain.flavors import flavor_of
-    from topoq.domain.governance import FlavorName
-    from topoq.domain.node import INSTANCE_TYPE_LABEL
 
     if policy_file is not None:
         policy = load_policy(policy_file)
@@ -303,32 +302,8 @@ def run_policy_export_kueue(
 
         with connected(server, token) as client:
             policy = policy_from_document(client.policy().document, source="the server's policy")
-    idle: dict[str, Resources] | None = None
-    label_values: dict[str, str] = {}
     cluster = load_cluster(nodes) if nodes is not None else None
-    if cluster is not None:
-        capacity: dict[str, Resources] = {}
-        for node in cluster.nodes:
-            flavor = flavor_of(node)
-            label_values.setdefault(flavor, node.labels.get(INSTANCE_TYPE_LABEL, flavor))
-            capacity[flavor] = capacity.get(flavor, Resources()) + node.allocatable
-        guaranteed: dict[str, Resources] = {}
-        for quota in [q for team in policy.teams for q in team.quotas] + [
-            q for cohort in policy.cohorts for q in cohort.quotas
-        ]:
-            guaranteed[quota.flavor] = guaranteed.get(quota.flavor, Resources()) + quota.guarantee
-        covered = {q.flavor: q.covers for team in policy.teams for q in team.quotas}
-        idle = {
-            flavor: Resources(
-                {
-                    name: max(0, amount - guaranteed.get(flavor, Resources()).amount(name))
-                    for name, amount in total.items()
-                    if name in covered[FlavorName(flavor)]
-                }
-            )
-            for flavor, total in capacity.items()
-            if flavor in covered
-        }
+    idle, label_values = cluster_figures(policy, cluster.nodes) if cluster else (None, {})
     topology = cluster.topology if cluster is not None else load_cluster(None).topology
     objects = kueue_objects(
         policy,
@@ -339,10 +314,7 @@ def run_policy_export_kueue(
         label_values=label_values,
     )
     text = yaml.safe_dump_all(objects, sort_keys=False)
-    if out is None:
-        print(text, end="")
-    else:
-        out.write_text(text, encoding="utf-8")
+    emit(text, out)
 
 
 def run_policy_import_kueue(
@@ -366,34 +338,22 @@ def run_policy_import_kueue(
         raise InvalidInputError(
             "nothing to read", hint="give Kueue object files, or --live (with --kubeconfig)"
         )
-    document = policy_document(policy_from_kueue(objects), name="from-kueue")
-    text = json.dumps(document, indent=2) + "\n" if form == "json" else yaml_text(document)
-    if out is None:
-        print(text, end="")
-    else:
-        out.write_text(text, encoding="utf-8")
+    write_policy(policy_from_kueue(objects), "from-kueue", form, out)
 
 
 def _live_kueue_objects(kubeconfig: Path | None) -> list[Any]:
+    from topoq.executors.kubernetes.plugin import MISSING_CLIENT_HINT
+
     try:
-        from kubernetes import client, config
+        from kubernetes import client
         from kubernetes.client.exceptions import ApiException
+
+        from topoq.executors.kubernetes.client import client_from_kubeconfig
     except ImportError:
         raise InvalidInputError(
-            "reading a live cluster needs the official Kubernetes client",
-            hint="pip install 'topoq[kubernetes]'",
+            "reading a live cluster needs the official Kubernetes client", hint=MISSING_CLIENT_HINT
         ) from None
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig) if kubeconfig else None,
-            client_configuration=configuration,
-        )
-    except Exception as error:  # a missing or malformed kubeconfig
-        raise InvalidInputError(
-            f"cannot use the kubeconfig: {error}", where="--kubeconfig"
-        ) from None
-    custom: Any = client.CustomObjectsApi(client.ApiClient(configuration))
+    custom: Any = client.CustomObjectsApi(client_from_kubeconfig(kubeconfig))
     objects: list[Any] = []
     for plural in ("resourceflavors", "cohorts", "clusterqueues", "workloadpriorityclasses"):
         try:

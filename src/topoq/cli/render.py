@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,14 @@ from topoq.domain.quantity import NEURON_DEVICE, NVIDIA_GPU
 MAX_NODE_LIST_WIDTH = 40
 PIPE_WIDTH = 120
 """Columns used when output goes to a file or a pipe, where Rich would assume 80."""
+
+
+def emit(text: str, out: Path | None) -> None:
+    """``text`` to the file ``out``, or to standard output when there is none."""
+    if out is None:
+        print(text, end="")
+    else:
+        out.write_text(text, encoding="utf-8")
 
 
 def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:

@@ -20,6 +20,8 @@ from typing import Any
 from topoq.domain.errors import InvalidInputError
 
 MAX_AFFIX = 63
+MAX_DOMAINS = 100_000
+"""Domains of one assignment at most (Kueue's own limit on a slice's roots and counts)."""
 
 
 @dataclass(frozen=True)
@@ -43,12 +45,15 @@ def read_assignment(
     if not levels:
         raise InvalidInputError("no levels", where=where, hint="give the assignment's levels")
     if "slices" in document:
-        domains = [
-            d
-            for i, s in enumerate(document["slices"] or ())
-            for d in _slice(s, levels, f"{where}.slices[{i}]")
-        ]
+        domains: list[Domain] = []
+        for i, record in enumerate(document["slices"] or ()):
+            room = MAX_DOMAINS - len(domains)
+            domains += _slice(record, levels, f"{where}.slices[{i}]", room)
     else:
+        if len(document.get("domains") or ()) > MAX_DOMAINS:
+            raise InvalidInputError(
+                f"more than {MAX_DOMAINS:,} domains in the assignment", where=f"{where}.domains"
+            )
         domains = [
             _domain(record, levels, f"{where}.domains[{i}]")
             for i, record in enumerate(document.get("domains") or ())
@@ -67,8 +72,14 @@ def _domain(record: Mapping[str, Any], levels: Sequence[str], where: str) -> Dom
     return Domain(values, _count(record.get("count"), f"{where}.count"))
 
 
-def _slice(record: Mapping[str, Any], levels: Sequence[str], where: str) -> list[Domain]:
+def _slice(record: Mapping[str, Any], levels: Sequence[str], where: str, room: int) -> list[Domain]:
     count = _count(record.get("domainCount"), f"{where}.domainCount")
+    if count > room:
+        raise InvalidInputError(
+            f"more than {MAX_DOMAINS:,} domains in the assignment",
+            where=f"{where}.domainCount",
+            hint="an assignment has at most as many domains as Kueue allows",
+        )
     per_level = list(record.get("valuesPerLevel") or ())
     if len(per_level) != len(levels):
         raise InvalidInputError(

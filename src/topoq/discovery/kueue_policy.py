@@ -28,6 +28,7 @@ from typing import Any
 
 from topoq.discovery.kubernetes import kueue_topology_document
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import (
     ClusterPolicy,
     CohortPath,
@@ -39,7 +40,7 @@ from topoq.domain.governance import (
     TeamSpec,
 )
 from topoq.domain.kube_names import kube_name
-from topoq.domain.node import INSTANCE_TYPE_LABEL
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import format_quantity
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
@@ -113,6 +114,38 @@ def kueue_objects(
     return objects
 
 
+def cluster_figures(
+    policy: ClusterPolicy, nodes: Iterable[NodeSpec]
+) -> tuple[dict[str, Resources], dict[str, str]]:
+    """What ``kueue_objects`` takes from the cluster: per flavor the teams cover, the capacity
+    no team or cohort is guaranteed (of the covered resources; never below 0), and the value
+    its nodes' instance-type label has."""
+    capacity: dict[str, Resources] = {}
+    label_values: dict[str, str] = {}
+    for node in nodes:
+        flavor = flavor_of(node)
+        label_values.setdefault(flavor, node.labels.get(INSTANCE_TYPE_LABEL, flavor))
+        capacity[flavor] = capacity.get(flavor, Resources()) + node.allocatable
+    quotas: list[FlavorQuota | CohortQuota] = [q for t in policy.teams for q in t.quotas]
+    quotas += [q for c in policy.cohorts for q in c.quotas]
+    guaranteed: dict[str, Resources] = {}
+    for quota in quotas:
+        guaranteed[quota.flavor] = guaranteed.get(quota.flavor, Resources()) + quota.guarantee
+    covered = _covered_by_flavor(policy)
+    idle = {
+        flavor: Resources(
+            {
+                name: max(0, amount - guaranteed.get(flavor, Resources()).amount(name))
+                for name, amount in total.items()
+                if name in covered[flavor]
+            }
+        )
+        for flavor, total in capacity.items()
+        if flavor in covered
+    }
+    return idle, label_values
+
+
 def _object(
     api: str, kind: str, name: str, *, namespace: str | None = None, **fields: Any
 ) -> dict[str, Any]:
@@ -123,8 +156,8 @@ def _object(
 
 
 def _cohort_names(policy: ClusterPolicy) -> dict[CohortPath, str]:
-    """Kueue's cohorts share one namespace: a cohort is called by its name, or by its whole
-    path where two share a name."""
+    """Each cohort path's Kueue name: the cohort's own (a policy gives a name one place in
+    its tree), as a DNS label."""
     paths = {cohort.path for cohort in policy.cohorts} | {
         t.cohort for t in policy.teams if t.cohort
     }

@@ -62,15 +62,21 @@ LOG_READERS: Mapping[str, Callable[..., LogReader]] = MappingProxyType(
 )
 
 
-def make_executor(name: str, **options: Any) -> Executor:
-    """The executor called ``name``, built with ``options`` (e.g. ``work_dir`` for "local")."""
-    factory = EXECUTORS.get(name)
-    if factory is None:
+def plugin(name: str, *, where: str = "executor") -> ExecutorPlugin:
+    """The plugin record of executor ``name``; an unknown name lists the known ones."""
+    found = PLUGINS.get(name)
+    if found is None:
         raise InvalidInputError(
             f"no executor is called {name!r}",
-            where="executor",
-            hint=f"known executors: {', '.join(sorted(EXECUTORS))}",
+            where=where,
+            hint=f"known executors: {', '.join(sorted(PLUGINS))}",
         )
+    return found
+
+
+def make_executor(name: str, **options: Any) -> Executor:
+    """The executor called ``name``, built with ``options`` (e.g. ``work_dir`` for "local")."""
+    factory = plugin(name).factory
     try:
         inspect.signature(factory).bind(**options)
     except TypeError as error:

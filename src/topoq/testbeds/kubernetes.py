@@ -36,6 +36,7 @@ from topoq.discovery.kubernetes import nodelist_document
 from topoq.discovery.synthetic import generate_cluster
 from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
+from topoq.executors.local.processes import free_port
 from topoq.testbeds.certificates import write_key_pair, write_serving_certificate
 from topoq.testbeds.daemons import (
     BedError,
@@ -88,6 +89,11 @@ class Ports:
     kueue_health: int = 8081
     kueue_metrics: int = 8443
     kueue_webhook: int = 9443
+
+    @classmethod
+    def free(cls) -> Ports:
+        """Loopback ports nothing listens on now, for a second bed beside the default one."""
+        return cls(*(free_port() for _ in cls.__dataclass_fields__))
 
     def control_plane(self) -> dict[str, int]:
         return {

@@ -24,7 +24,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, config
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from topoq.domain.errors import InvalidInputError
@@ -35,6 +35,7 @@ from topoq.engine.ports import (
     ExecutorEventKind,
     GangLaunch,
 )
+from topoq.executors.kubernetes.client import client_from_kubeconfig
 from topoq.executors.kubernetes.gangs import GangPods, attempt_of, pod_seen
 from topoq.executors.kubernetes.informer import RELISTED, Informer, drain, wait_for
 from topoq.executors.kubernetes.inventory import inventory
@@ -53,6 +54,8 @@ log = logging.getLogger(__name__)
 
 SYNC_TIMEOUT_S = 30.0
 CANCEL_TIMEOUT_S = 60.0
+DELETE_RETRY_S = 10.0
+"""How long pods asked to go with no grace may stay before they are asked again."""
 PodKey = tuple[str, str]
 
 
@@ -108,7 +111,11 @@ class KubernetesExecutor:
         create_namespaces: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
-        self._api = api_client if api_client is not None else _client_from(kubeconfig, concurrency)
+        self._api = (
+            api_client
+            if api_client is not None
+            else client_from_kubeconfig(kubeconfig, connections=concurrency + 4)
+        )
         self._core: Any = client.CoreV1Api(self._api)
         self._options = pod_options or PodOptions()
         self._default_workload = _default_workload()
@@ -119,6 +126,9 @@ class KubernetesExecutor:
         self._create_namespaces = create_namespaces
         self._clock = clock
         self._pods: dict[PodKey, dict[str, Any]] = {}
+        self._attempt_pods: dict[tuple[JobId, int], set[PodKey]] = {}
+        """The pods topoq made, by job and attempt (so a gang's pods are found without going
+        through every pod of the cluster)."""
         self._nodes: dict[str, dict[str, Any]] = {}
         self._gangs: dict[JobId, GangPods] = {}
         self._making: dict[JobId, _Making] = {}
@@ -149,7 +159,7 @@ class KubernetesExecutor:
         manifests = gang_manifests(launch, self._options, self._default_workload)
         job = launch.job.id
         self._drain()
-        self._retire(job, grace_s=0.0)
+        self._retire(job, grace_s=0.0, wait=False)  # a replaced attempt: start returns at once
         gang = GangPods(
             job,
             launch.attempt,
@@ -158,9 +168,8 @@ class KubernetesExecutor:
             since=self._clock(),
             nodes=frozenset(pod.plan.node for pod in manifests.pods),
         )
-        for key, pod in self._pods.items():  # made before a crash: found, not made again
-            if key[0] == gang.namespace and self._belongs(pod, gang):
-                gang.saw(pod_seen(pod))
+        for key in self._pods_of(gang):  # made before a crash: found, not made again
+            gang.saw(pod_seen(self._pods[key]))
         self._gangs[job] = gang
         making = _Making(gang, threading.Event())
         making.future = self._pool.submit(self._make, manifests, making.halt, job, gang.attempt)
@@ -178,7 +187,7 @@ class KubernetesExecutor:
             time.sleep(0.05)
             self._drain()
         if self._pods_of(gang):
-            self._delete_pods(gang, grace_s=0.0, wait=True)
+            self._delete_pods(gang, grace_s=0.0)
         deadline = time.monotonic() + CANCEL_TIMEOUT_S
         while self._pods_of(gang) and time.monotonic() < deadline:
             time.sleep(0.05)
@@ -215,6 +224,9 @@ class KubernetesExecutor:
                     gang.forced = True
                     self._submit_delete(gang, 0.0)  # past its grace: killed
         self._retired = [gang for gang in self._retired if self._pods_of(gang)]
+        for gang in [*self._retired, *(g for g in self._gangs.values() if g.forced)]:
+            if self._pods_of(gang) and now - (gang.delete_asked_at or now) > DELETE_RETRY_S:
+                self._submit_delete(gang, 0.0)  # the last delete failed or did not take
         return events
 
     def fail_node(self, node: str) -> None:
@@ -365,9 +377,10 @@ class KubernetesExecutor:
         self._namespaces.add(namespace)
 
     def _submit_delete(self, gang: GangPods, grace_s: float) -> None:
+        gang.delete_asked_at = self._clock()
         self._pool.submit(self._delete_pods, gang, grace_s)
 
-    def _delete_pods(self, gang: GangPods, grace_s: float, wait: bool = False) -> None:
+    def _delete_pods(self, gang: GangPods, grace_s: float) -> None:
         selector = job_selector(gang.job, gang.attempt)
         seconds = math.ceil(grace_s)
         try:
@@ -380,7 +393,7 @@ class KubernetesExecutor:
         except ApiException as error:
             if error.status != 404:
                 log.warning("could not delete the pods of %s: %s", gang.job, _api_error(error))
-        except Exception as error:  # the API server unreachable: the next poll tries again
+        except Exception as error:  # the API server unreachable: asked again (``poll``)
             log.warning("could not delete the pods of %s: %s", gang.job, error)
 
     def _halt(self, job: JobId, *, wait: bool = True) -> None:
@@ -392,15 +405,19 @@ class KubernetesExecutor:
             making.future.result()
             self._drain()
 
-    def _retire(self, job: JobId, *, grace_s: float) -> None:
-        """The job's running attempt is gone for the engine: its pods are deleted and
-        nothing more is said of it."""
+    def _retire(self, job: JobId, *, grace_s: float, wait: bool = True) -> None:
+        """The job's running attempt is gone for the engine: its pods are deleted (by the
+        pool when not ``wait``) and nothing more is said of it."""
         gang = self._gangs.pop(job, None)
         if gang is None:
             return
         self._halt(job, wait=False)
         gang.ended = True
         self._retired.append(gang)
+        if not wait:
+            self._submit_delete(gang, grace_s)
+            return
+        gang.delete_asked_at = self._clock()
         self._delete_pods(gang, grace_s)
 
     # --- what the watches said --------------------------------------------------------
@@ -420,6 +437,7 @@ class KubernetesExecutor:
                 self._pods.pop(key, None)
             else:
                 self._pods[key] = found
+            self._index(key, found, deleted=kind == "DELETED")
             self._pod_changed(found, deleted=kind == "DELETED")
         for kind, found in drain(self._node_informer.changes):
             self._inventory_changed = True
@@ -433,6 +451,9 @@ class KubernetesExecutor:
     def _relisted_pods(self, pods: Sequence[dict[str, Any]]) -> None:
         before = self._pods
         self._pods = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
+        self._attempt_pods = {}
+        for key, pod in self._pods.items():
+            self._index(key, pod, deleted=False)
         for key, pod in before.items():
             if key not in self._pods:
                 self._pod_changed(pod, deleted=True)
@@ -457,29 +478,23 @@ class KubernetesExecutor:
     def _belongs(pod: Mapping[str, Any], gang: GangPods) -> bool:
         return attempt_of(pod) == gang.attempt and job_id_of(pod) == gang.job
 
+    def _index(self, key: PodKey, pod: Mapping[str, Any], *, deleted: bool) -> None:
+        job = job_id_of(pod)
+        if job is None:
+            return
+        attempt = (job, attempt_of(pod))
+        if deleted:
+            keys = self._attempt_pods.get(attempt)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._attempt_pods[attempt]
+        else:
+            self._attempt_pods.setdefault(attempt, set()).add(key)
+
     def _pods_of(self, gang: GangPods) -> list[PodKey]:
-        return [
-            key
-            for key, pod in self._pods.items()
-            if key[0] == gang.namespace and self._belongs(pod, gang)
-        ]
-
-
-def _client_from(kubeconfig: Path | str | None, concurrency: int) -> Any:
-    configuration = client.Configuration()
-    try:
-        config.load_kube_config(  # type: ignore[no-untyped-call]
-            config_file=str(kubeconfig) if kubeconfig is not None else None,
-            client_configuration=configuration,
-        )
-    except Exception as error:  # a missing or malformed kubeconfig
-        raise InvalidInputError(
-            f"cannot use the kubeconfig {kubeconfig or '(default)'}: {error}",
-            where="--kubeconfig",
-            hint="give a kubeconfig whose current context reaches the cluster",
-        ) from None
-    configuration.connection_pool_maxsize = concurrency + 4  # and the two watches
-    return client.ApiClient(configuration)
+        found = self._attempt_pods.get((gang.job, gang.attempt), ())
+        return [key for key in found if key[0] == gang.namespace]
 
 
 def _api_error(error: ApiException) -> str:

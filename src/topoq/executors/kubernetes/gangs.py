@@ -107,6 +107,8 @@ class GangPods:
     """Set once a stop (or a cancel) was asked: pods going away are expected."""
     stop_reported: bool = False
     forced: bool = False
+    delete_asked_at: float | None = None
+    """When its pods were last asked to go (so that a delete that failed is asked again)."""
 
     def saw(self, pod: PodSeen) -> None:
         self.pods[pod.name] = pod

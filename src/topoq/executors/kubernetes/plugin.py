@@ -20,6 +20,8 @@ KUBERNETES_CAPABILITIES = ExecutorCapabilities(
     pods_outlive_executor=True,
     reports_inventory=True,
 )
+MISSING_CLIENT_HINT = "pip install 'topoq[kubernetes]'"
+"""What to do when the official client (the ``kubernetes`` extra) is not installed."""
 
 
 def kubernetes_executor(
@@ -49,7 +51,7 @@ def kubernetes_executor(
         raise InvalidInputError(
             f"the Kubernetes executor needs the official client ({error.name} is missing)",
             where="--executor kubernetes",
-            hint="pip install 'topoq[kubernetes]'",
+            hint=MISSING_CLIENT_HINT,
         ) from None
     if "{team}" not in namespace_pattern:
         raise InvalidInputError(

@@ -137,3 +137,27 @@ def test_without_the_programs_the_cli_says_where_to_get_them(tmp_path: Path) -> 
     assert "Traceback" not in done.stderr
     assert done.stderr.count("\n") == 1
     assert ASSETS_ENV in done.stderr and "setup-envtest" in done.stderr
+
+
+@pytest.mark.parametrize(
+    "arguments",
+    [
+        ["dev", "k8s", "up", "BED"],
+        ["policy", "import", "--from", "kueue", "--live"],
+    ],
+)
+def test_without_the_kubernetes_extra_the_cli_says_what_to_install(
+    tmp_path: Path, arguments: list[str]
+) -> None:
+    argv = [a.replace("BED", str(tmp_path / "bed")) for a in arguments]
+    program = (
+        "import sys; sys.modules['kubernetes'] = None; "  # as if the extra were not installed
+        "from topoq.cli.app import main; "
+        f"sys.argv = ['topoq', *{argv!r}]; main()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", program], capture_output=True, text=True, check=False
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.count("\n") == 1 and "topoq[kubernetes]" in done.stderr

@@ -4,7 +4,7 @@ benchmarks (``topoq dev k8s up|down``)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -45,8 +45,8 @@ def register(app: typer.Typer) -> None:
 
         def run() -> None:
             from topoq.testbeds.daemons import recorded
-            from topoq.testbeds.kubernetes import BedShape, bring_up, describe
 
+            BedShape, bring_up, describe, _ = _bed_functions()
             bed = bring_up(directory, BedShape(nodes, levels), kueue=kueue, assets=assets)
             started = {name: daemon.pid for name, daemon in recorded(bed.directory).items()}
             typer.echo(describe(bed, started))
@@ -60,9 +60,23 @@ def register(app: typer.Typer) -> None:
         """Stop exactly what 'up' started there (by its recorded PIDs)."""
 
         def run() -> None:
-            from topoq.testbeds.kubernetes import tear_down
-
+            tear_down = _bed_functions()[3]
             stopped = tear_down(directory)
             typer.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running there")
 
         guarded(run)
+
+
+def _bed_functions() -> tuple[Any, Any, Any, Any]:
+    """The bed's functions; without the ``kubernetes`` extra, one line that says so."""
+    from topoq.domain.errors import InvalidInputError
+    from topoq.executors.kubernetes.plugin import MISSING_CLIENT_HINT
+
+    try:
+        from topoq.testbeds.kubernetes import BedShape, bring_up, describe, tear_down
+    except ImportError as error:
+        raise InvalidInputError(
+            f"the test bed needs the kubernetes extra ({error.name} is missing)",
+            hint=MISSING_CLIENT_HINT,
+        ) from None
+    return BedShape, bring_up, describe, tear_down

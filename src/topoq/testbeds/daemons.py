@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -157,6 +158,32 @@ def _signal(daemon: Daemon, number: signal.Signals) -> None:
         pass
     except PermissionError:
         os.kill(daemon.pid, number)
+
+
+EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
+LOWEST_FREE_PORT = 20000
+
+
+def free_listen_port(tries: int = 200) -> int:
+    """A loopback port nothing listens on, below the kernel's ephemeral range: a server on an
+    ephemeral port that restarts can find it taken by a client's outgoing connection (even
+    by a client that, retrying to reach it, connected to itself)."""
+    try:
+        low = int(EPHEMERAL_RANGE_FILE.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        low = 32768
+    for _ in range(tries):
+        port = random.randrange(LOWEST_FREE_PORT, max(LOWEST_FREE_PORT + 1, low))
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise BedError(
+        f"no free loopback port between {LOWEST_FREE_PORT} and {low}",
+        hint="stop what listens there",
+    )
 
 
 def port_in_use(port: int) -> bool:

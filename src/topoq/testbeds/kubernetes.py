@@ -36,11 +36,11 @@ from topoq.discovery.kubernetes import nodelist_document
 from topoq.discovery.synthetic import generate_cluster
 from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
-from topoq.executors.local.processes import free_port
 from topoq.testbeds.certificates import write_key_pair, write_serving_certificate
 from topoq.testbeds.daemons import (
     BedError,
     check_ports_free,
+    free_listen_port,
     kill_daemon,
     recorded,
     start_daemon,
@@ -92,8 +92,9 @@ class Ports:
 
     @classmethod
     def free(cls) -> Ports:
-        """Loopback ports nothing listens on now, for a second bed beside the default one."""
-        return cls(*(free_port() for _ in cls.__dataclass_fields__))
+        """Loopback ports nothing listens on now (below the ephemeral range, so that a
+        restarted API server gets its port back), for a second bed beside the default one."""
+        return cls(*(free_listen_port() for _ in cls.__dataclass_fields__))
 
     def control_plane(self) -> dict[str, int]:
         return {

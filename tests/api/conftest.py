@@ -127,6 +127,14 @@ def fitted_example(job_format: str, document: dict[str, Any]) -> dict[str, Any]:
     if job_format == "hyperpod":
         kept = {key: value for key, value in document.items() if key != "required_topology"}
         return kept | {"node_count": 7}
+    if job_format == "kubernetes":  # a batch/v1 Job
+        spec = document["spec"]
+        spec |= {"parallelism": 7, "completions": 7}
+        annotations = spec["template"]["metadata"]["annotations"]
+        annotations["kueue.x-k8s.io/podset-required-topology"] = (
+            "topology.k8s.aws/network-node-layer-1"
+        )
+        return document
     if job_format == "kueue":
         pod_set = document["spec"]["podSets"][0]
         annotations = pod_set["template"]["metadata"]["annotations"]

@@ -38,6 +38,7 @@ def submit(api: Api, body: dict[str, Any], who: str = "member") -> Any:
         ("topoq", "llama-70b-job.yaml", "llama-70b", 8),
         ("hyperpod", "hyperpod-pytorch-job.yaml", "llama3-finetune", 7),
         ("kueue", "required-block.yaml", "gpt-block-8", 7),
+        ("kubernetes", "../kubernetes/jobs/indexed-job.yaml", "bert-indexed", 7),
     ],
 )
 def test_each_format_is_submitted_to_the_team_its_namespace_names(
@@ -114,7 +115,11 @@ def test_a_bad_document_is_a_422_naming_the_field(
 @pytest.mark.parametrize(
     ("body", "where", "hint"),
     [
-        ({"format": "slurm", "document": {}}, "body.format", "'topoq', 'hyperpod' or 'kueue'"),
+        (
+            {"format": "slurm", "document": {}},
+            "body.format",
+            "'topoq', 'hyperpod', 'kueue' or 'kubernetes'",
+        ),
         ({"document": {}}, "body.format", "add this field"),
         ({"format": "topoq", "document": {}, "tema": "x"}, "body.tema", "remove this field"),
         ({"format": "topoq", "document": [1]}, "body.document", None),

@@ -76,6 +76,55 @@ def test_submit_list_explain_logs_and_cancel(server: dict[str, str], tmp_path: P
     assert cancelled.returncode == 2 and "already ended" in cancelled.stderr
 
 
+BATCH_JOB_FILE = """\
+apiVersion: batch/v1
+kind: Job
+metadata:
+  name: cli-batch-job
+  namespace: hyperpod-ns-nlp
+  labels: {kueue.x-k8s.io/queue-name: hyperpod-ns-nlp-localqueue}
+spec:
+  suspend: true
+  completionMode: Indexed
+  parallelism: 2
+  completions: 2
+  template:
+    metadata:
+      annotations:
+        kueue.x-k8s.io/podset-required-topology: topology.k8s.aws/network-node-layer-3
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: [sh, -c, 'echo "batch rank $RANK of $WORLD_SIZE"']
+        resources: {limits: {nvidia.com/gpu: 8}}
+"""
+
+
+def test_a_kubernetes_job_manifest_submits_as_written(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    """A batch/v1 Job, told apart by its apiVersion and kind, runs as one gang of
+    ``parallelism`` pods in one layer-3 domain (its limit counts as its request)."""
+    job_file = tmp_path / "job.yaml"
+    job_file.write_text(BATCH_JOB_FILE)
+    submitted = topoq(server, "submit", job_file)
+    assert submitted.returncode == 0, submitted.stderr
+    assert "cli-batch-job submitted to team nlp" in submitted.stdout
+    deadline = time.monotonic() + 30
+    while "succeeded" not in (shown := topoq(server, "explain", "cli-batch-job")).stdout:
+        assert time.monotonic() < deadline, shown.stdout
+        time.sleep(0.5)
+    logs = topoq(server, "logs", "cli-batch-job", "--pod", "1")
+    assert logs.returncode == 0 and "batch rank 1 of 2" in logs.stdout, logs.stdout
+    wrong = BATCH_JOB_FILE.replace("completions: 2", "completions: 3")
+    job_file.write_text(wrong.replace("cli-batch-job", "cli-batch-waves"))
+    refused = topoq(server, "submit", job_file)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert "completions (3) differs from parallelism (2)" in refused.stderr, refused.stderr
+
+
 def test_a_job_the_cluster_could_never_hold_is_refused_in_one_line(
     server: dict[str, str],
 ) -> None:

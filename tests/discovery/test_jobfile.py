@@ -481,12 +481,12 @@ def test_workload_from_document_tells_the_three_forms_apart(file: str, name: str
 @pytest.mark.parametrize(
     "document",
     [
-        {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": "j"}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "j"}},
         {"apiVersion": "kueue.x-k8s.io/v1beta1", "kind": "Topology"},
         ["job_name"],
         "job_name: x",
     ],
-    ids=["a Kubernetes Job", "a Kueue Topology", "a list", "a string"],
+    ids=["a Kubernetes Deployment", "a Kueue Topology", "a list", "a string"],
 )
 def test_an_unrecognised_document_names_the_three_accepted_forms(document: object) -> None:
     with pytest.raises(InvalidInputError) as caught:
@@ -494,7 +494,7 @@ def test_an_unrecognised_document_names_the_three_accepted_forms(document: objec
 
     text = str(caught.value)
     assert text.startswith("what.yaml: ")
-    for form in ("Kueue Workload", "topoq job file", "HyperPod PyTorch job"):
+    for form in ("Kueue Workload", "topoq job file", "HyperPod PyTorch job", "batch/v1 Job"):
         assert form in text
 
 

@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from topoq.api.errors import UNREADABLE_INPUT
 from topoq.core.dependencies import dependency_cycle
+from topoq.discovery.batch_jobs import workload_from_kubernetes_object
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.job_dependencies import (
     WrittenDependency,
@@ -44,11 +45,13 @@ _READERS = {
     JobFormat.TOPOQ: workload_from_job_file,
     JobFormat.HYPERPOD: workload_from_hyperpod_job,
     JobFormat.KUEUE: workload_from_kueue,
+    JobFormat.KUBERNETES: workload_from_kubernetes_object,
 }
 _DEPENDENCY_READERS = {
     JobFormat.TOPOQ: dependencies_from_job_file,
     JobFormat.HYPERPOD: dependencies_from_hyperpod_job,
     JobFormat.KUEUE: dependencies_from_kueue,
+    JobFormat.KUBERNETES: lambda document, *, source: (),
 }
 StoredPhases = Callable[[Collection[JobId]], Mapping[JobId, JobPhase]]
 """The phase of each of the ids that a stored job has (``Store.phases_of``)."""
@@ -61,6 +64,7 @@ _NAME_FIELD = {
     JobFormat.TOPOQ: f"{DOCUMENT}.metadata.name",
     JobFormat.HYPERPOD: f"{DOCUMENT}.{HYPERPOD_JOB_NAME_FIELD}",
     JobFormat.KUEUE: f"{DOCUMENT}.metadata.name",
+    JobFormat.KUBERNETES: f"{DOCUMENT}.metadata.name",
 }
 _KUEUE_CONTAINER = "template.spec.containers (the main container)"
 _POD_SET_FIELDS = {
@@ -71,6 +75,11 @@ _POD_SET_FIELDS = {
         "requests": "(its instance type, accelerators and requests)",
     },
     JobFormat.KUEUE: {
+        "environment": f"{_KUEUE_CONTAINER}.env",
+        "command": f"{_KUEUE_CONTAINER}.command",
+        "requests": f"{_KUEUE_CONTAINER}.resources",
+    },
+    JobFormat.KUBERNETES: {
         "environment": f"{_KUEUE_CONTAINER}.env",
         "command": f"{_KUEUE_CONTAINER}.command",
         "requests": f"{_KUEUE_CONTAINER}.resources",
@@ -295,8 +304,10 @@ class PodSetFields:
 
     def __init__(self, job_format: JobFormat, index: int) -> None:
         self.format = job_format
-        hyperpod = job_format is JobFormat.HYPERPOD
-        self.prefix = DOCUMENT if hyperpod else f"{DOCUMENT}.spec.podSets[{index}]"
+        self.prefix = {
+            JobFormat.HYPERPOD: DOCUMENT,
+            JobFormat.KUBERNETES: f"{DOCUMENT}.spec (pod set {index})",
+        }.get(job_format, f"{DOCUMENT}.spec.podSets[{index}]")
 
     def path(self, field: str) -> str:
         written = _POD_SET_FIELDS[self.format].get(field, field)

@@ -17,7 +17,9 @@ from rich.table import Table
 from rich.tree import Tree
 
 from topoq.client import ClientError, TopoqClient, resolve_settings
+from topoq.discovery.batch_jobs import is_batch_job
 from topoq.discovery.documents import read_document
+from topoq.discovery.training_jobs import is_training_job
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind, DependencyStatus
@@ -72,11 +74,14 @@ def detect_format(document: object, source: str) -> JobFormat:
             return JobFormat.KUEUE
         if "job_name" in document:
             return JobFormat.HYPERPOD
+        if is_batch_job(document) or is_training_job(document):
+            return JobFormat.KUBERNETES
     raise InvalidInputError(
         "cannot tell the job format",
         where=source,
-        hint="give a topoq job file (apiVersion topoq.io/v1), a Kueue Workload or a HyperPod "
-        "job (job_name, …), or say which with --format",
+        hint="give a topoq job file (apiVersion topoq.io/v1), a Kueue Workload, a HyperPod "
+        "job (job_name, …), a batch/v1 Job, a HyperPodPyTorchJob or a PyTorchJob, or say "
+        "which with --format",
     )
 
 

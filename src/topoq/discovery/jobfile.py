@@ -37,6 +37,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
+from topoq.discovery.batch_jobs import is_batch_job, workload_from_batch_job
 from topoq.discovery.documents import Fields, argv, read_document
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
@@ -108,7 +109,7 @@ _ACCEPTED_FORMS = (
     "a Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload), "
     f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}), "
     f"a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD}), "
-    "or a HyperPodPyTorchJob or Kubeflow PyTorchJob manifest"
+    "a HyperPodPyTorchJob or Kubeflow PyTorchJob manifest, or a batch/v1 Job"
 )
 
 
@@ -124,6 +125,7 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         _JOB_FILE: workload_from_job_file,
         _HYPERPOD: workload_from_hyperpod_job,
         _TRAINING_JOB: workload_from_training_job,
+        _BATCH_JOB: workload_from_batch_job,
     }
     form = _form_of(doc)
     if form is not None:
@@ -152,7 +154,7 @@ def dependencies_from_document(doc: object, *, source: str) -> tuple[WrittenDepe
 
 
 _KUEUE, _JOB_FILE, _HYPERPOD = "kueue", "job file", "hyperpod"
-_TRAINING_JOB = "training job"
+_TRAINING_JOB, _BATCH_JOB = "training job", "batch job"
 
 
 def _form_of(doc: object) -> str | None:
@@ -168,6 +170,8 @@ def _form_of(doc: object) -> str | None:
         return _HYPERPOD
     if is_training_job(doc):
         return _TRAINING_JOB
+    if is_batch_job(doc):
+        return _BATCH_JOB
     return None
 
 

@@ -79,22 +79,28 @@ def _workload(fields: Fields) -> WorkloadSpec:
 
 def _pod_set(name: str, record: Fields, outer: Fields) -> PodSetSpec:
     template = Fields(record.required("template"), record.path("template"))
-    pod_spec = template.mapping("spec")
     inner = template.mapping("metadata").mapping("annotations")
     annotations = inner if any(inner.has(k) for k in KUEUE_TOPOLOGY_ANNOTATIONS) else outer
     count = record.integer("replicas") if record.has("replicas") else 1
-    command, environment = main_container_command(pod_spec)
     try:
-        return PodSetSpec(
-            name,
-            count,
-            pod_requests(pod_spec),
-            pod_spec.string_map("nodeSelector"),
-            required_affinity_terms(pod_spec),
-            tolerations(pod_spec),
-            pod_set_topology(annotations, Fields({}, "")),
-            command,
-            environment,
-        )
+        return template_pod_set(name, count, template, annotations)
     except InvalidInputError as error:
         raise error.located(record.where) from None
+
+
+def template_pod_set(name: str, count: int, template: Fields, annotations: Fields) -> PodSetSpec:
+    """A pod set of ``count`` pods, each as the pod ``template`` asks, placed as the Kueue
+    topology ``annotations`` say."""
+    pod_spec = template.mapping("spec")
+    command, environment = main_container_command(pod_spec)
+    return PodSetSpec(
+        name,
+        count,
+        pod_requests(pod_spec),
+        pod_spec.string_map("nodeSelector"),
+        required_affinity_terms(pod_spec),
+        tolerations(pod_spec),
+        pod_set_topology(annotations, Fields({}, "")),
+        command,
+        environment,
+    )

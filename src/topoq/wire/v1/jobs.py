@@ -21,6 +21,9 @@ class JobFormat(StrEnum):
     """The fields of `hyp create hyp-pytorch-job` (job_name, instance_type, node_count, …)."""
     KUEUE = "kueue"
     """A Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload)."""
+    KUBERNETES = "kubernetes"
+    """A Kubernetes manifest as applied: a batch/v1 Job, a HyperPodPyTorchJob or a Kubeflow
+    PyTorchJob."""
 
 
 class DependencyModel(WireModel):

@@ -20,6 +20,7 @@ from topoq.discovery.job_dependencies import (
     dependencies_from_hyperpod_job,
     dependencies_from_job_file,
     dependencies_from_kueue,
+    no_dependencies,
 )
 from topoq.discovery.jobfile import workload_from_job_file
 from topoq.discovery.kubernetes_workload import workload_from_kueue
@@ -51,7 +52,7 @@ _DEPENDENCY_READERS = {
     JobFormat.TOPOQ: dependencies_from_job_file,
     JobFormat.HYPERPOD: dependencies_from_hyperpod_job,
     JobFormat.KUEUE: dependencies_from_kueue,
-    JobFormat.KUBERNETES: lambda document, *, source: (),
+    JobFormat.KUBERNETES: no_dependencies,
 }
 StoredPhases = Callable[[Collection[JobId]], Mapping[JobId, JobPhase]]
 """The phase of each of the ids that a stored job has (``Store.phases_of``)."""

@@ -59,14 +59,14 @@ def _workload(fields: Fields) -> WorkloadSpec:
             hint=f"use {' or '.join(COMPLETION_MODES)}",
         )
     parallelism = spec.integer("parallelism", 1)
-    completions = spec.integer("completions", parallelism) if spec.has("completions") else None
+    completions = spec.integer("completions", parallelism)
     if parallelism < 1:
         raise InvalidInputError(
             "the Job runs no pod",
             where=spec.path("parallelism"),
             hint="give the number of pods of the gang (1 or more)",
         )
-    if completions is not None and completions != parallelism:
+    if completions != parallelism:
         raise InvalidInputError(
             f"completions ({completions}) differs from parallelism ({parallelism})",
             where=spec.path("completions"),

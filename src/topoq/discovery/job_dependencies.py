@@ -145,3 +145,8 @@ def _reject_on_pod_templates(fields: Fields) -> None:
                     where=annotations.path(str(key)),
                     hint="a job's dependencies go on the Workload's own metadata.annotations",
                 )
+
+
+def no_dependencies(doc: object, *, source: str) -> tuple[WrittenDependency, ...]:
+    """A Kubernetes manifest names none: give them with the submission."""
+    return ()

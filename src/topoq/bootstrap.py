@@ -42,6 +42,7 @@ import uvicorn
 
 from topoq import server_environment
 from topoq.api.app import create_app
+from topoq.api.cluster_intake import ClusterIntake
 from topoq.api.service import Service, ServiceStore
 from topoq.api_workers import (
     LISTEN_BACKLOG,
@@ -63,7 +64,8 @@ from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, TopologySpec
 from topoq.engine.controller import Controller
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
-from topoq.engine.ports import AuditEntry, Executor
+from topoq.engine.ports import AuditEntry, ClusterJobSource, Executor
+from topoq.executors.kubernetes.plugin import check_rates
 from topoq.executors.local import checked_log_limit
 from topoq.executors.local.layout import write_private_text
 from topoq.executors.registry import log_reader, make_executor, plugin
@@ -92,6 +94,11 @@ KUBERNETES_LEVELS = (*AWS_NETWORK_LAYER_LABELS[:3], HOSTNAME_LABEL)
 layers, then the hostname (as a Kueue Topology for HyperPod lists them)."""
 
 
+DEFAULT_KUBERNETES_QPS = 50.0
+DEFAULT_KUBERNETES_BURST = 100
+DEFAULT_KUBERNETES_CONCURRENCY = 8
+
+
 @dataclass(frozen=True)
 class ClusterAccess:
     """How the executor reaches a real cluster (``--executor kubernetes``), and the topology
@@ -101,12 +108,26 @@ class ClusterAccess:
     node_selector: str = ""
     namespace_pattern: str = "{team}"
     topology_levels: tuple[str, ...] = ()
+    qps: float = DEFAULT_KUBERNETES_QPS
+    """Requests a second to the API server, on average (client-go's default is 5)."""
+    burst: int = DEFAULT_KUBERNETES_BURST
+    concurrency: int = DEFAULT_KUBERNETES_CONCURRENCY
+    """Connections that make and delete objects at once."""
+    cluster_jobs: bool = True
+    """Take in the cluster's own suspended Jobs that name a queue (docs/executors.md)."""
+
+    def __post_init__(self) -> None:
+        check_rates(self.qps, self.burst, self.concurrency)  # before anything is stored
 
     def executor_options(self) -> dict[str, Any]:
         return {
             "kubeconfig": self.kubeconfig,
             "node_selector": self.node_selector,
             "namespace_pattern": self.namespace_pattern,
+            "qps": self.qps,
+            "burst": self.burst,
+            "concurrency": self.concurrency,
+            "cluster_jobs": self.cluster_jobs,
         }
 
     def arguments(self) -> list[str]:
@@ -157,13 +178,18 @@ FULL_COLLECTION_INTERVAL_S = 300.0
 """How often the controller process collects its whole heap, between two steps."""
 
 
+def _nothing() -> None:
+    return None
+
+
 class ControllerLoop:
     """Runs ``controller.step()`` every ``interval_s`` and as soon as it is woken (``wake``,
     or a byte on ``wake_fd`` from an API process), but never sooner than ``min_gap_s`` — nor
     sooner than the previous step took — after the previous step ended: a burst of
     submissions wakes one step, not one per submission, and under a stream the steps take at
-    most about half a core however long the queue grows. After each step ``after_step`` runs
-    (publishing the metrics). A failing step is logged and the loop goes on."""
+    most about half a core however long the queue grows. Before each step ``before_step`` runs
+    (taking in the cluster's own Jobs), after it ``after_step`` (publishing the metrics). A
+    failing step is logged and the loop goes on."""
 
     def __init__(
         self,
@@ -171,9 +197,11 @@ class ControllerLoop:
         *,
         interval_s: float = LOOP_INTERVAL_S,
         min_gap_s: float = MIN_STEP_GAP_S,
+        before_step: Callable[[], object] = _nothing,
         after_step: Callable[[], None] = lambda: None,
     ) -> None:
         self.controller = controller
+        self.before_step = before_step
         self.interval_s = interval_s
         self.min_gap_s = min_gap_s
         self.after_step = after_step
@@ -207,6 +235,7 @@ class ControllerLoop:
                 return
             began = time.monotonic()
             try:
+                self.before_step()
                 self.controller.step()
                 self.after_step()
             except Exception:
@@ -317,7 +346,16 @@ def build_server(
         metrics.publish(metrics_path)
         garbage.after_step()
 
-    loop = ControllerLoop(controller, after_step=after_step)
+    before_step: Callable[[], object] = _nothing
+    if isinstance(executor, ClusterJobSource):
+        before_step = ClusterIntake(
+            executor,
+            store,
+            topology,
+            namespace_pattern=access.namespace_pattern,
+            clock=time.time,
+        ).take
+    loop = ControllerLoop(controller, before_step=before_step, after_step=after_step)
     return Server(store, executor, controller, loop, metrics, ensure_admin_token(store, data_dir))
 
 
@@ -583,6 +621,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--node-selector", default="")
     parser.add_argument("--namespace-pattern", default="{team}")
     parser.add_argument("--topology-levels", default=None)
+    parser.add_argument("--kube-qps", type=float, default=DEFAULT_KUBERNETES_QPS)
+    parser.add_argument("--kube-burst", type=int, default=DEFAULT_KUBERNETES_BURST)
+    parser.add_argument("--kube-concurrency", type=int, default=DEFAULT_KUBERNETES_CONCURRENCY)
+    parser.add_argument("--no-cluster-jobs", action="store_true")
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     access = ClusterAccess(
@@ -590,6 +632,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.node_selector,
         args.namespace_pattern,
         topology_levels_option(args.topology_levels),
+        qps=args.kube_qps,
+        burst=args.kube_burst,
+        concurrency=args.kube_concurrency,
+        cluster_jobs=not args.no_cluster_jobs,
     )
     if args.api_process:
         serve_api(

@@ -248,3 +248,27 @@ def test_a_token_file_that_is_not_there_is_one_line_for_every_server_verb(
         assert answer.returncode == 2, (verb, answer.stderr)
         assert "Traceback" not in answer.stderr
         assert answer.stderr.count("\n") == 1 and "no-such-token" in answer.stderr
+
+
+@pytest.mark.parametrize(
+    ("flag", "value"), [("--kube-qps", "0"), ("--kube-burst", "-1"), ("--kube-concurrency", "0")]
+)
+def test_the_kubernetes_clients_rates_are_checked_before_anything_connects(
+    tmp_path: Path, flag: str, value: str
+) -> None:
+    port = str(free_port())
+    answer = topoq(
+        {},
+        "server",
+        "--executor",
+        "kubernetes",
+        "--data-dir",
+        tmp_path,
+        "--port",
+        port,
+        flag,
+        value,
+    )
+    assert answer.returncode == 2, answer.stderr
+    assert answer.stderr.startswith(f"error: {flag}: must be above 0, not {value}")
+    assert "Traceback" not in answer.stderr and len(answer.stderr.strip().splitlines()) <= 2

@@ -86,6 +86,8 @@ def test_the_role_is_enough_to_run_a_gang_and_grants_nothing_more(
         lambda: core.patch_node(contract_nodes[0], {"spec": {"unschedulable": True}}),
         lambda: client.AppsV1Api(as_topoq).list_deployment_for_all_namespaces(),
         lambda: core.create_namespaced_config_map("rbac-team", {"metadata": {"name": "x"}}),
+        lambda: client.BatchV1Api(as_topoq).delete_collection_namespaced_job("rbac-team"),
+        lambda: client.BatchV1Api(as_topoq).delete_namespaced_job("x", "rbac-team"),
     ]
     for request in refused:
         with pytest.raises(ApiException) as error:

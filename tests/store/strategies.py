@@ -20,7 +20,7 @@ from topoq.domain.governance import (
     TeamName,
     TeamSpec,
 )
-from topoq.domain.job import Allocation, Dependency, DependencyKind, JobId, JobSpec
+from topoq.domain.job import Allocation, Dependency, DependencyKind, JobId, JobSpec, SourceObject
 from topoq.domain.node import NodeName, NodeSpec, Taint, TaintEffect
 from topoq.domain.placement import (
     DomainAssignment,
@@ -122,6 +122,7 @@ job_specs = st.builds(
     user=st.none() | names,
     runtime_s=st.none() | times,
     time_limit_s=limits,
+    source=st.none() | st.builds(SourceObject, st.just("Job"), names, names, names),
 )
 
 assignments = st.builds(

@@ -110,6 +110,28 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 show_default=False,
             ),
         ] = None,
+        kube_qps: Annotated[
+            float,
+            typer.Option(
+                help="With --executor kubernetes: requests a second to the API server, on average."
+            ),
+        ] = 50.0,
+        kube_burst: Annotated[
+            int, typer.Option(help="With --executor kubernetes: requests at once, at most.")
+        ] = 100,
+        kube_concurrency: Annotated[
+            int,
+            typer.Option(
+                help="With --executor kubernetes: connections that make and delete objects."
+            ),
+        ] = 8,
+        cluster_jobs: Annotated[
+            bool,
+            typer.Option(
+                help="With --executor kubernetes: take in the cluster's suspended Jobs that "
+                "name a team's queue (kueue.x-k8s.io/queue-name; docs/executors.md)."
+            ),
+        ] = True,
         api_workers: Annotated[
             int,
             typer.Option(
@@ -157,6 +179,10 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                     node_selector,
                     namespace_pattern,
                     topology_levels_option(topology_levels),
+                    qps=kube_qps,
+                    burst=kube_burst,
+                    concurrency=kube_concurrency,
+                    cluster_jobs=cluster_jobs,
                 ),
             )
         )

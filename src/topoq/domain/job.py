@@ -171,6 +171,20 @@ class DependencyStatus(StrEnum):
 
 
 @dataclass(frozen=True)
+class SourceObject:
+    """The object outside topoq that a job stands for, when one does: a Kubernetes Job that
+    topoq took in from the cluster (its executor runs the gang by starting that object)."""
+
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """A submitted job. ``runtime_s`` is how long it runs once started (simulation only);
     ``time_limit_s`` is how long it may run before it is stopped (None: its priority class's
@@ -186,6 +200,8 @@ class JobSpec:
     user: str | None = None
     runtime_s: float | None = None
     time_limit_s: float | None = None
+    source: SourceObject | None = None
+    """The cluster object the job was taken in from (None: submitted to topoq)."""
 
 
 @dataclass(frozen=True)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from topoq.core.fair_share import TeamUsage
 from topoq.domain.decisions import CycleResult
@@ -288,3 +288,27 @@ class Executor(Protocol):
         keep the gangs of those attempts that still run here (their events follow as for
         gangs it started) and stop whatever else of its own it finds; the jobs kept. An
         executor whose pods die with it keeps none."""
+
+
+ClusterJob = Mapping[str, Any]
+"""A job object of the cluster an executor runs on, as the cluster's API shows it (a
+Kubernetes ``batch/v1`` Job)."""
+
+
+@runtime_checkable
+class ClusterJobSource(Protocol):
+    """An executor whose cluster holds jobs of its own that topoq takes in (the Kubernetes
+    executor: suspended Jobs that name a queue). The server gives each the same checks as a
+    submission, then marks it taken or says on it why not."""
+
+    def cluster_jobs(self) -> list[ClusterJob]:
+        """The cluster's jobs neither taken nor refused as they are now, oldest first."""
+
+    def took(self, job: ClusterJob, job_id: JobId) -> None:
+        """Mark ``job`` as taken in as ``job_id``, on the cluster (never taken twice)."""
+
+    def refuse(self, job: ClusterJob, reason: str, message: str) -> None:
+        """Say on the cluster why ``job`` was not taken (``reason`` is one CamelCase word)."""
+
+    def cluster_jobs_gone(self) -> list[JobId]:
+        """The topoq jobs whose cluster job was deleted since the last call."""

@@ -14,7 +14,14 @@ from collections.abc import Mapping
 from typing import Any
 
 from topoq.domain.governance import FlavorName, TeamName
-from topoq.domain.job import Allocation, Dependency, DependencyKind, JobId, JobSpec
+from topoq.domain.job import (
+    Allocation,
+    Dependency,
+    DependencyKind,
+    JobId,
+    JobSpec,
+    SourceObject,
+)
 from topoq.domain.node import NodeName, NodeSpec, Taint, TaintEffect
 from topoq.domain.placement import (
     DomainAssignment,
@@ -202,7 +209,23 @@ def encode_job_spec(spec: JobSpec) -> Document:
         "user": spec.user,
         "runtime_s": spec.runtime_s,
         "time_limit_s": spec.time_limit_s,
+        **({"source": _encode_source(spec.source)} if spec.source is not None else {}),
     }
+
+
+def _encode_source(source: SourceObject) -> Document:
+    return {
+        "kind": source.kind,
+        "namespace": source.namespace,
+        "name": source.name,
+        "uid": source.uid,
+    }
+
+
+def _decode_source(data: Mapping[str, Any] | None) -> SourceObject | None:
+    if data is None:
+        return None
+    return SourceObject(data["kind"], data["namespace"], data["name"], data["uid"])
 
 
 def decode_job_spec(data: Mapping[str, Any]) -> JobSpec:
@@ -220,6 +243,7 @@ def decode_job_spec(data: Mapping[str, Any]) -> JobSpec:
         user=data.get("user"),
         runtime_s=data.get("runtime_s"),
         time_limit_s=data.get("time_limit_s"),
+        source=_decode_source(data.get("source")),
     )
 
 

@@ -1,7 +1,13 @@
 """The Kubernetes executor: each pod of an admitted gang becomes a Pod that topoq binds to its
 placed node, and the API server's watches say what became of them (docs/executors.md).
 
-Threads: two informers (``informer.Informer``) list and watch every Pod and the chosen Nodes;
+It also starts the cluster's own suspended ``batch/v1`` Jobs that topoq took in (a third
+informer watches the Jobs that name a queue, ``kueue.x-k8s.io/queue-name``): it offers the
+ones not taken yet (``cluster_jobs``), marks them taken or says why not (``took``, ``refuse``:
+a Warning Event), and starts, pins, and suspends them as docs/adr/0009-starting-kubernetes-jobs.md
+says (``cluster_jobs``).
+
+Threads: the informers (``informer.Informer``) list and watch every Pod and the chosen Nodes;
 a small pool makes and deletes objects, at most ``qps`` requests a second (bursts of
 ``burst``) over ``concurrency`` connections; everything else — the gangs' state, the events —
 happens in the caller's thread (the controller's), in ``poll``, ``inventory_changes``,
@@ -31,15 +37,31 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import (
+    ClusterJob,
     ExecutorEvent,
     ExecutorEventKind,
     GangLaunch,
 )
 from topoq.executors.kubernetes.client import client_from_kubeconfig
-from topoq.executors.kubernetes.gangs import GangPods, attempt_of, pod_seen
+from topoq.executors.kubernetes.cluster_jobs import (
+    CLEAR_START_TIME,
+    QUEUE_LABEL,
+    SUSPEND_PATCH,
+    completion_index,
+    free_rank,
+    gated,
+    job_outcome,
+    owner_job,
+    pin_patch,
+    placed_nodes,
+    start_patch,
+    warning_event,
+)
+from topoq.executors.kubernetes.gangs import VANISHED_EXIT_CODE, GangPods, attempt_of, pod_seen
 from topoq.executors.kubernetes.informer import RELISTED, Informer, drain, wait_for
 from topoq.executors.kubernetes.inventory import inventory
 from topoq.executors.kubernetes.manifests import (
+    JOB_ID_ANNOTATION,
     PODS_ANNOTATION,
     GangManifests,
     PodOptions,
@@ -57,6 +79,9 @@ CANCEL_TIMEOUT_S = 60.0
 DELETE_RETRY_S = 10.0
 """How long pods asked to go with no grace may stay before they are asked again."""
 PodKey = tuple[str, str]
+STRATEGIC_MERGE = "application/strategic-merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 def _default_workload() -> str:
@@ -109,6 +134,7 @@ class KubernetesExecutor:
         stop_grace_s: float = 3.0,
         start_deadline_s: float = 300.0,
         create_namespaces: bool = True,
+        cluster_jobs: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self._api = (
@@ -117,6 +143,7 @@ class KubernetesExecutor:
             else client_from_kubeconfig(kubeconfig, connections=concurrency + 4)
         )
         self._core: Any = client.CoreV1Api(self._api)
+        self._batch: Any = client.BatchV1Api(self._api)
         self._options = pod_options or PodOptions()
         self._default_workload = _default_workload()
         self._limiter = RateLimiter(qps, burst)
@@ -142,20 +169,38 @@ class KubernetesExecutor:
         self._reported: list[NodeSpec] | None = None
         self._pod_informer = Informer("pods", self._core.list_pod_for_all_namespaces)
         self._node_informer = Informer("nodes", self._core.list_node, label_selector=node_selector)
-        self._pod_informer.start()
-        self._node_informer.start()
-        if not wait_for([self._pod_informer, self._node_informer], SYNC_TIMEOUT_S):
+        self._jobs: dict[PodKey, dict[str, Any]] = {}
+        """The cluster's Jobs that name a queue, by namespace and name."""
+        self._refused: dict[str, str] = {}
+        """Jobs refused (uid → the resourceVersion refused): not offered again unless changed."""
+        self._jobs_gone: list[JobId] = []
+        self._pinning: dict[PodKey, tuple[float, int]] = {}
+        """Gated pods of cluster Jobs being pinned: when it was asked, and the rank given."""
+        self._job_informer = (
+            Informer("jobs", self._batch.list_job_for_all_namespaces, label_selector=QUEUE_LABEL)
+            if cluster_jobs
+            else None
+        )
+        informers = [self._pod_informer, self._node_informer, *self._job_informers()]
+        for informer in informers:
+            informer.start()
+        if not wait_for(informers, SYNC_TIMEOUT_S):
             self.close()
             raise InvalidInputError(
-                f"could not list pods and nodes from the API server within {SYNC_TIMEOUT_S:g} s",
+                "could not list pods, nodes and jobs from the API server within "
+                f"{SYNC_TIMEOUT_S:g} s",
                 where="executor kubernetes",
                 hint="check the kubeconfig's server and that its user may list and watch "
-                "pods and nodes (deploy/kubernetes/rbac.yaml)",
+                "pods, nodes and jobs (deploy/kubernetes/rbac.yaml)",
             )
         self._drain()
 
     # --- the protocol -----------------------------------------------------------------
     def start(self, launch: GangLaunch) -> None:
+        source = launch.job.source
+        if source is not None and source.kind == "Job":
+            self._start_cluster_job(launch)
+            return
         manifests = gang_manifests(launch, self._options, self._default_workload)
         job = launch.job.id
         self._drain()
@@ -173,6 +218,32 @@ class KubernetesExecutor:
         self._gangs[job] = gang
         making = _Making(gang, threading.Event())
         making.future = self._pool.submit(self._make, manifests, making.halt, job, gang.attempt)
+        self._making[job] = making
+
+    def _start_cluster_job(self, launch: GangLaunch) -> None:
+        source = launch.job.source
+        assert source is not None
+        patch, nodes = start_patch(launch)
+        job = launch.job.id
+        self._drain()
+        self._retire(job, grace_s=0.0, wait=False)
+        gang = GangPods(
+            job,
+            launch.attempt,
+            source.namespace,
+            expected=len(nodes),
+            since=self._clock(),
+            nodes=frozenset(nodes),
+            source=source.name,
+            placed=nodes,
+        )
+        for key in self._pods_of(gang):  # started before a crash
+            gang.saw(pod_seen(self._pods[key]))
+        self._gangs[job] = gang
+        making = _Making(gang, threading.Event())
+        making.future = self._pool.submit(
+            self._unsuspend, source.namespace, source.name, patch, job, launch.attempt
+        )
         self._making[job] = making
 
     def cancel(self, job: JobId) -> None:
@@ -212,8 +283,12 @@ class KubernetesExecutor:
         now = self._clock()
         events, self._pending = self._pending, []
         for job, gang in list(self._gangs.items()):
+            if gang.source is not None:
+                self._follow_cluster_job(gang, now)
             found = gang.events(now, self._start_deadline_s)
             events.extend(found)
+            if gang.source is not None and gang.outcome is not None:
+                continue  # the Job ended by itself: its pods are its own
             if any(e.kind is ExecutorEventKind.EXITED and e.exit_code for e in found):
                 self._submit_delete(gang, self._stop_grace_s)  # a gang fails as a whole
             if gang.stop_deadline is not None:
@@ -251,8 +326,8 @@ class KubernetesExecutor:
         for making in self._making.values():
             making.halt.set()
         self._pool.shutdown(wait=True, cancel_futures=True)
-        self._pod_informer.stop()
-        self._node_informer.stop()
+        for informer in (self._pod_informer, self._node_informer, *self._job_informers()):
+            informer.stop()
 
     def __enter__(self) -> KubernetesExecutor:
         return self
@@ -302,10 +377,17 @@ class KubernetesExecutor:
                 since=now,
                 nodes=frozenset(p.node for p in seen if p.node),
                 creating=False,
+                source=owner_job(pods[0]) if placed_nodes(pods[0]) else None,
+                placed=placed_nodes(pods[0]),
             )
             for one in seen:
                 gang.saw(one)
-            whole = len(seen) == expected and not any(p.deleting for p in seen)
+            if gang.source is not None:  # a cluster Job's: whole while the Job runs it
+                gang.nodes = frozenset(gang.placed)
+                live = [p for p in seen if p.phase != "Failed" and not p.deleting]
+                whole = len(live) == expected
+            else:
+                whole = len(seen) == expected and not any(p.deleting for p in seen)
             if holding.get(job) == attempt and whole:
                 self._gangs[job] = gang
                 kept.add(job)
@@ -313,6 +395,153 @@ class KubernetesExecutor:
                 self._retired.append(gang)
                 self._submit_delete(gang, 0.0)
         return kept
+
+    # --- the cluster's own Jobs -------------------------------------------------------
+    def cluster_jobs(self) -> list[ClusterJob]:
+        """The cluster's Jobs that name a queue and that topoq has neither taken (annotation
+        ``topoq.io/job-id``) nor refused as they are now, oldest first."""
+        self._drain()
+        found: list[ClusterJob] = []
+        for job in self._jobs.values():
+            metadata = job.get("metadata") or {}
+            if (metadata.get("annotations") or {}).get(JOB_ID_ANNOTATION) is not None:
+                continue
+            if metadata.get("deletionTimestamp") is not None:
+                continue
+            if self._refused.get(metadata.get("uid", "")) == metadata.get("resourceVersion"):
+                continue
+            found.append(job)
+        found.sort(key=lambda j: (j["metadata"].get("creationTimestamp") or "", _key_of(j)))
+        return found
+
+    def took(self, job: ClusterJob, job_id: JobId) -> None:
+        """Mark the cluster's ``job`` as taken in as topoq's ``job_id`` (so that it is never
+        taken twice, also after a restart)."""
+        namespace, name = _key_of(job)
+        patch = {"metadata": {"annotations": {JOB_ID_ANNOTATION: job_id}}}
+        self._limiter.take()
+        self._batch.patch_namespaced_job(
+            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
+        )
+        kept = self._jobs.get((namespace, name))
+        if kept is not None:  # until the watch shows it
+            kept.setdefault("metadata", {}).setdefault("annotations", {})[JOB_ID_ANNOTATION] = (
+                job_id
+            )
+
+    def refuse(self, job: ClusterJob, reason: str, message: str) -> None:
+        """Say on the cluster's ``job`` (a Warning Event) why topoq does not take it; it is
+        not offered again until it changes."""
+        metadata = job.get("metadata") or {}
+        self._refused[metadata.get("uid", "")] = metadata.get("resourceVersion", "")
+        event = warning_event(job, reason, message, self._clock())
+        self._limiter.take()
+        try:
+            self._core.create_namespaced_event(
+                event["metadata"]["namespace"], event, _preload_content=False
+            )
+        except ApiException as error:
+            log.warning("could not tell Job %s/%s: %s", *_key_of(job), _api_error(error))
+
+    def cluster_jobs_gone(self) -> list[JobId]:
+        """The topoq jobs whose cluster Job was deleted since the last call."""
+        self._drain()
+        gone, self._jobs_gone = self._jobs_gone, []
+        return gone
+
+    def _job_informers(self) -> list[Informer]:
+        return [self._job_informer] if self._job_informer is not None else []
+
+    def _follow_cluster_job(self, gang: GangPods, now: float) -> None:
+        """A started Job's gang: its outcome from the Job, and each new gated pod pinned."""
+        if gang.ended or gang.stop_deadline is not None or gang.creating:
+            return
+        found = self._jobs.get((gang.namespace, gang.source or ""))
+        if found is None:
+            gang.outcome = (VANISHED_EXIT_CODE, f"Job {gang.namespace}/{gang.source} was deleted")
+            return
+        gang.outcome = job_outcome(found)
+        if gang.outcome is not None:
+            return
+        keys = self._pods_of(gang)
+        taken = []
+        for key in keys:
+            pod = self._pods[key]
+            seen = pod_seen(pod)
+            if seen.phase == "Failed" or seen.deleting:
+                continue
+            if key in self._pinning:
+                taken.append(self._pinning[key][1])
+            elif seen.rank >= 0:
+                taken.append(seen.rank)
+        for key in sorted(keys):
+            pod = self._pods[key]
+            if not gated(pod) or pod_seen(pod).deleting:
+                continue
+            asked = self._pinning.get(key)
+            if asked is not None and now - asked[0] < DELETE_RETRY_S:
+                continue
+            index = completion_index(pod)
+            rank = index if index is not None else free_rank(taken, len(gang.placed))
+            if rank is None or rank >= len(gang.placed):
+                log.warning("pod %s/%s of %s has no rank to take", *key, gang.job)
+                continue
+            taken.append(rank)
+            self._pinning[key] = (now, rank)
+            self._pool.submit(self._pin, key, pin_patch(pod, gang.placed[rank], rank))
+
+    def _pin(self, key: PodKey, patch: list[dict[str, Any]]) -> None:
+        namespace, name = key
+        self._limiter.take()
+        try:
+            self._core.patch_namespaced_pod(
+                name, namespace, patch, _content_type=JSON_PATCH, _preload_content=False
+            )
+        except ApiException as error:
+            log.warning("could not pin pod %s/%s: %s", namespace, name, _api_error(error))
+        except Exception as error:  # the API server unreachable: asked again (``poll``)
+            log.warning("could not pin pod %s/%s: %s", namespace, name, error)
+
+    def _unsuspend(
+        self, namespace: str, name: str, patch: dict[str, Any], job: JobId, attempt: int
+    ) -> None:
+        error = None
+        try:
+            self._limiter.take()
+            found = self._batch.read_namespaced_job(name, namespace)
+            if found.status is not None and found.status.start_time is not None:
+                # started before: its template is patchable again only without a start time
+                self._limiter.take()
+                self._batch.patch_namespaced_job_status(
+                    name,
+                    namespace,
+                    CLEAR_START_TIME,
+                    _content_type=MERGE_PATCH,
+                    _preload_content=False,
+                )
+            self._limiter.take()
+            self._batch.patch_namespaced_job(
+                name, namespace, patch, _content_type=STRATEGIC_MERGE, _preload_content=False
+            )
+        except ApiException as failure:
+            error = _api_error(failure)
+        except Exception as failure:  # the API server unreachable, say
+            error = f"{type(failure).__name__}: {failure}"
+        self._made.put((job, attempt, error))
+
+    def _suspend(self, gang: GangPods) -> None:
+        self._limiter.take()
+        try:
+            self._batch.patch_namespaced_job(
+                gang.source,
+                gang.namespace,
+                SUSPEND_PATCH,
+                _content_type=MERGE_PATCH,
+                _preload_content=False,
+            )
+        except ApiException as error:
+            if error.status != 404:  # a Job deleted has no pods to stop
+                raise
 
     # --- making and deleting ----------------------------------------------------------
     def _make(
@@ -384,6 +613,8 @@ class KubernetesExecutor:
         selector = job_selector(gang.job, gang.attempt)
         seconds = math.ceil(grace_s)
         try:
+            if gang.source is not None:
+                self._suspend(gang)  # else the Job controller makes them again
             self._limiter.take()
             self._core.delete_collection_namespaced_pod(
                 gang.namespace, label_selector=selector, grace_period_seconds=seconds
@@ -439,6 +670,9 @@ class KubernetesExecutor:
                 self._pods[key] = found
             self._index(key, found, deleted=kind == "DELETED")
             self._pod_changed(found, deleted=kind == "DELETED")
+        if self._job_informer is not None:
+            for kind, found in drain(self._job_informer.changes):
+                self._job_changed(kind, found)
         for kind, found in drain(self._node_informer.changes):
             self._inventory_changed = True
             if kind == RELISTED:
@@ -447,6 +681,26 @@ class KubernetesExecutor:
                 self._nodes.pop(found["metadata"]["name"], None)
             else:
                 self._nodes[found["metadata"]["name"]] = found
+
+    def _job_changed(self, kind: str, found: Any) -> None:
+        if kind == RELISTED:
+            before = self._jobs
+            self._jobs = {_key_of(job): job for job in found}
+            for key, job in before.items():
+                if key not in self._jobs:
+                    self._job_deleted(job)
+            return
+        key = _key_of(found)
+        if kind == "DELETED":
+            self._jobs.pop(key, None)
+            self._job_deleted(found)
+        else:
+            self._jobs[key] = found
+
+    def _job_deleted(self, job: Mapping[str, Any]) -> None:
+        taken = ((job.get("metadata") or {}).get("annotations") or {}).get(JOB_ID_ANNOTATION)
+        if taken is not None:
+            self._jobs_gone.append(JobId(taken))
 
     def _relisted_pods(self, pods: Sequence[dict[str, Any]]) -> None:
         before = self._pods
@@ -461,6 +715,11 @@ class KubernetesExecutor:
             self._pod_changed(pod, deleted=False)
 
     def _pod_changed(self, pod: dict[str, Any], *, deleted: bool) -> None:
+        if self._pinning:
+            metadata = pod.get("metadata") or {}
+            key = (metadata.get("namespace", ""), metadata.get("name", ""))
+            if key in self._pinning and (deleted or not gated(pod)):
+                del self._pinning[key]
         job = job_id_of(pod)
         if job is None:
             if (pod.get("spec") or {}).get("nodeName"):
@@ -495,6 +754,11 @@ class KubernetesExecutor:
     def _pods_of(self, gang: GangPods) -> list[PodKey]:
         found = self._attempt_pods.get((gang.job, gang.attempt), ())
         return [key for key in found if key[0] == gang.namespace]
+
+
+def _key_of(job: Mapping[str, Any]) -> PodKey:
+    metadata = job.get("metadata") or {}
+    return metadata.get("namespace", ""), metadata.get("name", "")
 
 
 def _api_error(error: ApiException) -> str:

@@ -9,6 +9,11 @@ attempt's pods as the API server last showed them and asks ``GangPods.events`` w
   start within the start deadline (an image that cannot be pulled, say);
 - **STOPPED** once a stop was asked and none of the attempt's pods is left;
 - nothing more after the gang ended.
+
+The gang of a cluster's Job (``source``; docs/adr/0009-starting-kubernetes-jobs.md) ends by
+the Job's own conditions instead (``outcome``): the Job controller replaces a pod that failed
+or went away within the Job's ``backoffLimit``, and topoq pins the replacement to its rank's
+node again.
 """
 
 from __future__ import annotations
@@ -109,6 +114,12 @@ class GangPods:
     forced: bool = False
     delete_asked_at: float | None = None
     """When its pods were last asked to go (so that a delete that failed is asked again)."""
+    source: str | None = None
+    """The name of the cluster's Job this gang starts (in ``namespace``), if it is one."""
+    placed: tuple[str, ...] = ()
+    """The placed nodes by rank (a cluster Job's pods are pinned to them as they come)."""
+    outcome: tuple[int, str] | None = None
+    """How the cluster's Job ended (exit code, message), once it did."""
 
     def saw(self, pod: PodSeen) -> None:
         self.pods[pod.name] = pod
@@ -121,7 +132,7 @@ class GangPods:
     def events(self, now: float, start_deadline_s: float) -> list[ExecutorEvent]:
         """What happened since the last call (the gang's state moves on with it)."""
         if self.stop_deadline is not None:
-            if not self.stop_reported and not self.creating and not self.pods:
+            if not self.stop_reported and not self.creating and not self._holding():
                 self.stop_reported = self.ended = True
                 return [self._event(ExecutorEventKind.STOPPED, now)]
             return []
@@ -129,9 +140,14 @@ class GangPods:
             return []
         if self.create_error is not None:
             self.ended = True
-            return [
-                self._exited(now, NO_EXIT_CODE, f"could not make its pods: {self.create_error}")
-            ]
+            what = (
+                f"could not start Job {self.namespace}/{self.source}"
+                if self.source is not None
+                else "could not make its pods"
+            )
+            return [self._exited(now, NO_EXIT_CODE, f"{what}: {self.create_error}")]
+        if self.source is not None:
+            return self._job_events(now, start_deadline_s)
         found: list[ExecutorEvent] = []
         pods = sorted(self.pods.values(), key=lambda pod: pod.rank)
         failed = next((pod for pod in pods if pod.phase == "Failed"), None)
@@ -157,6 +173,33 @@ class GangPods:
         elif not self.started and now - self.since > start_deadline_s:
             self.ended = True
             waiting = next((p for p in pods if not p.running), None)
+            why = f" ({waiting.name}: {waiting.reason})" if waiting and waiting.reason else ""
+            found.append(
+                self._exited(
+                    now, NO_EXIT_CODE, f"its pods did not start within {start_deadline_s:g} s{why}"
+                )
+            )
+        return found
+
+    def _holding(self) -> bool:
+        """Some pod of the attempt may still hold its node (a cluster Job keeps the pods that
+        ended, which hold nothing)."""
+        if self.source is None:
+            return bool(self.pods)
+        return any(p.phase not in ("Succeeded", "Failed") for p in self.pods.values())
+
+    def _job_events(self, now: float, start_deadline_s: float) -> list[ExecutorEvent]:
+        found: list[ExecutorEvent] = []
+        live = [p for p in self.pods.values() if not p.deleting and p.phase != "Failed"]
+        if not self.started and len(live) >= self.expected and all(p.running for p in live):
+            self.started = True
+            found.append(self._event(ExecutorEventKind.STARTED, now))
+        if self.outcome is not None:
+            self.ended = True
+            found.append(self._exited(now, *self.outcome))
+        elif not self.started and now - self.since > start_deadline_s:
+            self.ended = True
+            waiting = next((p for p in sorted(live, key=lambda p: p.rank) if not p.running), None)
             why = f" ({waiting.name}: {waiting.reason})" if waiting and waiting.reason else ""
             found.append(
                 self._exited(

@@ -35,10 +35,14 @@ def kubernetes_executor(
     concurrency: int = 8,
     stop_grace_s: float = 3.0,
     start_deadline_s: float = 300.0,
+    cluster_jobs: bool = True,
 ) -> KubernetesExecutor:
     """The executor on the cluster of ``kubeconfig`` (default: ``$KUBECONFIG``, then
     ``~/.kube/config``), placing on the nodes ``node_selector`` chooses, each team's pods in
-    the namespace ``namespace_pattern`` names."""
+    the namespace ``namespace_pattern`` names; at most ``qps`` requests a second (bursts of
+    ``burst``) over ``concurrency`` connections; taking in the cluster's own suspended Jobs
+    unless not ``cluster_jobs``."""
+    check_rates(qps, burst, concurrency)
     try:
         from topoq.executors.kubernetes.executor import (  # noqa: PLC0415 - only when used
             KubernetesExecutor,
@@ -69,4 +73,21 @@ def kubernetes_executor(
         concurrency=concurrency,
         stop_grace_s=stop_grace_s,
         start_deadline_s=start_deadline_s,
+        cluster_jobs=cluster_jobs,
     )
+
+
+def check_rates(qps: float, burst: int, concurrency: int) -> None:
+    """The client's rates are usable (each above 0), else ``InvalidInputError`` naming the
+    ``topoq server`` flag."""
+    for flag, value, least in (
+        ("--kube-qps", qps, 0.0),
+        ("--kube-burst", burst, 0),
+        ("--kube-concurrency", concurrency, 0),
+    ):
+        if not value > least:  # NaN too
+            raise InvalidInputError(
+                f"must be above {least:g}, not {value}",
+                where=flag,
+                hint="client-go's defaults are 5 a second, bursts of 10; topoq's 50, 100 and 8",
+            )

@@ -1,0 +1,161 @@
+"""Jobs taken in from the cluster: the suspended ``batch/v1`` Jobs that name a queue, offered by
+the executor (``ClusterJobSource``), become topoq jobs through the same checks as a submission
+(``job_from_request``, the cluster's limits), each charged to the team whose namespace it is
+in. A Job topoq does not take gets a Warning Event that says why and what to change; a Job
+deleted from the cluster cancels its topoq job. Runs in the controller process, before each
+step (docs/executors.md, "Jobs already on the cluster")."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from topoq.api.cluster_limits import ClusterLimits
+from topoq.api.service import NODE_SIZES_REFRESH_S, NodeSizes
+from topoq.api.submission import job_from_request
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.job import JobId, SourceObject
+from topoq.domain.kube_names import kube_name
+from topoq.domain.topology import TopologySpec
+from topoq.engine.intake import Intake
+from topoq.engine.ports import ClusterJob, ClusterJobSource, DuplicateJob, Store, UnknownJob
+from topoq.wire.v1 import JobFormat, SubmitJobRequest
+
+log = logging.getLogger(__name__)
+
+QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
+HYPERPOD_QUEUE_SUFFIX = "-localqueue"
+ACTOR = "kubernetes"
+"""Who submitted a job taken in from the cluster."""
+
+
+@dataclass(frozen=True)
+class Refusal(Exception):
+    reason: str
+    message: str
+
+
+def team_queues(policy: ClusterPolicy | None, namespace_pattern: str) -> dict[str, TeamName]:
+    """Each team's namespace → the team."""
+    teams = policy.teams if policy is not None else ()
+    return {namespace_pattern.format(team=kube_name(t.name)): t.name for t in teams}
+
+
+def queues_of(namespace: str, team: TeamName) -> tuple[str, ...]:
+    """The queue names a team's Job may name: the LocalQueue ``topoq policy export --to kueue``
+    writes (the team's name), and HyperPod's ``<namespace>-localqueue``."""
+    return (kube_name(team), f"{namespace}{HYPERPOD_QUEUE_SUFFIX}")
+
+
+class ClusterIntake:
+    def __init__(
+        self,
+        source: ClusterJobSource,
+        store: Store,
+        topology: TopologySpec,
+        *,
+        namespace_pattern: str = "{team}",
+        clock: Callable[[], float],
+    ) -> None:
+        self.source = source
+        self.store = store
+        self.topology = topology
+        self.namespace_pattern = namespace_pattern
+        self.clock = clock
+        self.intake = Intake(store, clock)
+        self.node_sizes = NodeSizes(store.nodes, NODE_SIZES_REFRESH_S)
+        self.limits = ClusterLimits(store.nodes, topology, NODE_SIZES_REFRESH_S)
+
+    def take(self) -> list[JobId]:
+        """Take in what the cluster offers now; the jobs taken."""
+        taken = []
+        for found in self.source.cluster_jobs():
+            try:
+                taken.append(self._take(found))
+            except Refusal as refusal:
+                self.source.refuse(found, refusal.reason, refusal.message)
+            except Exception:  # the API server away, say: offered again next step
+                log.exception("could not take in Job %s", _name(found))
+        for job_id in self.source.cluster_jobs_gone():
+            self._cancel(job_id)
+        return taken
+
+    def _take(self, found: ClusterJob) -> JobId:
+        metadata = found.get("metadata") or {}
+        namespace, name = metadata.get("namespace", "default"), metadata.get("name", "")
+        if not (found.get("spec") or {}).get("suspend"):
+            raise Refusal(
+                "NotSuspended",
+                "topoq starts only Jobs created suspended: create it with spec.suspend: true "
+                "(topoq unsuspends it once it is admitted)",
+            )
+        team = self._team_of(namespace, (metadata.get("labels") or {}).get(QUEUE_LABEL, ""))
+        request = SubmitJobRequest(format=JobFormat.KUBERNETES, document=dict(found), team=team)
+        try:
+            spec = job_from_request(
+                request,
+                policy=self.store.policy(),
+                topology=self.topology,
+                largest_node=self.node_sizes.largest(),
+                user=ACTOR,
+                now=self.clock(),
+                stored_phases=self.store.phases_of,
+            )
+            self.limits.check(spec)
+        except InvalidInputError as error:
+            where = f" ({error.where.removeprefix('document.')})" if error.where else ""
+            hint = f": {error.hint}" if error.hint else ""
+            raise Refusal("InvalidJob", f"{error.message}{where}{hint}") from None
+        source = SourceObject("Job", namespace, name, metadata.get("uid", ""))
+        spec = replace(spec, source=source, max_retry=0)  # the Job's backoffLimit retries pods
+        try:
+            self.intake.submit(spec, actor=f"{ACTOR} (Job {namespace}/{name})")
+        except DuplicateJob:
+            stored = self.store.job(spec.id).spec.source
+            if stored is None or stored.uid != source.uid:
+                raise Refusal(
+                    "NameTaken",
+                    f"topoq has a job named {spec.id} already: give the Job another name",
+                ) from None
+            # taken before a crash, not marked yet: marked now
+        self.source.took(found, spec.id)
+        log.info("took in Job %s/%s as %s (team %s)", namespace, name, spec.id, team)
+        return spec.id
+
+    def _team_of(self, namespace: str, queue: str) -> TeamName:
+        teams = team_queues(self.store.policy(), self.namespace_pattern)
+        team = teams.get(namespace)
+        if team is None:
+            known = ", ".join(sorted(teams)) or "none: the cluster has no teams yet"
+            raise Refusal(
+                "UnknownQueue",
+                f"queue {queue!r} in namespace {namespace!r} is not a topoq queue: no team's "
+                f"namespace is {namespace!r} (the teams' namespaces: {known})",
+            )
+        accepted = queues_of(namespace, team)
+        if queue not in accepted:
+            raise Refusal(
+                "UnknownQueue",
+                f"queue {queue!r} is not a topoq queue: team {team}'s Jobs in {namespace!r} "
+                f"name the queue {' or '.join(repr(q) for q in accepted)}",
+            )
+        return team
+
+    def _cancel(self, job_id: JobId) -> None:
+        try:
+            job = self.store.job(job_id)
+        except UnknownJob:
+            return
+        if job.phase.finished:
+            return
+        try:
+            self.intake.cancel(job_id, actor=f"{ACTOR} (its Job was deleted)")
+        except InvalidInputError:
+            return  # it ended meanwhile
+
+
+def _name(found: ClusterJob) -> str:
+    metadata = found.get("metadata") or {}
+    return f"{metadata.get('namespace', '')}/{metadata.get('name', '')}"

@@ -33,16 +33,17 @@ SLEEP = {"TOPOQ_SLEEP_S": "30"}
 
 
 class FlakyExecutor(LocalExecutor):
-    """The local executor, with ``cancel`` or ``poll`` failing the next ``n`` times."""
+    """The local executor, with ``cancel`` (and ``cancel_all``) or ``poll`` failing the next
+    ``n`` times."""
 
     cancel_failures = 0
     poll_failures = 0
 
-    def cancel(self, job: JobId) -> None:
+    def cancel_all(self, jobs: Sequence[JobId]) -> None:
         if self.cancel_failures:
             self.cancel_failures -= 1
             raise OSError("cancel failed (injected)")
-        super().cancel(job)
+        super().cancel_all(jobs)
 
     def poll(self) -> list[ExecutorEvent]:
         if self.poll_failures:

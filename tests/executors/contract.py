@@ -201,6 +201,22 @@ class ExecutorContract:
         executor.cancel(JobId("c"))  # a second cancel is harmless
         executor.cancel(JobId("never-started"))
 
+    def test_cancel_all_stops_every_pod_of_every_job_and_can_be_repeated(
+        self, executor: Executor
+    ) -> None:
+        placed = place(gang("c1"), gang("c2"))
+        for job in ("c1", "c2"):
+            executor.start(self.launch(placed, job, SLEEP))
+        for job in ("c1", "c2"):
+            self.wait_for_pods(executor, job, 2)
+        executor.cancel_all([JobId("c1"), JobId("c2")])
+        for job in ("c1", "c2"):
+            wait_until(lambda j=job: not self.still_running(executor, j), what=f"{job} to stop")
+        time.sleep(0.1)
+        events = executor.poll()
+        assert [e.kind for e in events if e.job in ("c1", "c2")] in ([], [STARTED], [STARTED] * 2)
+        executor.cancel_all([JobId("c1"), JobId("c2"), JobId("never-started")])
+
     def test_stop_returns_at_once_and_reports_stopped_once_every_pod_checkpointed_and_exited(
         self, executor: Executor
     ) -> None:

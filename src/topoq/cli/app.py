@@ -430,6 +430,22 @@ def demo(
         int | None,
         typer.Option(help="The server's port (default: a free one).", show_default=False),
     ] = None,
+    executor: Annotated[
+        str,
+        typer.Option(
+            help="local (each pod a process here) or kubernetes (each pod a Pod: on "
+            "--kubeconfig's cluster, else on a 64-node test bed brought up from "
+            "TOPOQ_K8S_ASSETS)."
+        ),
+    ] = "local",
+    kubeconfig: Annotated[
+        Path | None,
+        typer.Option(
+            help="With --executor kubernetes: the cluster to play on (64 nodes of 8 GPUs "
+            "under 2 spines × 4 blocks, as the demo cluster).",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Start a server on a 512-GPU virtual cluster with three teams and real pods, and play a
     story: borrowing, reclaim, priority preemption, a gang waiting for a block, a node failure."""
@@ -441,7 +457,15 @@ def demo(
     from topoq.cli.demo import DemoOptions, run_demo
 
     codes: list[int] = []
-    guarded(lambda: codes.append(run_demo(DemoOptions(quick, keep_running, data_dir, port))))
+    options = DemoOptions(
+        quick,
+        keep_running,
+        data_dir,
+        port,
+        executor,
+        kubeconfig.resolve() if kubeconfig is not None else None,
+    )
+    guarded(lambda: codes.append(run_demo(options)))
     raise typer.Exit(codes[0] if codes else EXIT_BAD_INPUT)
 
 

@@ -441,13 +441,22 @@ class Controller:
         at that attempt (``holders``: the jobs that hold capacity): cancelled, drained or
         requeued by a user (the API only writes the store), or ended while its pods linger. A
         stop that fails is tried again next step."""
-        for job_id, attempt in list(self._launched.items()):
+        unbooked = []
+        for job_id, attempt in self._launched.items():
             job = holders.get(job_id)
-            booked = job is not None and job.attempt == attempt
-            if not booked and self._stop(job_id, report):
-                del self._launched[job_id]
-                self._stopping.discard(job_id)
-                report.cancelled.append(job_id)
+            if job is None or job.attempt != attempt:
+                unbooked.append(job_id)
+        if not unbooked:
+            return
+        try:
+            self.executor.cancel_all(unbooked)  # their stops overlap
+        except Exception as error:  # any executor failure: retried next step
+            self._executor_failed(f"cancel {', '.join(unbooked)}", error, report)
+            return
+        for job_id in unbooked:
+            del self._launched[job_id]
+            self._stopping.discard(job_id)
+            report.cancelled.append(job_id)
 
     def _stop_victims(
         self, holders: Mapping[JobId, JobView], grace_s: float, now: float, report: StepReport

@@ -260,6 +260,12 @@ class Executor(Protocol):
         grace) and return once they are gone; no event follows. For user cancels, drains and
         requeues: nothing waits for the room."""
 
+    def cancel_all(self, jobs: Sequence[JobId]) -> None:
+        """``cancel`` for several jobs at once: every pod of each is stopped and the call
+        returns once all are gone, so that their stops overlap instead of adding up. Raises
+        as ``cancel`` does; a job cancelled before, or running nothing here, is ignored, so a
+        call that failed can be made again."""
+
     def stop(self, job: JobId, grace_s: float) -> None:
         """Begin stopping every pod of the job for a preemption and return at once: SIGTERM
         now (a trainer may checkpoint), a kill for whatever still runs ``grace_s`` later.

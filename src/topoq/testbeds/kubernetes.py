@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import os
 import secrets
 import shutil
@@ -122,14 +123,26 @@ class BedShape:
     """Network layers (``topology.k8s.aws/network-node-layer-1..levels``), 1 to 3; the
     hostname is the level below them."""
     instance_type: str = NODE_INSTANCE_TYPE
+    domains: tuple[int, ...] = ()
+    """The shape itself when given: domains per parent at each network layer, broadest first,
+    then nodes per lowest domain (``(2, 4, 8)``: 2 spines × 4 blocks × 8 nodes); it must hold
+    ``nodes`` nodes under ``levels`` layers."""
 
     def tree(self) -> tuple[int, ...]:
         """The synthetic shape (``discovery.synthetic``): domains per parent, broadest first,
-        then nodes per lowest domain, as even as the node count allows."""
+        then nodes per lowest domain — ``domains``, else as even as the node count allows."""
         if not 1 <= self.levels <= MAX_NETWORK_LEVELS:
             raise BedError(f"{self.levels} network levels", hint=f"give 1 to {MAX_NETWORK_LEVELS}")
         if self.nodes < 1:
             raise BedError(f"{self.nodes} nodes", hint="give at least one node")
+        if self.domains:
+            if len(self.domains) != self.levels + 1 or math.prod(self.domains) != self.nodes:
+                raise BedError(
+                    f"shape {self.domains} for {self.nodes} nodes under {self.levels} layers",
+                    hint="give one count per layer and the nodes per lowest domain, "
+                    "multiplying to the node count",
+                )
+            return self.domains
         shape = [1] * (self.levels + 1)
         for factor in sorted(_prime_factors(self.nodes), reverse=True):
             smallest = min(shape)

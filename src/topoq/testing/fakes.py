@@ -130,6 +130,9 @@ class ScriptedExecutor:
     def cancel(self, job: JobId) -> None:
         self.cancelled.append(job)
 
+    def cancel_all(self, jobs: Sequence[JobId]) -> None:
+        self.cancelled.extend(jobs)
+
     def stop(self, job: JobId, grace_s: float) -> None:
         self.stopping.append((job, grace_s))
 

@@ -44,6 +44,16 @@ class DemoOptions:
     """Default: a new temporary directory, removed at the end."""
     port: int | None = None
     """Default: a free port."""
+    executor: str = "local"
+    """``local`` (each pod a process here) or ``kubernetes`` (each pod a Pod)."""
+    kubeconfig: Path | None = None
+    """With ``kubernetes``: the cluster; default: a test bed of 64 KWOK nodes brought up for
+    the demo (``TOPOQ_K8S_ASSETS``) and stopped after it."""
+
+
+DEMO_BED_SHAPE = (2, 4, 8)
+"""The demo cluster's shape (``data/demo/cluster.yaml``): 2 spines × 4 blocks × 8 nodes."""
+EXECUTORS = ("local", "kubernetes")
 
 
 def run_demo(options: DemoOptions) -> int:
@@ -51,10 +61,19 @@ def run_demo(options: DemoOptions) -> int:
     console = make_console()
     started = time.monotonic()
     with ExitStack() as stack, _sigterm_as_exit():
+        if options.executor not in EXECUTORS:
+            raise InvalidInputError(
+                f"no executor {options.executor!r}",
+                where="--executor",
+                hint=f"give {' or '.join(EXECUTORS)}",
+            )
         data_dir = _data_dir(options.data_dir, stack)
         cluster = stack.enter_context(as_file(DEMO_FILES / "cluster.yaml"))
         policy = stack.enter_context(as_file(DEMO_FILES / "policy.yaml"))
-        server = DemoServer(data_dir, options.port or free_port(), cluster, policy)
+        kubeconfig = options.kubeconfig
+        if options.executor == "kubernetes" and kubeconfig is None:
+            kubeconfig = _demo_bed(console, data_dir / "bed", stack)
+        server = DemoServer(data_dir, options.port or free_port(), cluster, policy, kubeconfig)
         stack.callback(_stop, console, server)
         try:
             code = _play(console, server, options, started)
@@ -67,13 +86,31 @@ def run_demo(options: DemoOptions) -> int:
     return code
 
 
+def _demo_bed(console: Console, directory: Path, stack: ExitStack) -> Path:
+    """A test bed shaped as the demo cluster, stopped (by PID) when the demo ends."""
+    from topoq.testbeds.kubernetes import (
+        BedShape,
+        Ports,
+        bring_up,
+        tear_down,
+    )
+
+    console.print(
+        "Bringing up a Kubernetes control plane with 64 KWOK nodes (2 spines × 4 blocks × 8)…"
+    )
+    shape = BedShape(64, 2, domains=DEMO_BED_SHAPE)
+    bed = bring_up(directory, shape, ports=Ports.free())
+    stack.callback(tear_down, directory)
+    return bed.kubeconfig
+
+
 def _play(console: Console, server: DemoServer, options: DemoOptions, started: float) -> int:
     pace = QUICK_PACE if options.quick else DEFAULT_PACE
     _introduce(console, server)
     server.start()
     _print_where_to_look(console, server)
     with TopoqClient(server.url, server.token(), timeout_s=CLIENT_TIMEOUT_S) as client:
-        stage = Stage(client, console, pace)
+        stage = Stage(client, console, pace, pods_print=server.kubeconfig is None)
         stage.pause()
         missed = play_scenes(stage)
     console.rule("the end")
@@ -132,9 +169,14 @@ def _introduce(console: Console, server: DemoServer) -> None:
         "guaranteed 128 and only lends.",
         "  Priority classes inference > training > experiment; borrowed GPUs are shared by "
         "fair share.",
-        "Every pod is a real process on this machine that prints its rank and topology, then "
-        "sleeps.",
-        f"Cluster: {server.cluster_file}",
+        (
+            "Every pod is a real process on this machine that prints its rank and topology, "
+            "then sleeps."
+            if server.kubeconfig is None
+            else "Every pod is a Pod on the Kubernetes cluster of "
+            f"{server.kubeconfig}, bound to the node topoq placed it on."
+        ),
+        f"Cluster: {server.cluster_file if server.kubeconfig is None else server.kubeconfig}",
         f"Policy:  {server.policy_file}",
         "Starting the server…",
     ):
@@ -146,14 +188,21 @@ def _print_where_to_look(console: Console, server: DemoServer) -> None:
     lines = [
         f"API:     {server.url}/api/v1   (OpenAPI: {server.url}/docs)",
         f"Token:   {server.token_path}   (admin)",
-        f"Logs:    {server.log_path}; each pod's output under {server.pods_dir}/",
+        f"Logs:    {server.log_path}; each pod's output under {server.pods_dir}/"
+        if server.kubeconfig is None
+        else f"Logs:    {server.log_path}",
         "Try, in another terminal, while it runs:",
         f"  export TOPOQ_SERVER={server.url} TOPOQ_TOKEN_FILE={token_file}",
     ]
+    if server.kubeconfig is not None:
+        kubeconfig = shlex.quote(str(server.kubeconfig))
+        kubectl = shutil.which("kubectl") or "$TOPOQ_K8S_ASSETS/bin/kubectl"
+        lines.append(f"  {kubectl} --kubeconfig {kubeconfig} get pods -A -o wide  # the placement")
+    pods_print = server.kubeconfig is None
     for command, meaning in (
         ("list", "jobs, phases, and why pending ones wait"),
         ("explain vision-pretrain", "why a job waits, with the numbers"),
-        ("logs nlp-train-1", "what a job's pods print: rank and topology"),
+        *([("logs nlp-train-1", "what a job's pods print: rank and topology")] * pods_print),
         ("teams", "guarantee, used, borrowed and lent GPUs per team"),
         ("nodes", "node health and the jobs on each node"),
         ("events", "phase changes, newest first"),

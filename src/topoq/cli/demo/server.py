@@ -1,7 +1,8 @@
 """The demo's server: ``python -m topoq.bootstrap`` as a child process (its own session, so a
 Ctrl-C reaches the demo, which then stops it in order) with the embedded SQLite store and the
-local executor, on a free localhost port; its output goes to ``server.log`` in the data
-directory. Stopping it stops every pod; pods it somehow left behind are killed too."""
+local executor (or the Kubernetes executor on a kubeconfig's cluster), on a free localhost
+port; its output goes to ``server.log`` in the data directory. Stopping it stops every pod;
+pods it somehow left behind are killed too."""
 
 from __future__ import annotations
 
@@ -23,6 +24,12 @@ HOST = "127.0.0.1"
 STARTUP_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 20.0
 LOG_TAIL_LINES = 20
+KUBERNETES_DEMO_LEVELS = (
+    "topology.k8s.aws/network-node-layer-1",
+    "topology.k8s.aws/network-node-layer-2",
+    "kubernetes.io/hostname",
+)
+"""The demo cluster's levels (``data/demo/cluster.yaml``), as the nodes of a cluster carry them."""
 
 
 class DemoServerError(TopoqError):
@@ -30,11 +37,20 @@ class DemoServerError(TopoqError):
 
 
 class DemoServer:
-    def __init__(self, data_dir: Path, port: int, cluster_file: Path, policy_file: Path) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int,
+        cluster_file: Path,
+        policy_file: Path,
+        kubeconfig: Path | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.port = port
         self.cluster_file = cluster_file
         self.policy_file = policy_file
+        self.kubeconfig = kubeconfig
+        """With one, the server runs the pods on that cluster (``--executor kubernetes``)."""
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -61,9 +77,14 @@ class DemoServer:
         """Start the server and wait until it answers and has written its admin token."""
         command = [
             sys.executable, "-m", "topoq.bootstrap", "--host", HOST, "--port", str(self.port),
-            "--data-dir", str(self.data_dir), "--cluster", str(self.cluster_file),
-            "--policy", str(self.policy_file),
+            "--data-dir", str(self.data_dir), "--policy", str(self.policy_file),
         ]  # fmt: skip
+        if self.kubeconfig is None:
+            command += ["--cluster", str(self.cluster_file)]
+        else:
+            levels = ",".join(KUBERNETES_DEMO_LEVELS)
+            command += ["--executor", "kubernetes", "--kubeconfig", str(self.kubeconfig)]
+            command += ["--topology-levels", levels]
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self._log = self.log_path.open("ab")
         self._process = subprocess.Popen(

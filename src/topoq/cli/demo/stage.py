@@ -58,6 +58,9 @@ class Stage:
     pace: Pace
     misses: list[str] = field(default_factory=list)
     """What the current scene expected and did not see."""
+    pods_print: bool = True
+    """The pods' output can be read through topoq (the local executor's pods print their
+    rank and topology); else where a job runs is read from its placement."""
 
     # --- narration ----------------------------------------------------------------------
     def say(self, text: str, style: str | None = None) -> None:

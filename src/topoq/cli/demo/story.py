@@ -156,7 +156,8 @@ def backfill(stage: Stage, held: str | None) -> None:
     )
     for name in SMALL_JOBS:
         where = where_it_ran(stage, name)
-        stage.evidence(f"{name} ran in {where or 'an unknown block'} (its pod says so)")
+        said = "its pod says so" if stage.pods_print else "its placement says so"
+        stage.evidence(f"{name} ran in {where or 'an unknown block'} ({said})")
         if held and where == held:
             stage.miss(f"{name} ran in {held}, the block held for {GANG}")
 
@@ -166,7 +167,10 @@ def started(stage: Stage, job: str) -> bool:
 
 
 def where_it_ran(stage: Stage, job: str) -> str | None:
-    """``l1-01/l2-01-02``, from the line `topology …` its first pod printed."""
+    """``l1-01/l2-01-02``, from the line `topology …` its first pod printed (or, where pods'
+    output is not read through topoq, from its placement)."""
+    if not stage.pods_print:
+        return block_of(stage.client.job(job), LEVELS)
     for line in stage.client.logs(job, 0).text.splitlines():
         if line.startswith("topology "):
             pairs = (part.partition("=") for part in line.removeprefix("topology ").split(", "))
@@ -242,7 +246,13 @@ def latest_requeue(stage: Stage, job: str) -> PhaseChangeModel | None:
 
 
 def show_first_pod(stage: Stage, job: str) -> None:
-    """The lines of the first pod's output that say where the new attempt runs."""
+    """The lines of the first pod's output that say where the new attempt runs (or, where
+    pods' output is not read through topoq, the nodes it is placed on)."""
+    if not stage.pods_print:
+        found = stage.client.job(job)
+        nodes = ", ".join(found.allocation.nodes) if found.allocation else "?"
+        stage.say(f"      its pods: {nodes} (kubectl get pods -o wide shows them there)")
+        return
     try:
         text = stage.client.logs(job, 0).text
     except ClientError as error:

@@ -247,20 +247,27 @@ class KubernetesExecutor:
         self._making[job] = making
 
     def cancel(self, job: JobId) -> None:
+        self.cancel_all([job])
+
+    def cancel_all(self, jobs: Sequence[JobId]) -> None:
+        """Every gang's pods are asked to go at once (with the stop grace, then without), and
+        the call returns once none is left."""
         self._drain()
-        gang = self._gangs.get(job)
-        if gang is None:
+        gangs = [gang for job in jobs if (gang := self._gangs.get(job)) is not None]
+        if not gangs:
             return
-        self._halt(job)
-        self._retire(job, grace_s=self._stop_grace_s)
+        for gang in gangs:
+            self._halt(gang.job)
+            self._retire(gang.job, grace_s=self._stop_grace_s, wait=False)
         deadline = time.monotonic() + self._stop_grace_s
-        while self._pods_of(gang) and time.monotonic() < deadline:
+        while any(self._pods_of(g) for g in gangs) and time.monotonic() < deadline:
             time.sleep(0.05)
             self._drain()
-        if self._pods_of(gang):
-            self._delete_pods(gang, grace_s=0.0)
+        for gang in gangs:
+            if self._pods_of(gang):
+                self._submit_delete(gang, 0.0)
         deadline = time.monotonic() + CANCEL_TIMEOUT_S
-        while self._pods_of(gang) and time.monotonic() < deadline:
+        while any(self._pods_of(g) for g in gangs) and time.monotonic() < deadline:
             time.sleep(0.05)
             self._drain()
 
@@ -420,9 +427,7 @@ class KubernetesExecutor:
         namespace, name = _key_of(job)
         patch = {"metadata": {"annotations": {JOB_ID_ANNOTATION: job_id}}}
         self._limiter.take()
-        self._batch.patch_namespaced_job(
-            name, namespace, patch, _content_type=MERGE_PATCH, _preload_content=False
-        )
+        _send(self._batch.patch_namespaced_job, name, namespace, patch, _content_type=MERGE_PATCH)
         kept = self._jobs.get((namespace, name))
         if kept is not None:  # until the watch shows it
             kept.setdefault("metadata", {}).setdefault("annotations", {})[JOB_ID_ANNOTATION] = (
@@ -437,9 +442,7 @@ class KubernetesExecutor:
         event = warning_event(job, reason, message, self._clock())
         self._limiter.take()
         try:
-            self._core.create_namespaced_event(
-                event["metadata"]["namespace"], event, _preload_content=False
-            )
+            _send(self._core.create_namespaced_event, event["metadata"]["namespace"], event)
         except ApiException as error:
             log.warning("could not tell Job %s/%s: %s", *_key_of(job), _api_error(error))
 
@@ -494,9 +497,7 @@ class KubernetesExecutor:
         namespace, name = key
         self._limiter.take()
         try:
-            self._core.patch_namespaced_pod(
-                name, namespace, patch, _content_type=JSON_PATCH, _preload_content=False
-            )
+            _send(self._core.patch_namespaced_pod, name, namespace, patch, _content_type=JSON_PATCH)
         except ApiException as error:
             log.warning("could not pin pod %s/%s: %s", namespace, name, _api_error(error))
         except Exception as error:  # the API server unreachable: asked again (``poll``)
@@ -512,16 +513,20 @@ class KubernetesExecutor:
             if found.status is not None and found.status.start_time is not None:
                 # started before: its template is patchable again only without a start time
                 self._limiter.take()
-                self._batch.patch_namespaced_job_status(
+                _send(
+                    self._batch.patch_namespaced_job_status,
                     name,
                     namespace,
                     CLEAR_START_TIME,
                     _content_type=MERGE_PATCH,
-                    _preload_content=False,
                 )
             self._limiter.take()
-            self._batch.patch_namespaced_job(
-                name, namespace, patch, _content_type=STRATEGIC_MERGE, _preload_content=False
+            _send(
+                self._batch.patch_namespaced_job,
+                name,
+                namespace,
+                patch,
+                _content_type=STRATEGIC_MERGE,
             )
         except ApiException as failure:
             error = _api_error(failure)
@@ -532,12 +537,12 @@ class KubernetesExecutor:
     def _suspend(self, gang: GangPods) -> None:
         self._limiter.take()
         try:
-            self._batch.patch_namespaced_job(
+            _send(
+                self._batch.patch_namespaced_job,
                 gang.source,
                 gang.namespace,
                 SUSPEND_PATCH,
                 _content_type=MERGE_PATCH,
-                _preload_content=False,
             )
         except ApiException as error:
             if error.status != 404:  # a Job deleted has no pods to stop
@@ -552,14 +557,19 @@ class KubernetesExecutor:
             self._ensure_namespace(manifests.namespace)
             self._create(
                 partial(
-                    self._core.create_namespaced_service, manifests.namespace, manifests.service
+                    _send,
+                    self._core.create_namespaced_service,
+                    manifests.namespace,
+                    manifests.service,
                 )
             )
             for pod in manifests.pods:
                 if halt.is_set():
                     break
                 self._create(
-                    partial(self._core.create_namespaced_pod, manifests.namespace, pod.manifest)
+                    partial(
+                        _send, self._core.create_namespaced_pod, manifests.namespace, pod.manifest
+                    )
                 )
                 if halt.is_set():
                     break
@@ -588,7 +598,7 @@ class KubernetesExecutor:
         self._limiter.take()
         try:
             # the server answers with a Status, not a Binding: read raw (docs/executors.md)
-            self._core.create_namespaced_pod_binding(name, namespace, body, _preload_content=False)
+            _send(self._core.create_namespaced_pod_binding, name, namespace, body)
         except ApiException as error:
             if error.status != 409:  # bound before (a retry after a crash)
                 raise
@@ -616,11 +626,18 @@ class KubernetesExecutor:
             if gang.source is not None:
                 self._suspend(gang)  # else the Job controller makes them again
             self._limiter.take()
-            self._core.delete_collection_namespaced_pod(
-                gang.namespace, label_selector=selector, grace_period_seconds=seconds
+            _send(
+                self._core.delete_collection_namespaced_pod,
+                gang.namespace,
+                label_selector=selector,
+                grace_period_seconds=seconds,
             )
             self._limiter.take()
-            self._core.delete_collection_namespaced_service(gang.namespace, label_selector=selector)
+            _send(
+                self._core.delete_collection_namespaced_service,
+                gang.namespace,
+                label_selector=selector,
+            )
         except ApiException as error:
             if error.status != 404:
                 log.warning("could not delete the pods of %s: %s", gang.job, _api_error(error))
@@ -754,6 +771,17 @@ class KubernetesExecutor:
     def _pods_of(self, gang: GangPods) -> list[PodKey]:
         found = self._attempt_pods.get((gang.job, gang.attempt), ())
         return [key for key in found if key[0] == gang.namespace]
+
+
+def _send(call: Callable[..., Any], *args: Any, **options: Any) -> bytes:
+    """One request, its answer read raw (no model objects) and its connection given back to
+    the pool: a raw answer left unread keeps its connection, and every later request would
+    open a new one (a TLS handshake each)."""
+    response = call(*args, _preload_content=False, **options)
+    try:
+        return bytes(response.data)
+    finally:
+        response.release_conn()
 
 
 def _key_of(job: Mapping[str, Any]) -> PodKey:

@@ -172,14 +172,22 @@ class LocalExecutor:
         """Stop the job's pods and wait until they are gone (``stop_grace_s`` at most, also for
         a gang already being stopped); no event follows. A job that does not run here is
         ignored."""
+        self.cancel_all([job])
+
+    def cancel_all(self, jobs: Sequence[JobId]) -> None:
+        """``cancel`` for several jobs: every pod is signalled first, then waited for once."""
         with self._lock:
-            attempt = self._attempts.get(job)
-            if attempt is not None:
-                self._terminations.finish([self._end(attempt)])
-            if job in self._stopping:
-                _, entry = self._stopping[job]
-                self._terminations.hasten(entry, self._terminations.grace_s)
-                self._terminations.finish([entry])
+            ending = []
+            for job in jobs:
+                attempt = self._attempts.get(job)
+                if attempt is not None:
+                    ending.append(self._end(attempt))
+                if job in self._stopping:
+                    _, entry = self._stopping[job]
+                    self._terminations.hasten(entry, self._terminations.grace_s)
+                    ending.append(entry)
+            if ending:
+                self._terminations.finish(ending)
 
     def stop(self, job: JobId, grace_s: float) -> None:
         """SIGTERM every pod of the job now and SIGKILL what still runs ``grace_s`` later,

@@ -119,8 +119,10 @@ def test_gangs_run_as_pods_on_the_placed_nodes_and_the_inventory_follows_the_clu
         wait_until(lambda: phase_is(http, "pair", "running"), 30, "the gang to run")
         placed = sorted(job(http, "pair")["allocation"]["nodes"])
         assert sorted(p.spec.node_name for p in bound_pods(core, "pair")) == placed
-        # a cordon made with kubectl (spec.unschedulable) is topoq's cordon too
-        cordoned = sorted(set(k8s_bed.nodes) - set(placed))[0]
+        # a cordon made with kubectl (spec.unschedulable) is topoq's cordon too, and one made
+        # through topoq is not undone when the cluster's report of it comes
+        by_topoq, cordoned = sorted(set(k8s_bed.nodes) - set(placed))[:2]
+        assert http.post(f"/nodes/{by_topoq}/cordon").status_code == 200
         core.patch_node(cordoned, {"spec": {"unschedulable": True}})
         try:
             wait_until(
@@ -128,8 +130,10 @@ def test_gangs_run_as_pods_on_the_placed_nodes_and_the_inventory_follows_the_clu
                 10,
                 "the cordon to reach topoq",
             )
+            assert {n["name"]: n for n in http.get("/nodes").json()}[by_topoq]["cordoned"]
         finally:
             core.patch_node(cordoned, {"spec": {"unschedulable": False}})
+            http.post(f"/nodes/{by_topoq}/uncordon")
 
 
 def test_a_node_gone_not_ready_requeues_its_gang_elsewhere(

@@ -43,6 +43,7 @@ from topoq.core.fair_share import (
     usage_at,
 )
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
+from topoq.core.inventory_merge import merged_inventory
 from topoq.core.lifecycle import advance, cycle_moves
 from topoq.core.quota import QuotaBook
 from topoq.core.starvation import next_time_rule_change
@@ -52,7 +53,7 @@ from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
-from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
+from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
 from topoq.engine.intake import SYSTEM, Intake, redo_on_conflict
 from topoq.engine.launches import Commands, Environment, gang_launch, pod_set_commands
@@ -193,6 +194,8 @@ class Controller:
         the next step accounts for the time in between."""
         self._accounted_at: float | None = None
         self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
+        self._reported_nodes: dict[NodeName, NodeSpec] = {}
+        """The executor's last report of the cluster's nodes (``_take_inventory``)."""
         self._parking: Parking | None = None
         """What the last committed cycle parked, handed to the next cycle (None at the start
         and after a step that failed or raced another writer: the next cycle starts afresh)."""
@@ -624,11 +627,16 @@ class Controller:
 
     def _take_inventory(self, report: StepReport) -> None:
         """An executor that knows the cluster's nodes (Kubernetes) is where the inventory
-        comes from: when its nodes changed, the store gets them before the step reads them."""
+        comes from: when its nodes changed, the store gets them before the step reads them —
+        keeping a cordon or failure set through topoq that the cluster did not change since
+        its last report (``core.inventory_merge``)."""
         try:
             nodes = self.executor.inventory_changes()
             if nodes is not None:
-                self.store.save_nodes(list(nodes), actor=SYSTEM, now=self.clock())
+                stored = {node.name: node for node in self.store.nodes()}
+                merged = merged_inventory(nodes, self._reported_nodes, stored)
+                self.store.save_nodes(merged, actor=SYSTEM, now=self.clock())
+                self._reported_nodes = {node.name: node for node in nodes}
         except Exception as error:  # any executor or store failure: tried again next step
             self._executor_failed("take the cluster's nodes", error, report)
 

@@ -76,6 +76,8 @@ log = logging.getLogger(__name__)
 
 SYNC_TIMEOUT_S = 30.0
 CANCEL_TIMEOUT_S = 60.0
+NEW_NAMESPACE_WAIT_S = 15.0
+"""How long a pod refused for want of its new namespace's ServiceAccount is asked again."""
 DELETE_RETRY_S = 10.0
 """How long pods asked to go with no grace may stay before they are asked again."""
 PodKey = tuple[str, str]
@@ -581,12 +583,18 @@ class KubernetesExecutor:
         self._made.put((job, attempt, error))
 
     def _create(self, call: Callable[[], Any]) -> None:
-        self._limiter.take()
-        try:
-            call()
-        except ApiException as error:
-            if error.status != 409:  # made before (a retry after a crash): fine
-                raise
+        deadline = time.monotonic() + NEW_NAMESPACE_WAIT_S
+        while True:
+            self._limiter.take()
+            try:
+                call()
+                return
+            except ApiException as error:
+                if error.status == 409:  # made before (a retry after a crash): fine
+                    return
+                if not (_no_service_account_yet(error) and time.monotonic() < deadline):
+                    raise
+            time.sleep(0.2)  # a namespace just made: its default ServiceAccount comes soon
 
     def _bind(self, namespace: str, name: str, node: str) -> None:
         body = {
@@ -782,6 +790,12 @@ def _send(call: Callable[..., Any], *args: Any, **options: Any) -> bytes:
         return bytes(response.data)
     finally:
         response.release_conn()
+
+
+def _no_service_account_yet(error: ApiException) -> bool:
+    """The API server refused a pod because its namespace's ServiceAccount is not there yet
+    (the controller-manager makes ``default`` just after the namespace)."""
+    return error.status == 403 and "serviceaccount" in (error.body or "").lower()
 
 
 def _key_of(job: Mapping[str, Any]) -> PodKey:

@@ -24,9 +24,6 @@ import argparse
 import contextlib
 import io
 import json
-import signal
-import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -44,10 +41,9 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.api_server import cpu_s
-from topoq.executors.local.processes import free_port
 from topoq.testbeds.daemons import recorded
 from topoq.testbeds.kubernetes import BedShape, KubernetesBed, Ports, bring_up, tear_down
-from topoq.testing.server import api_process_ids, wait_until_healthy
+from topoq.testing.server import RunningServer, api_process_ids, running_server
 
 GPUS_PER_POD = 2
 BASELINE_NAMESPACE = "bench-kube"
@@ -81,40 +77,41 @@ class Run:
         return self.bound / self.scheduler_cpu_s if self.scheduler_cpu_s else 0.0
 
 
-class BoundWatch:
-    """Counts the pods of a label selector that are bound, from a watch of its own."""
+class WatchUntil:
+    """Watches one kind of object from a thread of its own until ``expected`` of them have
+    been counted (``_saw`` says which count); ``first_at`` is when the first one was."""
 
-    def __init__(self, core: Any, selector: str, expected: int) -> None:
-        self.core, self.selector, self.expected = core, selector, expected
-        self.nodes: dict[str, str] = {}
-        self.labels: dict[str, dict[str, str]] = {}
+    def __init__(self, list_call: Callable[..., Any], expected: int, *args: Any, **selectors: str):
+        self._list, self._args, self._selectors = list_call, args, selectors
+        self.expected = expected
         self.first_at: float | None = None
         self.done = threading.Event()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self._counted = 0
+        threading.Thread(target=self._run, daemon=True).start()
+
+    def _saw(self, raw: dict[str, Any]) -> bool:
+        """Record ``raw`` if it counts now (and was not counted before); whether it did."""
+        raise NotImplementedError
 
     def _run(self) -> None:
-        version = self.core.list_pod_for_all_namespaces(
-            label_selector=self.selector, limit=1
-        ).metadata.resource_version
+        listed = self._list(*self._args, limit=1, **self._selectors)
+        version = listed.metadata.resource_version
         while not self._stop.is_set():
-            stream = watch.Watch().stream(
-                self.core.list_pod_for_all_namespaces,
-                label_selector=self.selector,
+            for event in watch.Watch().stream(
+                self._list,
+                *self._args,
                 resource_version=version,
                 timeout_seconds=30,
                 _preload_content=False,
-            )
-            for event in stream:
+                **self._selectors,
+            ):
                 raw = event["raw_object"]
                 version = raw["metadata"]["resourceVersion"]
-                node = (raw.get("spec") or {}).get("nodeName")
-                if node and raw["metadata"]["name"] not in self.nodes:
+                if self._saw(raw):
                     self.first_at = self.first_at or time.monotonic()
-                    self.nodes[raw["metadata"]["name"]] = node
-                    self.labels[raw["metadata"]["name"]] = raw["metadata"].get("labels") or {}
-                    if len(self.nodes) >= self.expected:
+                    self._counted += 1
+                    if self._counted >= self.expected:
                         self.done.set()
                         return
                 if self._stop.is_set():
@@ -125,6 +122,30 @@ class BoundWatch:
 
     def stop(self) -> None:
         self._stop.set()
+
+
+class BoundWatch(WatchUntil):
+    """The pods of a label selector, once bound: their nodes and labels."""
+
+    def __init__(self, core: Any, selector: str, expected: int) -> None:
+        self.nodes: dict[str, str] = {}
+        self.labels: dict[str, dict[str, str]] = {}
+        super().__init__(core.list_pod_for_all_namespaces, expected, label_selector=selector)
+
+    def _saw(self, raw: dict[str, Any]) -> bool:
+        node, name = (raw.get("spec") or {}).get("nodeName"), raw["metadata"]["name"]
+        if not node or name in self.nodes:
+            return False
+        self.nodes[name] = node
+        self.labels[name] = raw["metadata"].get("labels") or {}
+        return True
+
+    def spans_by(self, label: str, core: Any) -> dict[int, int]:
+        """Layer-3 domains the pods of each value of ``label`` span → how many groups."""
+        groups: dict[str, list[str]] = defaultdict(list)
+        for name, node in self.nodes.items():
+            groups[self.labels[name].get(label, name)].append(node)
+        return spans(groups, node_layers(core))
 
 
 def spans(groups: dict[str, list[str]], node_layer: dict[str, str]) -> dict[int, int]:
@@ -181,9 +202,6 @@ def kube_scheduler_run(bed: KubernetesBed, pods: int, gang: int) -> Run:
     watcher.wait(RUN_TIMEOUT_S)
     wall = time.monotonic() - began
     watcher.stop()
-    groups: dict[str, list[str]] = defaultdict(list)
-    for name, node in watcher.nodes.items():
-        groups[watcher.labels[name]["bench-group"]].append(node)
     return Run(
         "kube-scheduler",
         pods,
@@ -191,7 +209,7 @@ def kube_scheduler_run(bed: KubernetesBed, pods: int, gang: int) -> Run:
         wall,
         (watcher.first_at or began) - began,
         cpu_s(scheduler) - cpu_before,
-        spans(groups, node_layers(core)),
+        watcher.spans_by("bench-group", core),
     )
 
 
@@ -241,45 +259,36 @@ def gang_request(name: str, pods: int) -> dict[str, Any]:
 
 
 @contextlib.contextmanager
-def topoq_server(bed: KubernetesBed, directory: Path, rates: list[str]) -> Iterator[Any]:
+def topoq_server(bed: KubernetesBed, directory: Path, rates: list[str]) -> Iterator[RunningServer]:
+    """A real server on the bed (``topoq.testing.server.running_server``), its team's quota
+    every node."""
     directory.mkdir(parents=True, exist_ok=True)
-    (directory / "policy.yaml").write_text(policy(len(bed.nodes)))
-    port = free_port()
-    command = [
-        sys.executable, "-m", "topoq.bootstrap", "--port", str(port),
-        "--data-dir", str(directory / "data"), "--policy", str(directory / "policy.yaml"),
-        "--executor", "kubernetes", "--kubeconfig", str(bed.kubeconfig), *rates,
-    ]  # fmt: skip
-    log_path = directory / "server.log"
-    with log_path.open("wb") as log:
-        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-        try:
-            url = f"http://127.0.0.1:{port}"
-            wait_until_healthy(url, process, log_path)
-            yield process, url, (directory / "data" / "admin-token").read_text().strip()
-        finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=60)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+    policy_file = directory / "policy.yaml"
+    policy_file.write_text(policy(len(bed.nodes)))
+    options = ["--executor", "kubernetes", "--kubeconfig", str(bed.kubeconfig), *rates]
+    with running_server(directory / "data", *options, policy=policy_file) as server:
+        yield server
+
+
+def admin_client(server: RunningServer) -> httpx.Client:
+    token = (server.data_dir / "admin-token").read_text().strip()
+    return httpx.Client(
+        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+
+
+def server_pids(server: RunningServer) -> list[int]:
+    """The controller process, then its API processes."""
+    return [server.process.pid, *api_process_ids(server.process.pid)]
 
 
 def topoq_run(bed: KubernetesBed, pods: int, gang: int, directory: Path, rates: list[str]) -> Run:
     core = client.CoreV1Api(bed.api_client())
-    with topoq_server(bed, directory, rates) as (process, url, token):
-        http = httpx.Client(
-            base_url=f"{url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=60
-        )
+    with topoq_server(bed, directory, rates) as server, admin_client(server) as http:
         wait_for(lambda: len(http.get("/nodes").json()) == len(bed.nodes), 120, "topoq's nodes")
-
-        def processes() -> list[int]:
-            return [process.pid, *api_process_ids(process.pid)]
-
         watcher = BoundWatch(core, "app.kubernetes.io/managed-by=topoq", pods)
-        api_before = sum(cpu_s(pid) for pid in processes()[1:])
-        cpu_before = cpu_s(process.pid) + api_before
+        controller_before = cpu_s(server.process.pid)
+        api_before = sum(cpu_s(pid) for pid in server_pids(server)[1:])
         began = time.monotonic()
         sizes = [gang] * (pods // gang) + ([pods % gang] if pods % gang else [])
 
@@ -293,11 +302,8 @@ def topoq_run(bed: KubernetesBed, pods: int, gang: int, directory: Path, rates: 
         watcher.wait(RUN_TIMEOUT_S)
         wall = time.monotonic() - began
         watcher.stop()
-        api_cpu = sum(cpu_s(pid) for pid in processes()[1:]) - api_before
-        cpu = cpu_s(process.pid) + api_cpu + api_before - cpu_before
-    groups: dict[str, list[str]] = defaultdict(list)
-    for name, node in watcher.nodes.items():
-        groups[watcher.labels[name].get("topoq.io/job", name)].append(node)
+        api_cpu = sum(cpu_s(pid) for pid in server_pids(server)[1:]) - api_before
+        cpu = cpu_s(server.process.pid) - controller_before + api_cpu
     return Run(
         "topoq",
         pods,
@@ -305,7 +311,7 @@ def topoq_run(bed: KubernetesBed, pods: int, gang: int, directory: Path, rates: 
         wall,
         (watcher.first_at or began) - began,
         cpu,
-        spans(groups, node_layers(core)),
+        watcher.spans_by("topoq.io/job", core),
         api_cpu,
     )
 

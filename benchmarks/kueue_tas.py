@@ -26,15 +26,14 @@ import argparse
 import io
 import json
 import tempfile
-import threading
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-from kubernetes import client, watch
+from kubernetes import client
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -47,13 +46,12 @@ from benchmarks.kubernetes_scale import (
     RUN_TIMEOUT_S,
     TEAM,
     BoundWatch,
-    node_layers,
-    spans,
+    WatchUntil,
+    server_pids,
     topoq_server,
 )
 from topoq.testbeds.daemons import kill_daemon, recorded
 from topoq.testbeds.kubernetes import BedShape, KubernetesBed, Ports, bring_up, tear_down
-from topoq.testing.server import api_process_ids
 
 NAMESPACE = TEAM
 """The team's namespace, and its queue's name (as ``topoq policy export --to kueue`` names)."""
@@ -89,43 +87,21 @@ class Admissions:
         return self.admitted / self.scheduler_cpu_s if self.scheduler_cpu_s else 0.0
 
 
-class AdmittedWatch:
+class AdmittedWatch(WatchUntil):
     """When each Job of the benchmark is first seen unsuspended."""
 
     def __init__(self, batch: Any, expected: int) -> None:
-        self.batch, self.expected = batch, expected
         self.at: dict[str, float] = {}
-        self.done = threading.Event()
-        self._stop = threading.Event()
-        threading.Thread(target=self._run, daemon=True).start()
+        super().__init__(
+            batch.list_namespaced_job, expected, NAMESPACE, label_selector="=".join(JOB_LABEL)
+        )
 
-    def _run(self) -> None:
-        selector = "=".join(JOB_LABEL)
-        version = self.batch.list_namespaced_job(
-            NAMESPACE, label_selector=selector, limit=1
-        ).metadata.resource_version
-        while not self._stop.is_set():
-            for event in watch.Watch().stream(
-                self.batch.list_namespaced_job,
-                NAMESPACE,
-                label_selector=selector,
-                resource_version=version,
-                timeout_seconds=30,
-                _preload_content=False,
-            ):
-                raw = event["raw_object"]
-                version = raw["metadata"]["resourceVersion"]
-                name = raw["metadata"]["name"]
-                if raw["spec"].get("suspend") is False and name not in self.at:
-                    self.at[name] = time.monotonic()
-                    if len(self.at) >= self.expected:
-                        self.done.set()
-                        return
-                if self._stop.is_set():
-                    return
-
-    def stop(self) -> None:
-        self._stop.set()
+    def _saw(self, raw: dict[str, Any]) -> bool:
+        name = raw["metadata"]["name"]
+        if raw["spec"].get("suspend") is not False or name in self.at:
+            return False
+        self.at[name] = time.monotonic()
+        return True
 
 
 def job_manifest(name: str, pods: int) -> dict[str, Any]:
@@ -233,15 +209,12 @@ def admit(
                 range(jobs),
             )
         )
-    admitted.done.wait(RUN_TIMEOUT_S)
+    admitted.wait(RUN_TIMEOUT_S)
     bound.wait(RUN_TIMEOUT_S)
     ended = time.monotonic()
     admitted.stop()
     bound.stop()
     cpu, binder_cpu = sum(cpu_s(p) for p in pids()) - cpu_before, cpu_s(binder) - binder_before
-    groups: dict[str, list[str]] = defaultdict(list)
-    for name, node in bound.nodes.items():
-        groups[bound.labels[name].get("batch.kubernetes.io/job-name", name)].append(node)
     times = sorted(admitted.at.values())
     return Admissions(
         scheduler,
@@ -253,7 +226,7 @@ def admit(
         cpu,
         binder_cpu,
         len(set(bound.nodes.values())),
-        spans(groups, node_layers(core)),
+        bound.spans_by("batch.kubernetes.io/job-name", core),
     )
 
 
@@ -345,21 +318,9 @@ def main(argv: list[str] | None = None) -> int:
             runs = [admit(bed, "Kueue (TAS)", "kueue", args.jobs, args.pods, lambda: [kueue_pid])]
             print(f"Kueue: {runs[0]}", flush=True)
             stop_kueue(bed)
-            with topoq_server(bed, directory / "topoq", rates) as (
-                process,
-                _,
-                _,
-            ):
-                runs.append(
-                    admit(
-                        bed,
-                        "topoq",
-                        "topoq",
-                        args.jobs,
-                        args.pods,
-                        lambda: [process.pid, *api_process_ids(process.pid)],
-                    )
-                )
+            with topoq_server(bed, directory / "topoq", rates) as server:
+                pids = partial(server_pids, server)
+                runs.append(admit(bed, "topoq", "topoq", args.jobs, args.pods, pids))
             print(f"topoq: {runs[1]}", flush=True)
         finally:
             tear_down(directory / "bed")

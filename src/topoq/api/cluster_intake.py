@@ -8,7 +8,7 @@ step (docs/executors.md, "Jobs already on the cluster")."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
 from topoq.api.cluster_limits import ClusterLimits
@@ -70,10 +70,13 @@ class ClusterIntake:
 
     def take(self) -> list[JobId]:
         """Take in what the cluster offers now; the jobs taken."""
-        taken = []
-        for found in self.source.cluster_jobs():
+        taken: list[JobId] = []
+        offered = self.source.cluster_jobs()
+        policy = self.store.policy() if offered else None  # read once for all of them
+        teams = team_queues(policy, self.namespace_pattern)
+        for found in offered:
             try:
-                taken.append(self._take(found))
+                taken.append(self._take(found, policy, teams))
             except Refusal as refusal:
                 self.source.refuse(found, refusal.reason, refusal.message)
             except Exception:  # the API server away, say: offered again next step
@@ -82,7 +85,9 @@ class ClusterIntake:
             self._cancel(job_id)
         return taken
 
-    def _take(self, found: ClusterJob) -> JobId:
+    def _take(
+        self, found: ClusterJob, policy: ClusterPolicy | None, teams: Mapping[str, TeamName]
+    ) -> JobId:
         metadata = found.get("metadata") or {}
         namespace, name = metadata.get("namespace", "default"), metadata.get("name", "")
         if not (found.get("spec") or {}).get("suspend"):
@@ -91,12 +96,13 @@ class ClusterIntake:
                 "topoq starts only Jobs created suspended: create it with spec.suspend: true "
                 "(topoq unsuspends it once it is admitted)",
             )
-        team = self._team_of(namespace, (metadata.get("labels") or {}).get(QUEUE_LABEL, ""))
+        queue = (metadata.get("labels") or {}).get(QUEUE_LABEL, "")
+        team = self._team_of(namespace, queue, teams)
         request = SubmitJobRequest(format=JobFormat.KUBERNETES, document=dict(found), team=team)
         try:
             spec = job_from_request(
                 request,
-                policy=self.store.policy(),
+                policy=policy,
                 topology=self.topology,
                 largest_node=self.node_sizes.largest(),
                 user=ACTOR,
@@ -124,8 +130,8 @@ class ClusterIntake:
         log.info("took in Job %s/%s as %s (team %s)", namespace, name, spec.id, team)
         return spec.id
 
-    def _team_of(self, namespace: str, queue: str) -> TeamName:
-        teams = team_queues(self.store.policy(), self.namespace_pattern)
+    @staticmethod
+    def _team_of(namespace: str, queue: str, teams: Mapping[str, TeamName]) -> TeamName:
         team = teams.get(namespace)
         if team is None:
             known = ", ".join(sorted(teams)) or "none: the cluster has no teams yet"

@@ -53,6 +53,23 @@ def test_each_format_is_submitted_to_the_team_its_namespace_names(
     assert job["history"][0]["cause"] == "submitted"
 
 
+def test_a_list_of_a_groups_pods_is_one_job_and_pods_that_disagree_are_a_422(api: Api) -> None:
+    document = example("../kubernetes/jobs/pod-group.yaml")
+    response = submit(api, {"format": "kubernetes", "document": document})
+    assert response.status_code == 201, response.text
+    job = response.json()
+    assert (job["id"], job["team"], job["pods"]) == ("allreduce", TEAM, 3)
+    sets = [(s["name"], s["count"]) for s in job["workload"]["podSets"]]
+    assert sets == [("allreduce-launcher", 1), ("allreduce-worker-0", 2)]
+    broken = example("../kubernetes/jobs/pod-group.yaml")
+    broken["items"][2]["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "elsewhere"
+    broken["items"][0]["metadata"]["labels"]["kueue.x-k8s.io/pod-group-name"] = "other"
+    refused = submit(api, {"format": "kubernetes", "document": broken})
+    assert refused.status_code == 422, refused.text
+    assert "items[1]" in refused.text and "pod-group-name" in refused.text
+    assert api.client.get(f"{V1}/jobs/other", headers=api.headers("admin")).status_code == 404
+
+
 def test_hyperpod_max_retry_is_kept(api: Api) -> None:
     document = fitted_example("hyperpod", example("hyperpod-pytorch-job.yaml"))
     assert submit(api, {"format": "hyperpod", "document": document}).json()["maxRetry"] == 3

@@ -10,14 +10,17 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from kubernetes import client
 
 from tests.executors.launches import SHAPE, wait_until
+from tests.k8s.cluster_objects import OTHER_TEAM, TEAM, Servers, admin
 from topoq.testbeds.kubernetes import (
     ASSETS_ENV,
     BedShape,
     KubernetesBed,
+    Ports,
     bring_up,
     node_documents,
     tear_down,
@@ -68,3 +71,35 @@ def contract_nodes(k8s_bed: KubernetesBed) -> list[str]:
 
     wait_until(ready, timeout_s=30, what="the contract's nodes")
     return names
+
+
+@pytest.fixture(scope="session")
+def objects_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesBed]:
+    """The bed of the tests of the cluster's own objects (``tests.k8s.cluster_objects``)."""
+    assets = assets_or_skip()
+    directory = tmp_path_factory.mktemp("k8s-objects-bed")
+    try:
+        yield bring_up(directory, BedShape(8, 3), assets=assets, ports=Ports.free())
+    finally:
+        tear_down(directory)
+
+
+@pytest.fixture(scope="session")
+def servers(
+    objects_bed: KubernetesBed, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Servers]:
+    for namespace in (TEAM, OTHER_TEAM):
+        client.CoreV1Api(objects_bed.api_client()).create_namespace(
+            {"metadata": {"name": namespace}}
+        )
+    running = Servers(objects_bed, tmp_path_factory.mktemp("k8s-objects-server"))
+    try:
+        yield running
+    finally:
+        running.close()
+
+
+@pytest.fixture
+def http(servers: Servers) -> Iterator[httpx.Client]:
+    with admin(servers.current) as found:
+        yield found

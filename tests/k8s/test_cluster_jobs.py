@@ -3,17 +3,13 @@
 completion-index order, ended by its own conditions, suspended again when topoq stops it and
 started anew on other nodes; a Job topoq does not take gets a Warning Event that says why.
 
-On a bed of its own without Kueue: Kueue manages every queue-labelled Job while its batch/job
-integration is on (docs/adr/0009-starting-kubernetes-jobs.md)."""
+On the bed and server of ``tests.k8s.cluster_objects`` (without Kueue)."""
 
 from __future__ import annotations
 
 import json
-import signal
 import time
 from collections.abc import Iterator
-from contextlib import ExitStack
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -21,100 +17,32 @@ import pytest
 from kubernetes import client
 
 from tests.executors.launches import wait_until
-from tests.k8s.conftest import assets_or_skip
-from topoq.testbeds.kubernetes import BedShape, KubernetesBed, Ports, bring_up, tear_down
-from topoq.testing.server import RunningServer, running_server
+from tests.k8s.cluster_objects import (
+    BLOCK,
+    OTHER_TEAM,
+    TEAM,
+    Servers,
+    admin,
+    phase_is,
+    sleeping_pod_spec,
+    topoq_job,
+)
+from topoq.testbeds.kubernetes import KubernetesBed
 
-TEAM = "vision"
-OTHER_TEAM = "speech"
-POLICY = """\
-apiVersion: topoq.io/v1
-kind: Policy
-metadata: {name: k8s-cluster-jobs}
-teams:
-- name: vision
-  quotas:
-  - {flavor: ml.p5.48xlarge, instances: 6}
-- name: speech
-  quotas:
-  - {flavor: ml.p5.48xlarge, instances: 2}
-"""
-BLOCK = "topology.k8s.aws/network-node-layer-2"
 COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 
 
-@pytest.fixture(scope="module")
-def bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesBed]:
-    assets = assets_or_skip()
-    directory = tmp_path_factory.mktemp("k8s-jobs-bed")
-    try:
-        yield bring_up(directory, BedShape(8, 3), assets=assets, ports=Ports.free())
-    finally:
-        tear_down(directory)
-
-
-class Servers:
-    """The one topoq server of the bed (two would both take the Jobs), which a test may kill
-    and start again on the same data directory."""
-
-    def __init__(self, bed: KubernetesBed, directory: Path) -> None:
-        self.policy = directory / "policy.yaml"
-        self.policy.write_text(POLICY)
-        self.data = directory / "data"
-        self.options = ["--executor", "kubernetes", "--kubeconfig", str(bed.kubeconfig)]
-        self._stack = ExitStack()
-        self.current = self._start()
-
-    def _start(self) -> RunningServer:
-        return self._stack.enter_context(
-            running_server(self.data, *self.options, policy=self.policy)
-        )
-
-    def kill_and_start_again(self) -> RunningServer:
-        self.current.process.send_signal(signal.SIGKILL)
-        self.current.process.wait()
-        self.current = self._start()
-        return self.current
-
-    def close(self) -> None:
-        self._stack.close()
-
-
-@pytest.fixture(scope="module")
-def servers(bed: KubernetesBed, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Servers]:
-    for namespace in (TEAM, OTHER_TEAM):
-        client.CoreV1Api(bed.api_client()).create_namespace({"metadata": {"name": namespace}})
-    running = Servers(bed, tmp_path_factory.mktemp("k8s-jobs-server"))
-    try:
-        yield running
-    finally:
-        running.close()
-
-
-def admin(server: RunningServer) -> httpx.Client:
-    token = (server.data_dir / "admin-token").read_text().strip()
-    return httpx.Client(
-        base_url=f"{server.url}/api/v1", headers={"Authorization": f"Bearer {token}"}, timeout=10
-    )
-
-
 @pytest.fixture
-def http(servers: Servers) -> Iterator[httpx.Client]:
-    with admin(servers.current) as found:
-        yield found
-
-
-@pytest.fixture
-def batch(bed: KubernetesBed) -> Iterator[Any]:
-    api = client.BatchV1Api(bed.api_client())
+def batch(objects_bed: KubernetesBed) -> Iterator[Any]:
+    api = client.BatchV1Api(objects_bed.api_client())
     yield api
     for namespace in (TEAM, OTHER_TEAM):
         api.delete_collection_namespaced_job(namespace, propagation_policy="Background")
 
 
 @pytest.fixture
-def core(bed: KubernetesBed) -> Any:
-    return client.CoreV1Api(bed.api_client())
+def core(objects_bed: KubernetesBed) -> Any:
+    return client.CoreV1Api(objects_bed.api_client())
 
 
 def job_manifest(
@@ -145,40 +73,13 @@ def job_manifest(
             "backoffLimit": 0,
             "template": {
                 "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": BLOCK}},
-                "spec": {
-                    "restartPolicy": "Never",
-                    "tolerations": [{"key": "kwok.x-k8s.io/node", "operator": "Exists"}],
-                    "containers": [
-                        {
-                            "name": "main",
-                            "image": "busybox",
-                            "env": [{"name": "TOPOQ_SLEEP_S", "value": sleep_s}],
-                            "resources": {
-                                "requests": {"nvidia.com/gpu": str(gpus)},
-                                "limits": {"nvidia.com/gpu": str(gpus)},
-                            },
-                        }
-                    ],
-                },
+                "spec": sleeping_pod_spec(sleep_s, gpus),
             },
         },
     }
     if affinity is not None:
         manifest["spec"]["template"]["spec"]["affinity"] = affinity
     return manifest
-
-
-def topoq_job(http: httpx.Client, job_id: str) -> dict[str, Any] | None:
-    answer = http.get(f"/jobs/{job_id}")
-    if answer.status_code == 404:
-        return None
-    assert answer.status_code == 200, answer.text
-    return dict(answer.json())
-
-
-def phase_is(http: httpx.Client, job_id: str, *phases: str) -> bool:
-    found = topoq_job(http, job_id)
-    return found is not None and found["phase"] in phases
 
 
 def started(

@@ -122,7 +122,16 @@ job_specs = st.builds(
     user=st.none() | names,
     runtime_s=st.none() | times,
     time_limit_s=limits,
-    source=st.none() | st.builds(SourceObject, st.just("Job"), names, names, names),
+    source=st.none()
+    | st.builds(SourceObject, st.just("Job"), names, names, names)
+    | st.builds(
+        SourceObject,
+        st.just("PodGroup"),
+        names,
+        names,
+        names,
+        st.lists(st.text(max_size=40), max_size=3).map(tuple),
+    ),
 )
 
 assignments = st.builds(

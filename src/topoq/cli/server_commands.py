@@ -19,6 +19,7 @@ from rich.tree import Tree
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.batch_jobs import is_batch_job
 from topoq.discovery.documents import read_document
+from topoq.discovery.pod_groups import is_pod_group
 from topoq.discovery.training_jobs import is_training_job
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
@@ -74,14 +75,14 @@ def detect_format(document: object, source: str) -> JobFormat:
             return JobFormat.KUEUE
         if "job_name" in document:
             return JobFormat.HYPERPOD
-        if is_batch_job(document) or is_training_job(document):
+        if is_batch_job(document) or is_training_job(document) or is_pod_group(document):
             return JobFormat.KUBERNETES
     raise InvalidInputError(
         "cannot tell the job format",
         where=source,
         hint="give a topoq job file (apiVersion topoq.io/v1), a Kueue Workload, a HyperPod "
-        "job (job_name, …), a batch/v1 Job, a HyperPodPyTorchJob or a PyTorchJob, or say "
-        "which with --format",
+        "job (job_name, …), a batch/v1 Job, a HyperPodPyTorchJob, a PyTorchJob, a Pod or a "
+        "List of the Pods of one group, or say which with --format",
     )
 
 

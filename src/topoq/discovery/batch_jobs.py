@@ -18,6 +18,7 @@ from topoq.discovery.kubernetes_objects import (
     namespace_name,
     workload_name,
 )
+from topoq.discovery.pod_groups import is_pod_group, workload_from_pod_group
 from topoq.discovery.training_jobs import (
     PRIORITY_LABEL,
     QUEUE_LABEL,
@@ -91,11 +92,14 @@ def _workload(fields: Fields) -> WorkloadSpec:
 
 
 def workload_from_kubernetes_object(doc: object, *, source: str) -> WorkloadSpec:
-    """A ``batch/v1`` Job, a ``HyperPodPyTorchJob`` or a Kubeflow ``PyTorchJob`` manifest."""
+    """A ``batch/v1`` Job, a ``HyperPodPyTorchJob``, a Kubeflow ``PyTorchJob`` manifest, or a
+    group of Pods (a ``v1`` Pod, or a ``v1`` List of the Pods of one group)."""
     if is_batch_job(doc):
         return workload_from_batch_job(doc, source=source)
     if is_training_job(doc):
         return workload_from_training_job(doc, source=source)
+    if is_pod_group(doc):
+        return workload_from_pod_group(doc, source=source)
     found = (
         f"apiVersion {doc.get('apiVersion')!r}, kind {doc.get('kind')!r}"
         if isinstance(doc, dict)
@@ -104,6 +108,6 @@ def workload_from_kubernetes_object(doc: object, *, source: str) -> WorkloadSpec
     raise InvalidInputError(
         f"not a Kubernetes object this version runs ({found})",
         where=source,
-        hint="give a batch/v1 Job, a sagemaker.amazonaws.com/v1 HyperPodPyTorchJob or a "
-        "kubeflow.org/v1 PyTorchJob",
+        hint="give a batch/v1 Job, a sagemaker.amazonaws.com/v1 HyperPodPyTorchJob, a "
+        "kubeflow.org/v1 PyTorchJob, or a v1 Pod (a v1 List of the Pods of one group)",
     )

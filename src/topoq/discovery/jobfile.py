@@ -63,6 +63,7 @@ from topoq.discovery.kubernetes_workload import (
     workload_from_kueue,
 )
 from topoq.discovery.own_format_fields import optional_duration, reject_unknown_keys, spelling
+from topoq.discovery.pod_groups import is_pod_group, workload_from_pod_group
 from topoq.discovery.training_jobs import is_training_job, workload_from_training_job
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.resources import Resources
@@ -109,7 +110,8 @@ _ACCEPTED_FORMS = (
     "a Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload), "
     f"a topoq job file (apiVersion {JOB_API_VERSION}, kind {JOB_KIND}), "
     f"a HyperPod PyTorch job (the hyp-pytorch-job fields, with {HYPERPOD_JOB_NAME_FIELD}), "
-    "a HyperPodPyTorchJob or Kubeflow PyTorchJob manifest, or a batch/v1 Job"
+    "a HyperPodPyTorchJob or Kubeflow PyTorchJob manifest, a batch/v1 Job, or a v1 Pod "
+    "(a v1 List of the Pods of one kueue.x-k8s.io/pod-group-name)"
 )
 
 
@@ -126,6 +128,7 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         _HYPERPOD: workload_from_hyperpod_job,
         _TRAINING_JOB: workload_from_training_job,
         _BATCH_JOB: workload_from_batch_job,
+        _POD_GROUP: workload_from_pod_group,
     }
     form = _form_of(doc)
     if form is not None:
@@ -154,7 +157,7 @@ def dependencies_from_document(doc: object, *, source: str) -> tuple[WrittenDepe
 
 
 _KUEUE, _JOB_FILE, _HYPERPOD = "kueue", "job file", "hyperpod"
-_TRAINING_JOB, _BATCH_JOB = "training job", "batch job"
+_TRAINING_JOB, _BATCH_JOB, _POD_GROUP = "training job", "batch job", "pod group"
 
 
 def _form_of(doc: object) -> str | None:
@@ -172,6 +175,8 @@ def _form_of(doc: object) -> str | None:
         return _TRAINING_JOB
     if is_batch_job(doc):
         return _BATCH_JOB
+    if is_pod_group(doc):
+        return _POD_GROUP
     return None
 
 

@@ -173,12 +173,15 @@ class DependencyStatus(StrEnum):
 @dataclass(frozen=True)
 class SourceObject:
     """The object outside topoq that a job stands for, when one does: a Kubernetes Job that
-    topoq took in from the cluster (its executor runs the gang by starting that object)."""
+    topoq took in from the cluster (its executor runs the gang by starting that object), or a
+    group of plain Pods (kind ``PodGroup``, named after the group; ``manifests`` are its pods
+    in rank order, as JSON, so that a later attempt can make them again)."""
 
     kind: str
     namespace: str
     name: str
     uid: str
+    manifests: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         return f"{self.kind} {self.namespace}/{self.name}"

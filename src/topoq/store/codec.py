@@ -219,13 +219,20 @@ def _encode_source(source: SourceObject) -> Document:
         "namespace": source.namespace,
         "name": source.name,
         "uid": source.uid,
+        **({"manifests": list(source.manifests)} if source.manifests else {}),
     }
 
 
 def _decode_source(data: Mapping[str, Any] | None) -> SourceObject | None:
     if data is None:
         return None
-    return SourceObject(data["kind"], data["namespace"], data["name"], data["uid"])
+    return SourceObject(
+        data["kind"],
+        data["namespace"],
+        data["name"],
+        data["uid"],
+        tuple(data.get("manifests", ())),
+    )
 
 
 def decode_job_spec(data: Mapping[str, Any]) -> JobSpec:

@@ -10,7 +10,8 @@ in from the cluster (pure; docs/adr/0009-starting-kubernetes-jobs.md):
 - ``suspend_patch``, ``clear_start_time``: what stops the Job and what lets its template be
   patched again for the next attempt;
 - ``job_outcome``: the Job's own ``Complete`` or ``Failed`` condition, which ends the gang;
-- ``warning_event``: the Kubernetes Event that tells a Job's owner why topoq did not take it.
+- ``warning_event``: the Kubernetes Event that tells a Job's (or a pod's) owner why topoq did
+  not take it.
 """
 
 from __future__ import annotations
@@ -20,19 +21,13 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from topoq.domain.kube_names import kube_name
 from topoq.engine.ports import GangLaunch
 from topoq.executors.environment import plan_pods
 from topoq.executors.kubernetes.manifests import (
-    ATTEMPT_LABEL,
-    JOB_ID_ANNOTATION,
-    JOB_LABEL,
-    MANAGED_BY,
     NODE_ANNOTATION,
-    PODS_ANNOTATION,
     RANK_LABEL,
-    TEAM_ANNOTATION,
-    TEAM_LABEL,
+    attempt_annotations,
+    attempt_labels,
 )
 
 PLACEMENT_GATE = "topoq.io/placement"
@@ -52,21 +47,11 @@ REQUIRED_NODE_AFFINITY = (
 def start_patch(launch: GangLaunch) -> tuple[dict[str, Any], tuple[str, ...]]:
     """The patch that starts ``launch``'s attempt of the Job, and the placed nodes by rank."""
     nodes = tuple(plan.node for plan in plan_pods(launch.job.workload, launch.allocation))
-    job = launch.job
     template = {
         "metadata": {
-            "labels": {
-                MANAGED_BY[0]: MANAGED_BY[1],
-                JOB_LABEL: kube_name(job.id),
-                ATTEMPT_LABEL: str(launch.attempt),
-                TEAM_LABEL: kube_name(job.team),
-            },
-            "annotations": {
-                JOB_ID_ANNOTATION: job.id,
-                TEAM_ANNOTATION: job.team,
-                PODS_ANNOTATION: str(len(nodes)),
-                PLACEMENT_ANNOTATION: json.dumps(list(nodes)),
-            },
+            "labels": attempt_labels(launch),
+            "annotations": attempt_annotations(launch, len(nodes))
+            | {PLACEMENT_ANNOTATION: json.dumps(list(nodes))},
         },
         "spec": {"schedulingGates": [{"name": PLACEMENT_GATE}]},
     }
@@ -195,7 +180,8 @@ def job_outcome(job: Mapping[str, Any]) -> tuple[int, str] | None:
 
 
 def warning_event(job: Mapping[str, Any], reason: str, message: str, now: float) -> dict[str, Any]:
-    """A Warning Event on ``job`` (core/v1, as ``kubectl describe job`` shows them)."""
+    """A Warning Event on ``job`` — a Job, or a Pod of a group (core/v1, as ``kubectl
+    describe`` shows them)."""
     metadata = job.get("metadata") or {}
     at = datetime.datetime.fromtimestamp(now, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
@@ -206,8 +192,8 @@ def warning_event(job: Mapping[str, Any], reason: str, message: str, now: float)
             "namespace": metadata.get("namespace", "default"),
         },
         "involvedObject": {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
+            "apiVersion": job.get("apiVersion", "batch/v1"),
+            "kind": job.get("kind", "Job"),
             "namespace": metadata.get("namespace", "default"),
             "name": metadata.get("name", ""),
             "uid": metadata.get("uid", ""),

@@ -33,6 +33,7 @@ from typing import Any
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from topoq.discovery.pod_groups import is_pod_group, pods_of
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
 from topoq.domain.node import NodeSpec
@@ -70,6 +71,17 @@ from topoq.executors.kubernetes.manifests import (
     job_selector,
 )
 from topoq.executors.kubernetes.plugin import KUBERNETES_CAPABILITIES
+from topoq.executors.kubernetes.pod_groups import (
+    MakePod,
+    PinPod,
+    group_key,
+    group_of_made,
+    is_candidate,
+    offered_group,
+    start_steps,
+    taken_by,
+    versions,
+)
 from topoq.executors.local.executor import DEFAULT_POD_SCRIPT
 
 log = logging.getLogger(__name__)
@@ -176,6 +188,14 @@ class KubernetesExecutor:
         self._refused: dict[str, str] = {}
         """Jobs refused (uid → the resourceVersion refused): not offered again unless changed."""
         self._jobs_gone: list[JobId] = []
+        self._groups: dict[PodKey, dict[str, dict[str, Any]]] = {}
+        """The user's pods that name a queue and no controller owns (candidates for a pod
+        group), by namespace and group, then by name."""
+        self._refused_groups: dict[PodKey, frozenset[tuple[str, str]]] = {}
+        """Pod groups refused, as their pods were then: not offered again unless changed."""
+        self._group_of: dict[PodKey, PodKey] = {}
+        self._gone_told: set[JobId] = set()
+        """The jobs said gone (a group's pods go one by one: said once)."""
         self._pinning: dict[PodKey, tuple[float, int]] = {}
         """Gated pods of cluster Jobs being pinned: when it was asked, and the rank given."""
         self._job_informer = (
@@ -202,6 +222,9 @@ class KubernetesExecutor:
         source = launch.job.source
         if source is not None and source.kind == "Job":
             self._start_cluster_job(launch)
+            return
+        if source is not None and source.kind == "PodGroup":
+            self._start_pod_group(launch)
             return
         manifests = gang_manifests(launch, self._options, self._default_workload)
         job = launch.job.id
@@ -245,6 +268,35 @@ class KubernetesExecutor:
         making = _Making(gang, threading.Event())
         making.future = self._pool.submit(
             self._unsuspend, source.namespace, source.name, patch, job, launch.attempt
+        )
+        self._making[job] = making
+
+    def _start_pod_group(self, launch: GangLaunch) -> None:
+        source = launch.job.source
+        assert source is not None
+        job = launch.job.id
+        self._drain()
+        self._retire(job, grace_s=0.0, wait=False)
+        gang = GangPods(
+            job, launch.attempt, source.namespace, expected=len(source.manifests), since=0.0
+        )
+        made = [self._pods[key] for key in self._pods_of(gang)]  # started before a crash
+        ranks = frozenset(pod_seen(pod).rank for pod in made)
+        live = self._groups.get((source.namespace, source.name), {})
+        nodes, steps = start_steps(launch, source.namespace, live, ranks)
+        gang.since, gang.nodes = self._clock(), frozenset(nodes)
+        for pod in made:
+            gang.saw(pod_seen(pod))
+        self._gangs[job] = gang
+        gone = [step.replaces for step in steps if isinstance(step, MakePod)]
+        if launch.attempt == 1 and gone:  # deleted by the user before its first start
+            gang.creating = False
+            gang.create_error = f"pod {source.namespace}/{gone[0]} of the group was deleted"
+            self._tell_gone(job)
+            return
+        making = _Making(gang, threading.Event())
+        making.future = self._pool.submit(
+            self._make_group, source.namespace, steps, making.halt, job, launch.attempt
         )
         self._making[job] = making
 
@@ -407,8 +459,9 @@ class KubernetesExecutor:
 
     # --- the cluster's own Jobs -------------------------------------------------------
     def cluster_jobs(self) -> list[ClusterJob]:
-        """The cluster's Jobs that name a queue and that topoq has neither taken (annotation
-        ``topoq.io/job-id``) nor refused as they are now, oldest first."""
+        """The cluster's Jobs that name a queue, and its groups of plain Pods that do (each a
+        ``v1`` ``List`` of its pods, once they are all there), that topoq has neither taken
+        (annotation ``topoq.io/job-id``) nor refused as they are now, oldest first."""
         self._drain()
         found: list[ClusterJob] = []
         for job in self._jobs.values():
@@ -420,6 +473,10 @@ class KubernetesExecutor:
             if self._refused.get(metadata.get("uid", "")) == metadata.get("resourceVersion"):
                 continue
             found.append(job)
+        for key, pods in self._groups.items():
+            group = offered_group(key, list(pods.values()))
+            if group is not None and self._refused_groups.get(key) != versions(group):
+                found.append(group)
         found.sort(key=lambda j: (j["metadata"].get("creationTimestamp") or "", _key_of(j)))
         return found
 
@@ -428,28 +485,46 @@ class KubernetesExecutor:
         taken twice, also after a restart)."""
         namespace, name = _key_of(job)
         patch = {"metadata": {"annotations": {JOB_ID_ANNOTATION: job_id}}}
+        if is_pod_group(job):  # each pod of the group
+            for pod in pods_of(job):
+                if taken_by(pod) is None:
+                    pod_name = pod["metadata"]["name"]
+                    self._limiter.take()
+                    _send(
+                        self._core.patch_namespaced_pod,
+                        pod_name,
+                        namespace,
+                        patch,
+                        _content_type=MERGE_PATCH,
+                    )
+                    _mark_taken(self._groups.get((namespace, name), {}).get(pod_name), job_id)
+            return
         self._limiter.take()
         _send(self._batch.patch_namespaced_job, name, namespace, patch, _content_type=MERGE_PATCH)
-        kept = self._jobs.get((namespace, name))
-        if kept is not None:  # until the watch shows it
-            kept.setdefault("metadata", {}).setdefault("annotations", {})[JOB_ID_ANNOTATION] = (
-                job_id
-            )
+        _mark_taken(self._jobs.get((namespace, name)), job_id)
 
     def refuse(self, job: ClusterJob, reason: str, message: str) -> None:
         """Say on the cluster's ``job`` (a Warning Event) why topoq does not take it; it is
         not offered again until it changes."""
         metadata = job.get("metadata") or {}
-        self._refused[metadata.get("uid", "")] = metadata.get("resourceVersion", "")
-        event = warning_event(job, reason, message, self._clock())
-        self._limiter.take()
-        try:
-            _send(self._core.create_namespaced_event, event["metadata"]["namespace"], event)
-        except ApiException as error:
-            log.warning("could not tell Job %s/%s: %s", *_key_of(job), _api_error(error))
+        if is_pod_group(job):  # said on every pod of the group
+            self._refused_groups[_key_of(job)] = versions(job)
+            told = pods_of(job)
+        else:
+            self._refused[metadata.get("uid", "")] = metadata.get("resourceVersion", "")
+            told = [dict(job)]
+        for found in told:
+            event = warning_event(found, reason, message, self._clock())
+            self._limiter.take()
+            try:
+                _send(self._core.create_namespaced_event, event["metadata"]["namespace"], event)
+            except ApiException as error:
+                what = found.get("kind", "Job")
+                log.warning("could not tell %s %s/%s: %s", what, *_key_of(found), _api_error(error))
 
     def cluster_jobs_gone(self) -> list[JobId]:
-        """The topoq jobs whose cluster Job was deleted since the last call."""
+        """The topoq jobs whose cluster Job was deleted since the last call, or a pod of whose
+        pod group the user deleted (before it started, or while it ran)."""
         self._drain()
         gone, self._jobs_gone = self._jobs_gone, []
         return gone
@@ -508,33 +583,29 @@ class KubernetesExecutor:
     def _unsuspend(
         self, namespace: str, name: str, patch: dict[str, Any], job: JobId, attempt: int
     ) -> None:
-        error = None
-        try:
-            self._limiter.take()
-            found = self._batch.read_namespaced_job(name, namespace)
-            if found.status is not None and found.status.start_time is not None:
-                # started before: its template is patchable again only without a start time
-                self._limiter.take()
-                _send(
-                    self._batch.patch_namespaced_job_status,
-                    name,
-                    namespace,
-                    CLEAR_START_TIME,
-                    _content_type=MERGE_PATCH,
-                )
+        self._making_done(job, attempt, partial(self._unsuspend_now, namespace, name, patch))
+
+    def _unsuspend_now(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        self._limiter.take()
+        found = self._batch.read_namespaced_job(name, namespace)
+        if found.status is not None and found.status.start_time is not None:
+            # started before: its template is patchable again only without a start time
             self._limiter.take()
             _send(
-                self._batch.patch_namespaced_job,
+                self._batch.patch_namespaced_job_status,
                 name,
                 namespace,
-                patch,
-                _content_type=STRATEGIC_MERGE,
+                CLEAR_START_TIME,
+                _content_type=MERGE_PATCH,
             )
-        except ApiException as failure:
-            error = _api_error(failure)
-        except Exception as failure:  # the API server unreachable, say
-            error = f"{type(failure).__name__}: {failure}"
-        self._made.put((job, attempt, error))
+        self._limiter.take()
+        _send(
+            self._batch.patch_namespaced_job,
+            name,
+            namespace,
+            patch,
+            _content_type=STRATEGIC_MERGE,
+        )
 
     def _suspend(self, gang: GangPods) -> None:
         self._limiter.take()
@@ -551,36 +622,71 @@ class KubernetesExecutor:
                 raise
 
     # --- making and deleting ----------------------------------------------------------
-    def _make(
-        self, manifests: GangManifests, halt: threading.Event, job: JobId, attempt: int
-    ) -> None:
+    def _making_done(self, job: JobId, attempt: int, work: Callable[[], None]) -> None:
+        """Do ``work`` (in the pool), then say the attempt is made, or why it could not be."""
         error = None
         try:
-            self._ensure_namespace(manifests.namespace)
-            self._create(
-                partial(
-                    _send,
-                    self._core.create_namespaced_service,
-                    manifests.namespace,
-                    manifests.service,
-                )
-            )
-            for pod in manifests.pods:
-                if halt.is_set():
-                    break
-                self._create(
-                    partial(
-                        _send, self._core.create_namespaced_pod, manifests.namespace, pod.manifest
-                    )
-                )
-                if halt.is_set():
-                    break
-                self._bind(manifests.namespace, pod.name, pod.plan.node)
+            work()
         except ApiException as failure:
             error = _api_error(failure)
         except Exception as failure:  # the API server unreachable, say
             error = f"{type(failure).__name__}: {failure}"
         self._made.put((job, attempt, error))
+
+    def _make(
+        self, manifests: GangManifests, halt: threading.Event, job: JobId, attempt: int
+    ) -> None:
+        self._making_done(job, attempt, partial(self._make_now, manifests, halt))
+
+    def _make_now(self, manifests: GangManifests, halt: threading.Event) -> None:
+        self._ensure_namespace(manifests.namespace)
+        self._create(
+            partial(
+                _send,
+                self._core.create_namespaced_service,
+                manifests.namespace,
+                manifests.service,
+            )
+        )
+        for pod in manifests.pods:
+            if halt.is_set():
+                break
+            self._create(
+                partial(_send, self._core.create_namespaced_pod, manifests.namespace, pod.manifest)
+            )
+            if halt.is_set():
+                break
+            self._bind(manifests.namespace, pod.name, pod.plan.node)
+
+    def _make_group(
+        self,
+        namespace: str,
+        steps: Sequence[PinPod | MakePod],
+        halt: threading.Event,
+        job: JobId,
+        attempt: int,
+    ) -> None:
+        self._making_done(job, attempt, partial(self._make_group_now, namespace, steps, halt))
+
+    def _make_group_now(
+        self, namespace: str, steps: Sequence[PinPod | MakePod], halt: threading.Event
+    ) -> None:
+        for step in steps:
+            if halt.is_set():
+                return
+            if isinstance(step, PinPod):
+                self._limiter.take()
+                _send(
+                    self._core.patch_namespaced_pod,
+                    step.key[1],
+                    namespace,
+                    step.patch,
+                    _content_type=JSON_PATCH,
+                )
+            else:
+                self._create(
+                    partial(_send, self._core.create_namespaced_pod, namespace, step.manifest)
+                )
 
     def _create(self, call: Callable[[], Any]) -> None:
         deadline = time.monotonic() + NEW_NAMESPACE_WAIT_S
@@ -694,6 +800,7 @@ class KubernetesExecutor:
             else:
                 self._pods[key] = found
             self._index(key, found, deleted=kind == "DELETED")
+            self._index_group(key, found, deleted=kind == "DELETED")
             self._pod_changed(found, deleted=kind == "DELETED")
         if self._job_informer is not None:
             for kind, found in drain(self._job_informer.changes):
@@ -730,9 +837,10 @@ class KubernetesExecutor:
     def _relisted_pods(self, pods: Sequence[dict[str, Any]]) -> None:
         before = self._pods
         self._pods = {(p["metadata"].get("namespace", ""), p["metadata"]["name"]): p for p in pods}
-        self._attempt_pods = {}
+        self._attempt_pods, self._groups, self._group_of = {}, {}, {}
         for key, pod in self._pods.items():
             self._index(key, pod, deleted=False)
+            self._index_group(key, pod, deleted=False)
         for key, pod in before.items():
             if key not in self._pods:
                 self._pod_changed(pod, deleted=True)
@@ -746,17 +854,40 @@ class KubernetesExecutor:
             if key in self._pinning and (deleted or not gated(pod)):
                 del self._pinning[key]
         job = job_id_of(pod)
+        going = deleted or bool((pod.get("metadata") or {}).get("deletionTimestamp"))
         if job is None:
             if (pod.get("spec") or {}).get("nodeName"):
                 self._inventory_changed = True  # what other pods use changed
+            taken = taken_by(pod)
+            if going and taken is not None and is_candidate(pod):
+                self._tell_gone(JobId(taken))  # a pod group deleted before it started
             return
         gang = self._gangs.get(job)
         if gang is None or not self._belongs(pod, gang):
             return
+        if going and group_of_made(pod) is not None and _unasked(gang):
+            self._tell_gone(job)  # the user deleted a pod of a running pod group
         if deleted:
             gang.gone(pod["metadata"]["name"])
         else:
             gang.saw(pod_seen(pod))
+
+    def _tell_gone(self, job: JobId) -> None:
+        if job not in self._gone_told:
+            self._gone_told.add(job)
+            self._jobs_gone.append(job)
+
+    def _index_group(self, key: PodKey, pod: Mapping[str, Any], *, deleted: bool) -> None:
+        before = self._group_of.pop(key, None)
+        if before is not None:
+            members = self._groups.get(before, {})
+            members.pop(key[1], None)
+            if not members:
+                self._groups.pop(before, None)
+        if not deleted and is_candidate(pod):
+            group = group_key(pod)
+            self._group_of[key] = group
+            self._groups.setdefault(group, {})[key[1]] = dict(pod)
 
     @staticmethod
     def _belongs(pod: Mapping[str, Any], gang: GangPods) -> bool:
@@ -790,6 +921,18 @@ def _send(call: Callable[..., Any], *args: Any, **options: Any) -> bytes:
         return bytes(response.data)
     finally:
         response.release_conn()
+
+
+def _unasked(gang: GangPods) -> bool:
+    """The gang runs and topoq never asked its pods to go (so the user did)."""
+    return not gang.ended and gang.stop_deadline is None and gang.delete_asked_at is None
+
+
+def _mark_taken(found: dict[str, Any] | None, job_id: JobId) -> None:
+    """Taken, as topoq's copy says until the watch shows it."""
+    if found is not None:
+        annotations = found.setdefault("metadata", {}).setdefault("annotations", {})
+        annotations[JOB_ID_ANNOTATION] = job_id
 
 
 def _no_service_account_yet(error: ApiException) -> bool:

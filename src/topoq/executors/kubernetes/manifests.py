@@ -94,6 +94,25 @@ class GangManifests:
     pods: tuple[PlannedPod, ...]
 
 
+def attempt_labels(launch: GangLaunch) -> dict[str, str]:
+    """The labels that find the pods of ``launch``'s attempt again (``job_selector``)."""
+    return {
+        MANAGED_BY[0]: MANAGED_BY[1],
+        JOB_LABEL: kube_name(launch.job.id),
+        ATTEMPT_LABEL: str(launch.attempt),
+        TEAM_LABEL: kube_name(launch.job.team),
+    }
+
+
+def attempt_annotations(launch: GangLaunch, pods: int) -> dict[str, str]:
+    """The exact job id and team of an attempt's pods, and how many pods it has."""
+    return {
+        JOB_ID_ANNOTATION: str(launch.job.id),
+        TEAM_ANNOTATION: str(launch.job.team),
+        PODS_ANNOTATION: str(pods),
+    }
+
+
 def namespace_of(team: str, options: PodOptions) -> str:
     return options.namespace_pattern.format(team=kube_name(team))
 
@@ -112,18 +131,8 @@ def gang_manifests(launch: GangLaunch, options: PodOptions, default_workload: st
     )
     master = f"{stem}-0.{stem}.{namespace}.svc"
     pod_sets = {pod_set.name: pod_set for pod_set in spec.workload.pod_sets}
-    labels = {
-        MANAGED_BY[0]: MANAGED_BY[1],
-        JOB_LABEL: kube_name(spec.id),
-        ATTEMPT_LABEL: str(launch.attempt),
-        TEAM_LABEL: kube_name(spec.team),
-        **options.extra_labels,
-    }
-    annotations = {
-        JOB_ID_ANNOTATION: str(spec.id),
-        TEAM_ANNOTATION: str(spec.team),
-        PODS_ANNOTATION: str(len(plans)),
-    }
+    labels = attempt_labels(launch) | dict(options.extra_labels)
+    annotations = attempt_annotations(launch, len(plans))
     pods = []
     for plan in plans:
         pod_set = pod_sets[plan.pod_set]

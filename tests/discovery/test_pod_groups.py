@@ -177,3 +177,21 @@ def test_what_is_kept_of_a_pod_leaves_out_what_the_server_and_scheduler_wrote() 
     assert kept["spec"]["containers"] == seen["spec"]["containers"]
     json.dumps(kept)  # kept as JSON in the store
     assert "nodeName" in seen["spec"]  # the pod itself is left alone
+
+
+def test_a_slice_size_is_checked_against_the_pods_of_its_pod_set() -> None:
+    workers = [pod(f"worker-{i}", total=5) for i in range(4)]
+    for worker in workers:
+        worker["metadata"]["annotations"] |= {
+            "kueue.x-k8s.io/podset-slice-required-topology": "block",
+            "kueue.x-k8s.io/podset-slice-size": "2",
+        }
+    doc = group(pod("launcher", gpus=0, total=5), *workers)
+    launcher, sliced = workload_from_pod_group(doc, source="x").pod_sets
+    assert (launcher.count, sliced.count) == (1, 4)
+    assert [(s.level, s.size) for s in sliced.topology.slices] == [("block", 2)]
+    for worker in workers:
+        worker["metadata"]["annotations"]["kueue.x-k8s.io/podset-slice-size"] = "3"
+    with pytest.raises(InvalidInputError) as caught:
+        workload_from_pod_group(doc, source="x")
+    assert "does not divide" in caught.value.message and "items[1]" in str(caught.value.where)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from typing import Any
 
 from topoq.discovery.documents import Fields
@@ -37,6 +36,8 @@ POD = ("v1", "Pod")
 GROUP_LABEL = "kueue.x-k8s.io/pod-group-name"
 TOTAL_ANNOTATION = "kueue.x-k8s.io/pod-group-total-count"
 POD_SET_NAME_LIMIT = 63
+SLICE_ANNOTATIONS = "kueue.x-k8s.io/podset-slice-"
+"""The annotations whose meaning depends on how many pods the pod set has."""
 _DIGITS = re.compile(r"(\d+)")
 _KEPT_METADATA = ("name", "namespace", "labels", "annotations")
 _SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration",)
@@ -201,24 +202,39 @@ def _total(annotations: Fields) -> int:
 
 
 def _pod_sets(doc: Mapping[str, Any]) -> list[tuple[PodSetSpec, list[dict[str, Any]]]]:
-    """The group's pod sets, each with its pods in rank order."""
+    """The group's pod sets, each with its pods in rank order. Pods are told apart by what
+    each asks alone and by their slice annotations as written (a slice size is checked
+    against the count of its pod set, known only once the pods are grouped)."""
     pods = pods_of(doc)
     where = {id(pod): ("" if is_pod(doc) else f"items[{i}]") for i, pod in enumerate(pods)}
     order = sorted(pods, key=lambda pod: name_order((pod.get("metadata") or {}).get("name", "")))
-    shapes: dict[str, tuple[PodSetSpec, list[dict[str, Any]]]] = {}
+    shapes: dict[str, list[dict[str, Any]]] = {}
     for pod in order:
         fields = Fields(pod, where[id(pod)])
         annotations = fields.mapping("metadata").mapping("annotations")
+        written = dict((pod.get("metadata") or {}).get("annotations") or {})
+        slices = sorted((k, str(v)) for k, v in written.items() if SLICE_ANNOTATIONS in k)
+        kept = {k: v for k, v in written.items() if SLICE_ANNOTATIONS not in k}
         try:
-            shape = template_pod_set("shape", 1, fields, annotations)
+            shape = template_pod_set(_pod_set_name(pod), 1, fields, Fields(kept, annotations.where))
         except InvalidInputError as error:
             raise error.located(fields.where) from None
-        shapes.setdefault(_shape_key(shape), (shape, []))[1].append(pod)
+        shapes.setdefault(_shape_key(shape) + repr(slices), []).append(pod)
     found = []
-    for shape, members in shapes.values():
-        first_name = str(members[0]["metadata"]["name"])[:POD_SET_NAME_LIMIT].rstrip("-.")
-        found.append((_named(shape, first_name, len(members)), members))
+    for members in shapes.values():
+        first = Fields(members[0], where[id(members[0])])
+        annotations = first.mapping("metadata").mapping("annotations")
+        name = _pod_set_name(members[0])
+        try:
+            found.append((template_pod_set(name, len(members), first, annotations), members))
+        except InvalidInputError as error:
+            raise error.located(first.where) from None
     return found
+
+
+def _pod_set_name(pod: Mapping[str, Any]) -> str:
+    """A pod set is named after its first pod."""
+    return str(pod["metadata"]["name"])[:POD_SET_NAME_LIMIT].rstrip("-.")
 
 
 def _shape_key(pod_set: PodSetSpec) -> str:
@@ -232,10 +248,6 @@ def _shape_key(pod_set: PodSetSpec) -> str:
             pod_set.topology,
         )
     )
-
-
-def _named(shape: PodSetSpec, name: str, count: int) -> PodSetSpec:
-    return replace(shape, name=name, count=count)
 
 
 def kept_manifest(pod: Mapping[str, Any]) -> dict[str, Any]:

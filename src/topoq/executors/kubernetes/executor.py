@@ -92,6 +92,8 @@ NEW_NAMESPACE_WAIT_S = 15.0
 """How long a pod refused for want of its new namespace's ServiceAccount is asked again."""
 DELETE_RETRY_S = 10.0
 """How long pods asked to go with no grace may stay before they are asked again."""
+EVENTS_PER_GROUP = 16
+"""A refused pod group's Warning Event goes on its first pods (by name), at most this many."""
 PodKey = tuple[str, str]
 STRATEGIC_MERGE = "application/strategic-merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -464,6 +466,8 @@ class KubernetesExecutor:
         (annotation ``topoq.io/job-id``) nor refused as they are now, oldest first."""
         self._drain()
         found: list[ClusterJob] = []
+        if self._job_informer is None:  # the cluster's own objects are left alone
+            return found
         for job in self._jobs.values():
             metadata = job.get("metadata") or {}
             if (metadata.get("annotations") or {}).get(JOB_ID_ANNOTATION) is not None:
@@ -485,23 +489,28 @@ class KubernetesExecutor:
         taken twice, also after a restart)."""
         namespace, name = _key_of(job)
         patch = {"metadata": {"annotations": {JOB_ID_ANNOTATION: job_id}}}
-        if is_pod_group(job):  # each pod of the group
+        if is_pod_group(job):  # each pod of the group, by the pool (a group may be large)
+            members = self._groups.get((namespace, name), {})
             for pod in pods_of(job):
                 if taken_by(pod) is None:
                     pod_name = pod["metadata"]["name"]
-                    self._limiter.take()
-                    _send(
-                        self._core.patch_namespaced_pod,
-                        pod_name,
-                        namespace,
-                        patch,
-                        _content_type=MERGE_PATCH,
-                    )
-                    _mark_taken(self._groups.get((namespace, name), {}).get(pod_name), job_id)
+                    _mark_taken(members.get(pod_name), job_id)
+                    self._pool.submit(self._mark_pod, namespace, pod_name, patch)
             return
         self._limiter.take()
         _send(self._batch.patch_namespaced_job, name, namespace, patch, _content_type=MERGE_PATCH)
         _mark_taken(self._jobs.get((namespace, name)), job_id)
+
+    def _mark_pod(self, namespace: str, name: str, patch: dict[str, Any]) -> None:
+        """Annotate a taken pod (a retry after a crash or a failure: the group is offered
+        again, found taken in the store, and marked again)."""
+        self._limiter.take()
+        try:
+            _send(
+                self._core.patch_namespaced_pod, name, namespace, patch, _content_type=MERGE_PATCH
+            )
+        except Exception as error:  # the pod deleted meanwhile, the API server away
+            log.warning("could not mark pod %s/%s taken: %s", namespace, name, error)
 
     def refuse(self, job: ClusterJob, reason: str, message: str) -> None:
         """Say on the cluster's ``job`` (a Warning Event) why topoq does not take it; it is
@@ -509,7 +518,7 @@ class KubernetesExecutor:
         metadata = job.get("metadata") or {}
         if is_pod_group(job):  # said on every pod of the group
             self._refused_groups[_key_of(job)] = versions(job)
-            told = pods_of(job)
+            told = pods_of(job)[:EVENTS_PER_GROUP]
         else:
             self._refused[metadata.get("uid", "")] = metadata.get("resourceVersion", "")
             told = [dict(job)]
@@ -859,7 +868,7 @@ class KubernetesExecutor:
             if (pod.get("spec") or {}).get("nodeName"):
                 self._inventory_changed = True  # what other pods use changed
             taken = taken_by(pod)
-            if going and taken is not None and is_candidate(pod):
+            if going and taken is not None and is_candidate(pod) and self._job_informer:
                 self._tell_gone(JobId(taken))  # a pod group deleted before it started
             return
         gang = self._gangs.get(job)

@@ -93,7 +93,10 @@ def place(
     workload: Annotated[
         Path,
         typer.Option(
-            "--workload", "-w", help="A Kueue Workload, a topoq job file or a HyperPod PyTorch job."
+            "--workload",
+            "-w",
+            help="A Kueue Workload, a topoq job file, a HyperPod PyTorch job or a Kubernetes "
+            "manifest (a batch/v1 Job, a PyTorchJob, a Pod or a List of a group's Pods).",
         ),
     ],
     nodes: ClusterOption = None,

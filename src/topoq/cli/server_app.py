@@ -190,11 +190,18 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     @app.command()
     def submit(
         file: Annotated[
-            Path, typer.Argument(help="A topoq job file, HyperPod job or Kueue Workload.")
+            Path,
+            typer.Argument(
+                help="A topoq job file, HyperPod job, Kueue Workload, or Kubernetes manifest "
+                "(batch/v1 Job, HyperPodPyTorchJob, PyTorchJob, a Pod or a List of a group's "
+                "Pods)."
+            ),
         ],
         form: Annotated[
             str | None,
-            typer.Option("--format", help="topoq, hyperpod or kueue (default: detected)."),
+            typer.Option(
+                "--format", help="topoq, hyperpod, kueue or kubernetes (default: detected)."
+            ),
         ] = None,
         team: Annotated[str | None, typer.Option(help="The team to charge.")] = None,
         priority: Annotated[str | None, typer.Option(help="The priority class.")] = None,

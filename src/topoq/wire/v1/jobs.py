@@ -22,8 +22,8 @@ class JobFormat(StrEnum):
     KUEUE = "kueue"
     """A Kueue Workload (apiVersion kueue.x-k8s.io/v1beta1 or v1beta2, kind Workload)."""
     KUBERNETES = "kubernetes"
-    """A Kubernetes manifest as applied: a batch/v1 Job, a HyperPodPyTorchJob or a Kubeflow
-    PyTorchJob."""
+    """A Kubernetes manifest as applied: a batch/v1 Job, a HyperPodPyTorchJob, a Kubeflow
+    PyTorchJob, or a v1 Pod (a v1 List of the Pods of one kueue.x-k8s.io/pod-group-name)."""
 
 
 class DependencyModel(WireModel):

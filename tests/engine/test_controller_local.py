@@ -130,6 +130,16 @@ def test_the_preemptor_starts_only_after_its_victim_checkpointed_and_stopped(
             controller.intake.submit(job(name, "b", 4).spec, actor="bob")
         run_until(controller, store, "b1", JobPhase.RUNNING)
         run_until(controller, store, "b2", JobPhase.RUNNING)
+
+        def training(name: str) -> bool:  # its SIGTERM handler is in place
+            pods = attempt_dir(tmp_path, "b", JobId(name), 1)
+            logs = [pod_log(pods, rank) for rank in range(4)]
+            return all(log.exists() and "training" in log.read_text() for log in logs)
+
+        deadline = time.monotonic() + 20
+        while not (training("b1") and training("b2")):  # a slow start is not a checkpoint
+            assert time.monotonic() < deadline, "the victims' pods never started training"
+            time.sleep(0.05)
         controller.intake.submit(job("a1", "a", 4, required=BLOCK).spec, actor="alice")
         deadline = time.monotonic() + 20
         while store.job(JobId("a1")).phase is not JobPhase.SUCCEEDED:

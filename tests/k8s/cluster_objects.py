@@ -1,8 +1,9 @@
-"""What the tests of the cluster's own objects (Jobs, pod groups) share: one bed of 8 KWOK
+"""What the tests of the cluster's own objects (Jobs, pod groups) share: a bed of 8 KWOK
 nodes without Kueue (Kueue manages every queue-labelled Job while its batch/job integration
 is on, docs/adr/0009-starting-kubernetes-jobs.md, and gates queue-labelled pods with its pod
 integration), one ``topoq server --executor kubernetes`` on it (two would both take the same
-objects), and how a test asks that server about a job. The fixtures are in ``conftest``."""
+objects), and how a test asks that server about a job. The fixtures (one bed and server per
+module) are in ``conftest``."""
 
 from __future__ import annotations
 

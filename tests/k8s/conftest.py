@@ -73,9 +73,11 @@ def contract_nodes(k8s_bed: KubernetesBed) -> list[str]:
     return names
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def objects_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KubernetesBed]:
-    """The bed of the tests of the cluster's own objects (``tests.k8s.cluster_objects``)."""
+    """The bed of the tests of the cluster's own objects (``tests.k8s.cluster_objects``): one
+    per module, stopped once the module is done (an idle bed left up costs the rest of the
+    run CPU)."""
     assets = assets_or_skip()
     directory = tmp_path_factory.mktemp("k8s-objects-bed")
     try:
@@ -84,7 +86,7 @@ def objects_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubernetes
         tear_down(directory)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def servers(
     objects_bed: KubernetesBed, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Servers]:

@@ -193,26 +193,36 @@ class LogRequest:
     pod: int | None = None
     """One pod's rank; every pod's when None."""
     offset: int | None = None
-    """Read forward from this byte of the pod's log (one pod only); the tail when None. An
-    offset past the end (the log was rotated since) reads from the start."""
+    """Read forward from this stream offset of the pod's log (one pod only); the tail when
+    None. An offset before the oldest byte kept, or past the end (not of this stream), reads
+    from the oldest byte kept."""
     limit_bytes: int = DEFAULT_LOG_READ_BYTES
     """At most this many bytes in all (shared evenly between the pods when reading every pod)."""
+    attempt: int | None = None
+    """Which attempt's logs (from 1); the newest when None."""
+    tail_lines: int | None = None
+    """Only the last this many lines (of each pod), within the byte limit."""
+    since_s: float | None = None
+    """Only output written at or after this time (seconds since the epoch), from a line's
+    start: a forward read from there, or its last ``tail_lines``. As precise as the
+    executor's record of when output was written (about a second for the local executor)."""
 
 
 @dataclass(frozen=True)
 class PodLog:
-    """What was read of one pod's log. Offsets are bytes of its current log file."""
+    """What was read of one pod's log. Offsets are stream offsets: bytes since the pod's
+    first, not moved by rotation."""
 
     rank: int
     pod_set: str
     node: str
     text: str
     offset: int
-    """Where ``text`` starts (a tail reaching into the rotated part starts at 0)."""
+    """Where ``text`` starts."""
     next_offset: int
     """Where a forward read continues."""
     size_bytes: int
-    """The size of the current log file at the read."""
+    """The stream's end at the read: every byte the pod wrote (kept or rotated away)."""
     truncated: bool
     """Whether bytes of the log (before or after ``text``) were left out."""
 
@@ -223,6 +233,8 @@ class JobLog:
     attempt: int
     pod: int | None
     pods: tuple[PodLog, ...]
+    latest_attempt: int = 0
+    """The newest attempt with logs when it was read (``attempt`` when it is the newest)."""
 
     @property
     def truncated(self) -> bool:

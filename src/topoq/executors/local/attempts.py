@@ -9,6 +9,7 @@ from pathlib import Path
 
 from topoq.domain.job import JobId
 from topoq.executors.environment import PodPlan
+from topoq.executors.local.log_marks import MarkBook
 
 
 @dataclass
@@ -19,6 +20,8 @@ class RunningPod:
     gpu_indices: tuple[int, ...]
     process: subprocess.Popen[bytes] | None = None
     exit_code: int | None = None
+    log_book: MarkBook | None = None
+    """When its output was written and how far its log was rotated, once it was tended."""
 
     def describe(self) -> str:
         return f"pod {self.plan.rank} ({self.plan.pod_set} on {self.plan.node})"

@@ -53,7 +53,9 @@ from topoq.executors.local.layout import (
     pod_log,
 )
 from topoq.executors.local.leftovers import forget_pids, record_pids, stop_leftovers
-from topoq.executors.local.logfiles import read_logs, rotate_if_over, write_manifest
+from topoq.executors.local.log_marks import MarkBook
+from topoq.executors.local.log_rotation import tend_log
+from topoq.executors.local.logfiles import read_logs, write_manifest
 from topoq.executors.local.process_table import (
     MARKER_VARIABLE,
     hold_child_subreaper,
@@ -220,7 +222,7 @@ class LocalExecutor:
             self._terminations.advance()
             for attempt in list(self._attempts.values()):
                 self._observe(attempt)
-                self._rotate_logs(attempt)
+                self._tend_logs(attempt)
             events, self._events = self._events, []
             return events
 
@@ -410,11 +412,15 @@ class LocalExecutor:
             message = f"all {len(attempt.pods)} pods exited 0"
             self._emit(ExecutorEventKind.EXITED, attempt, exit_code=0, message=message)
 
-    def _rotate_logs(self, attempt: RunningAttempt) -> None:
+    def _tend_logs(self, attempt: RunningAttempt) -> None:
+        """Rotate the pods' logs past the limit and mark when their output was written (an
+        exited pod's last output too: the attempt is tended once more after it ends)."""
+        now = self._clock()
         for pod in attempt.pods:
-            if pod.exit_code is None:
-                with contextlib.suppress(OSError):  # a full disk must not stop the polls
-                    rotate_if_over(attempt.directory, pod.plan.rank, self.pod_log_limit_bytes)
+            if pod.log_book is None:
+                pod.log_book = MarkBook(attempt.directory, pod.plan.rank)
+            with contextlib.suppress(OSError):  # a full disk must not stop the polls
+                tend_log(pod.log_book, self.pod_log_limit_bytes, now)
 
     def _end(self, attempt: RunningAttempt) -> Stopping:
         """Forget the attempt, give back its GPUs and start stopping its running pods."""

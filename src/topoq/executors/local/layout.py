@@ -68,6 +68,16 @@ def rotated_log(directory: Path, rank: int) -> Path:
     return directory / f"pod-{rank}.log.1"
 
 
+def log_marks(directory: Path, rank: int) -> Path:
+    """When the pod's output was written (``topoq.executors.local.log_marks``)."""
+    return directory / f"pod-{rank}.marks"
+
+
+def log_rotation(directory: Path, rank: int) -> Path:
+    """How far the pod's log was rotated (``topoq.executors.local.log_rotation``)."""
+    return directory / f"pod-{rank}.rotation"
+
+
 def make_private_directories(directory: Path, root: Path) -> None:
     """Make ``directory`` and every missing directory between it and ``root`` (``root``
     included), each 0700. Directories that already exist keep their mode: the executor makes

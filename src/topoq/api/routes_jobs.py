@@ -9,13 +9,14 @@ from fastapi import APIRouter, Query
 from topoq.api.auth import Anyone, JobWriter, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError, conflict
 from topoq.api.explain import eta_of, explain_job
+from topoq.api.log_query import LogQuery, log_request
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.api.submission import job_from_request
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
-from topoq.domain.limits import DEFAULT_LOG_READ_BYTES, MAX_LOG_READ_BYTES
-from topoq.engine.ports import JobLog, LogRequest, UnknownJob
+from topoq.domain.limits import MAX_LOG_READ_BYTES
+from topoq.engine.ports import JobLog, UnknownJob
 from topoq.wire.v1 import (
     Explanation,
     JobDetail,
@@ -32,6 +33,9 @@ router = APIRouter(prefix="/jobs", tags=["jobs"], route_class=StrictJsonRoute)
 MAX_PAGE = 1000
 MAX_OFFSET = 1_000_000_000
 """Far past any store's job count, and inside the 64-bit integers databases take."""
+MAX_LOG_OFFSET = 1 << 62
+MAX_ATTEMPT = 1_000_000
+MAX_TAIL_LINES = 1_000_000
 
 
 @router.post("", status_code=201, summary="Submit a job")
@@ -156,21 +160,61 @@ def logs(
     ] = None,
     offset: Annotated[
         int | None,
-        Query(ge=0, description="Read one pod's log forward from this byte (needs `pod`)."),
+        Query(
+            ge=0,
+            le=MAX_LOG_OFFSET,
+            description="Read one pod's log (needs `pod`) forward from this stream offset "
+            "(bytes since the pod's first; a rotation does not move them): a previous "
+            "answer's `nextOffset`.",
+        ),
     ] = None,
     limit_bytes: Annotated[
         int | None,
         Query(
             ge=1,
             le=MAX_LOG_READ_BYTES,
-            description="With `offset`: return at most this many bytes (default 1 MiB).",
+            description="With a forward read (`offset`, or `since` without `tail_lines`): "
+            "return at most this many bytes (default 1 MiB).",
+        ),
+    ] = None,
+    attempt: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_ATTEMPT,
+            description="Read this attempt's logs (from 1; default: the newest). 422 when it "
+            "has none.",
+        ),
+    ] = None,
+    tail_lines: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=MAX_TAIL_LINES,
+            description="Return only the last this many lines of each pod (within the byte "
+            "cap of `tail_bytes`).",
+        ),
+    ] = None,
+    since: Annotated[
+        str | None,
+        Query(
+            max_length=64,
+            description="Only output written since then, from a line start: a duration before "
+            "now (`90s`, `10m`, `2h`), an ISO time (UTC when it names no zone) or seconds since "
+            "the epoch. As precise as the executor's record of when output was written (the "
+            "local executor marks each log about once a second), so it may show up to a second "
+            "of earlier output, never less than asked. Without `tail_lines`, a forward read: "
+            "go on from `nextOffset`.",
         ),
     ] = None,
 ) -> JobLogs:
-    """The newest attempt's output: the tail of every pod's log or of one pod's, or one pod's
-    log from an offset on. The answer says whether it was cut and where to read on."""
+    """One attempt's output (the newest by default): the tail of every pod's log or of one
+    pod's (in bytes or lines), one pod's log from an offset on, or what was written since a
+    time. The answer says which attempt it read, the newest one, whether it was cut and where
+    to read on."""
     view = _visible_job(service, principal, job_id, "see")
-    request = _log_request(view, pod, tail_bytes, offset, limit_bytes)
+    query = LogQuery(pod, tail_bytes, offset, limit_bytes, attempt, tail_lines, since)
+    request = log_request(view, query, service.clock())
     if service.logs is None:
         raise ApiError(404, "this server keeps no logs", hint="its executor captures none")
     try:
@@ -178,33 +222,6 @@ def logs(
     except UnknownJob as error:  # the executor never ran it
         raise ApiError(404, str(error), hint="a job has logs once it has started") from None
     return _job_logs(read)
-
-
-def _log_request(
-    view: JobView,
-    pod: int | None,
-    tail_bytes: int | None,
-    offset: int | None,
-    limit_bytes: int | None,
-) -> LogRequest:
-    pods = view.spec.workload.total_pods
-    if pod is not None and pod >= pods:
-        raise ApiError(
-            422, f"pod {pod} does not exist", where="pod", hint=f"the job has pods 0 to {pods - 1}"
-        )
-    if offset is None and limit_bytes is not None:
-        raise ApiError(
-            422, "limit_bytes goes with offset", where="limit_bytes", hint="use tail_bytes"
-        )
-    if offset is not None and (pod is None or tail_bytes is not None):
-        raise ApiError(
-            422,
-            "a read from an offset is of one pod's log, forward",
-            where="offset",
-            hint="give pod, and limit_bytes rather than tail_bytes",
-        )
-    limit = (tail_bytes if offset is None else limit_bytes) or DEFAULT_LOG_READ_BYTES
-    return LogRequest(view.team, view.id, pod=pod, offset=offset, limit_bytes=limit)
 
 
 def _job_logs(read: JobLog) -> JobLogs:
@@ -224,6 +241,7 @@ def _job_logs(read: JobLog) -> JobLogs:
         job=read.job,
         pod=read.pod,
         attempt=read.attempt,
+        latest_attempt=max(read.attempt, read.latest_attempt),
         text=read.text,
         truncated=read.truncated,
         pods=pods,

@@ -223,14 +223,17 @@ class JobHistory(WireModel):
 
 
 class PodLogModel(WireModel):
-    """What one read returned of one pod's log. Offsets are bytes of its current log file."""
+    """What one read returned of one pod's log. Offsets are stream offsets: bytes since the
+    pod's first, which a rotation of its log does not move."""
 
     pod: int
     pod_set: str
     node: str
     offset: int = Field(description="Where this pod's text starts.")
     next_offset: int = Field(description="Where a forward read (`offset=`) continues.")
-    size_bytes: int = Field(description="The size of the pod's current log file.")
+    size_bytes: int = Field(
+        description="The pod's stream end at the read: every byte it wrote, kept or rotated away."
+    )
     truncated: bool = Field(
         description="Bytes were left out: before a tail, or after a forward read's range."
     )
@@ -240,6 +243,11 @@ class JobLogs(WireModel):
     job: str
     pod: int | None
     attempt: int
+    """The attempt read (from 1)."""
+    latest_attempt: int = Field(
+        description="The newest attempt with logs when it was read: a follower that sees it "
+        "pass `attempt` reads the rest of this attempt, then the next."
+    )
     text: str
     """One pod's text, or every pod's under a `==> … <==` header each."""
     truncated: bool

@@ -203,3 +203,43 @@ def test_the_limit_stops_reading_before_the_whole_body_is_in_memory(api: Api) ->
     asyncio.run(app(scope, receive, send))
     assert sent[0]["type"] == "http.response.start" and sent[0]["status"] == 413
     assert served <= MAX_REQUEST_BYTES // len(chunk) + 2
+
+
+@pytest.mark.parametrize(
+    "media",
+    ["application/x-www-form-urlencoded", "text/plain", "multipart/form-data; boundary=x"],
+)
+def test_every_body_sent_as_anything_but_json_is_refused_for_that(api: Api, media: str) -> None:
+    """``curl -d`` alone sends a form: the answer names the content type and the header to
+    send, on every route that takes a body, and nothing is stored."""
+    paths = create_app(api.service).openapi()["paths"]
+    with_body = [
+        (method.upper(), path.removeprefix(V1).replace("{", "").replace("}", ""))
+        for path, operations in paths.items()
+        for method, operation in operations.items()
+        if "requestBody" in operation
+    ]
+    for method, path in with_body:
+        response = api.client.request(
+            method,
+            f"{V1}{path}",
+            content=small_job_text("formed").encode(),
+            headers={**api.headers("admin"), "Content-Type": media},
+        )
+        detail = assert_refused(response)
+        assert detail["where"] == "headers.content-type", (method, path, detail)
+        assert media.split(";", maxsplit=1)[0] in detail["message"]
+        assert "Content-Type: application/json" in detail["hint"]
+    assert stored_jobs(api) == 0
+
+
+@pytest.mark.parametrize("headers", [JSON, {"Content-Type": "application/json; charset=utf-8"}, {}])
+def test_json_with_a_charset_or_without_a_content_type_is_read(
+    api: Api, headers: dict[str, str]
+) -> None:
+    response = api.client.post(
+        f"{V1}/jobs",
+        content=small_job_text("plain").encode(),
+        headers={**api.headers("admin"), **headers},
+    )
+    assert response.status_code == 201, response.text

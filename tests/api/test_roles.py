@@ -52,6 +52,8 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", f"{V1}/policy"): EVERYONE,
     ("PUT", f"{V1}/policy"): ADMIN,
     ("GET", f"{V1}/policy/versions"): EVERYONE,
+    ("GET", f"{V1}/policy/versions/{{version}}"): EVERYONE,
+    ("POST", f"{V1}/policy/versions/{{version}}/rollback"): ADMIN,
     ("GET", f"{V1}/nodes"): EVERYONE,
     ("POST", f"{V1}/nodes/{{name}}/cordon"): ADMIN,
     ("POST", f"{V1}/nodes/{{name}}/uncordon"): ADMIN,
@@ -154,7 +156,7 @@ def test_another_teams_token_cannot_touch_the_job(matrix_api: Api, method: str, 
 
 
 def _call(api: Api, method: str, path: str, who: str) -> Any:
-    url = path.format(job_id=JOB, name=NODE, token_id=_member_token_id(api, who))
+    url = path.format(job_id=JOB, name=NODE, token_id=_member_token_id(api, who), version=1)
     headers = {} if who == "anonymous" else api.headers(who)
     return api.client.request(method, url, headers=headers, json=_body(method, path, who))
 

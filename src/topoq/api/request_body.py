@@ -110,11 +110,38 @@ class StrictJsonRoute(APIRoute):
     def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
         handler = super().get_route_handler()
 
+        takes_body = self.body_field is not None
+
         async def strict_handler(request: Request) -> Response:
             refuse_nul_parameters(request)
-            return await handler(StrictJsonRequest(request.scope, request.receive))
+            scope = request.scope
+            if takes_body:
+                scope = read_as_json(request)
+            return await handler(StrictJsonRequest(scope, request.receive))
 
         return strict_handler
+
+
+def read_as_json(request: Request) -> Scope:
+    """The request's scope, once its body is known to be read as JSON. A body sent as anything
+    else is refused for what it is: without this, a form (what ``curl -d`` sends) reaches the
+    route as no object at all, and the answer would only say that the body is not one. A body
+    without a ``Content-Type`` is read as JSON (FastAPI would read it as none)."""
+    declared = request.headers.get("content-type")
+    if declared is None:
+        headers = [*request.scope["headers"], (b"content-type", b"application/json")]
+        return {**request.scope, "headers": headers}
+    media = declared.split(";", 1)[0].strip().lower()
+    if media == "application/json" or (
+        media.startswith("application/") and media.endswith("+json")
+    ):
+        return request.scope
+    raise InvalidInputError(
+        f"the body is sent as {media or 'an empty media type'!r}, not as JSON",
+        where="headers.content-type",
+        hint="send it with Content-Type: application/json (with curl: "
+        "-H 'Content-Type: application/json'; curl's -d alone sends a form)",
+    )
 
 
 def refuse_nul_parameters(request: Request) -> None:

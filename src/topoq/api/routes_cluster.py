@@ -19,6 +19,7 @@ from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId
 from topoq.domain.node import NodeSpec
 from topoq.engine.ports import AuditEntry
@@ -60,9 +61,16 @@ def put_policy(
     except InvalidInputError as error:
         where = (error.where or POLICY_BODY).replace(f"{POLICY_BODY}: ", f"{POLICY_BODY}.", 1)
         raise InvalidInputError(error.message, where=where, hint=error.hint) from None
+    return _set_policy(service, principal, policy)
+
+
+def _set_policy(
+    service: Service, principal: Principal, policy: ClusterPolicy, **detail: Any
+) -> PolicyModel:
+    """Keep ``policy`` as the next version, audited (``detail``: what the entry adds)."""
     now = service.clock()
     version = service.store.save_policy(policy, actor=principal.name, now=now)
-    service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}"))
+    service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}", detail))
     service.wake()
     return PolicyModel(version=version, document=policy_document(policy))
 
@@ -73,6 +81,35 @@ def policy_versions(principal: Anyone, service: ServiceDep) -> list[PolicyVersio
         PolicyVersionModel(version=v.version, actor=v.actor, at=v.at_s)
         for v in service.store.policy_versions()
     ]
+
+
+@router.get("/policy/versions/{version}", summary="One kept policy version")
+def policy_version(version: int, principal: Anyone, service: ServiceDep) -> PolicyModel:
+    return PolicyModel(version=version, document=policy_document(_kept(service, version)))
+
+
+@router.post(
+    "/policy/versions/{version}/rollback",
+    summary="Make a kept version the policy again, as a new version (admin)",
+)
+def rollback_policy(version: int, principal: Admin, service: ServiceDep) -> PolicyModel:
+    """The new version equals ``version``; the audit entry says which version it restores."""
+    return _set_policy(service, principal, _kept(service, version), rollbackOf=version)
+
+
+def _kept(service: Service, version: int) -> ClusterPolicy:
+    found = service.store.policy_at(version) if version > 0 else None
+    if found is None:
+        kept = [v.version for v in service.store.policy_versions()]
+        raise ApiError(
+            404,
+            f"there is no policy version {version}",
+            where="version",
+            hint=f"kept versions are 1 to {kept[-1]}: topoq policy history lists them"
+            if kept
+            else "no policy was set yet: topoq policy apply FILE sets one",
+        )
+    return found
 
 
 @router.get("/nodes", summary="Nodes with health, cordon state and GPUs in use")

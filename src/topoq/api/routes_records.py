@@ -69,7 +69,12 @@ def audit(
     principal: Admin,
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 100,
+    since_s: Annotated[
+        float | None, Query(gt=0, description="Only entries of the last this many seconds.")
+    ] = None,
+    actor: Annotated[str | None, Query(description="Only entries by this token name.")] = None,
 ) -> list[AuditEntryModel]:
+    since = None if since_s is None else service.clock() - since_s
     return [
         AuditEntryModel(
             at=entry.at_s,
@@ -78,5 +83,5 @@ def audit(
             target=entry.target,
             detail=dict(entry.detail),
         )
-        for entry in service.store.audit_log(limit=limit)
+        for entry in service.store.audit_log(limit=limit, since_s=since, actor=actor)
     ]

@@ -12,6 +12,7 @@ from typing import Protocol
 from topoq.api.cluster_limits import ClusterLimits
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
+from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
@@ -49,6 +50,8 @@ class ServiceStore(Store, Protocol):
     ) -> dict[tuple[str, JobPhase], int]: ...
 
     def diagnostic(self, job_id: JobId) -> Diagnostic | None: ...
+
+    def policy_at(self, version: int) -> ClusterPolicy | None: ...
 
     def job_events_between(
         self,

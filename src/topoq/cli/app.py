@@ -10,6 +10,8 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from topoq.cli.server_app import ServerOption, TokenOption
+
 EXIT_BAD_INPUT = 2
 
 app = typer.Typer(
@@ -257,15 +259,38 @@ def policy_show(
         PolicyOutput,
         typer.Option("--output", "-o", help="table, or the policy file as json or yaml."),
     ] = PolicyOutput.TABLE,
+    version: Annotated[
+        int | None,
+        typer.Option(
+            "--version",
+            min=1,
+            help="A version the server kept (topoq policy history lists them), instead of a file.",
+            show_default=False,
+        ),
+    ] = None,
+    server: ServerOption = None,
+    token: TokenOption = None,
 ) -> None:
-    """Show a policy: teams, guarantees, borrow and lending limits per flavor."""
-    from topoq.cli.policy_commands import run_policy_show
+    """Show a policy: teams, guarantees, borrow and lending limits per flavor (of a file, of
+    HyperPod's objects, or of a version the server kept)."""
+    from topoq.cli.policy_commands import run_policy_show, show_policy
 
-    guarded(
-        lambda: run_policy_show(
-            policy, hyperpod_scheduler_config, hyperpod_quota or [], output.value
+    if version is None:
+        guarded(
+            lambda: run_policy_show(
+                policy, hyperpod_scheduler_config, hyperpod_quota or [], output.value
+            )
         )
-    )
+        return
+    if policy is not None or hyperpod_scheduler_config is not None or hyperpod_quota:
+        fail("--version shows a version the server kept: leave out the policy files")
+    from topoq.cli.server_commands import connected
+    from topoq.discovery.policy import policy_from_document
+
+    with connected(server, token) as client:
+        kept = client.policy_version(version)
+    spec = policy_from_document(kept.document, source=f"policy version {version}")
+    show_policy(spec, output.value)
 
 
 @policy_app.command("convert")
@@ -504,10 +529,12 @@ def one_line(message: str) -> str:
 
 
 def _register_server_verbs() -> None:
-    from topoq.cli import dev_app, report_app
+    from topoq.cli import access_app, dev_app, policy_versions_app, report_app
     from topoq.cli.server_app import register
 
     register(app, node_app, policy_app)
+    policy_versions_app.register(policy_app)
+    access_app.register(app)
     report_app.register(app, topology_app)
     dev_app.register(app)
 

@@ -164,7 +164,10 @@ def run_policy_show(
 ) -> None:
     """The policy as tables (``table``), or as topoq's policy file (``json``, ``yaml``)."""
     spec = load_policy_input(policy, hyperpod_scheduler_config, hyperpod_quotas)
-    name = policy.stem if policy is not None else None
+    show_policy(spec, output, name=policy.stem if policy is not None else None)
+
+
+def show_policy(spec: ClusterPolicy, output: str, *, name: str | None = None) -> None:
     if output == "json":
         print(json.dumps(policy_document(spec, name=name), indent=2))
     elif output == "yaml":

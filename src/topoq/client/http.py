@@ -18,7 +18,7 @@ from topoq.wire.v1 import (
     JobLogs,
     SubmitJobRequest,
 )
-from topoq.wire.v1.access import WhoAmI
+from topoq.wire.v1.access import TokenCreated, TokenModel, WhoAmI
 from topoq.wire.v1.cluster import (
     AuditEntryModel,
     EventModel,
@@ -114,10 +114,23 @@ class TopoqClient:
         tail_bytes: int | None = None,
         offset: int | None = None,
         limit_bytes: int | None = None,
+        attempt: int | None = None,
+        tail_lines: int | None = None,
+        since: str | None = None,
     ) -> JobLogs:
-        """The tail of the job's output (every pod's or one pod's), or one pod's from
-        ``offset`` on; the server caps each read (``truncated`` says it cut)."""
-        asked = {"pod": pod, "tail_bytes": tail_bytes, "offset": offset, "limit_bytes": limit_bytes}
+        """The tail of an attempt's output (the newest's by default; every pod's or one pod's,
+        in bytes or ``tail_lines``), one pod's from the stream offset ``offset`` on, or what
+        was written ``since`` a duration before now (``10m``) or an ISO time; the server caps
+        each read (``truncated`` says it cut)."""
+        asked = {
+            "pod": pod,
+            "tail_bytes": tail_bytes,
+            "offset": offset,
+            "limit_bytes": limit_bytes,
+            "attempt": attempt,
+            "tail_lines": tail_lines,
+            "since": since,
+        }
         params = {name: value for name, value in asked.items() if value is not None}
         return self._call("GET", f"/jobs/{segment(job_id)}/logs", JobLogs, params=params)
 
@@ -134,6 +147,12 @@ class TopoqClient:
     def policy_versions(self) -> list[PolicyVersionModel]:
         return self._call("GET", "/policy/versions", list[PolicyVersionModel])
 
+    def policy_version(self, version: int) -> PolicyModel:
+        return self._call("GET", f"/policy/versions/{int(version)}", PolicyModel)
+
+    def rollback_policy(self, version: int) -> PolicyModel:
+        return self._call("POST", f"/policy/versions/{int(version)}/rollback", PolicyModel)
+
     def nodes(self) -> list[NodeModel]:
         return self._call("GET", "/nodes", list[NodeModel])
 
@@ -146,8 +165,12 @@ class TopoqClient:
     def events(self, limit: int = 50) -> list[EventModel]:
         return self._call("GET", "/events", list[EventModel], params={"limit": limit})
 
-    def audit(self, limit: int = 50) -> list[AuditEntryModel]:
-        return self._call("GET", "/audit", list[AuditEntryModel], params={"limit": limit})
+    def audit(
+        self, limit: int = 50, *, since_s: float | None = None, actor: str | None = None
+    ) -> list[AuditEntryModel]:
+        chosen = {"limit": limit, "since_s": since_s, "actor": actor}
+        params = {key: value for key, value in chosen.items() if value is not None}
+        return self._call("GET", "/audit", list[AuditEntryModel], params=params)
 
     # --- reports ----------------------------------------------------------------------
     def usage_report(
@@ -161,6 +184,18 @@ class TopoqClient:
 
     def whoami(self) -> WhoAmI:
         return self._call("GET", "/whoami", WhoAmI)
+
+    # --- tokens -----------------------------------------------------------------------
+    def create_token(self, name: str, role: str, teams: list[str]) -> TokenCreated:
+        body = {"name": name, "role": role, "teams": teams}
+        return self._call("POST", "/tokens", TokenCreated, json=body)
+
+    def tokens(self, *, include_revoked: bool = False) -> list[TokenModel]:
+        params = {"include_revoked": "true"} if include_revoked else {}
+        return self._call("GET", "/tokens", list[TokenModel], params=params)
+
+    def revoke_token(self, token_id: str) -> TokenModel:
+        return self._call("POST", f"/tokens/{segment(token_id)}/revoke", TokenModel)
 
     def health(self) -> Health:
         return self._call("GET", "/healthz", Health, prefix="")

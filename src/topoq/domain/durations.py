@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 import re
+from datetime import UTC, datetime
 
 from topoq.domain.errors import InvalidInputError
 
@@ -77,3 +78,28 @@ def format_duration(seconds: float) -> str:
             parts.append(f"{left // size}{unit}")
             left %= size
     return "".join(parts)
+
+
+def moment_since(value: str, now: float, *, where: str) -> float:
+    """The moment ``value`` names, in seconds since the epoch: a duration back from ``now``
+    (``30m``, ``2h``, ``1d``: any form :func:`duration_s` reads) or an ISO time
+    (``2026-12-01T09:00:00Z``; without a zone it is UTC). It may not lie after ``now``."""
+    text = value.strip()
+    if _parsed(text) is not None:
+        return now - duration_s(text, where=where)
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise InvalidInputError(
+            f"expected a duration or an ISO time, got {value!r:.40}",
+            where=where,
+            hint=f"write a duration back from now ({FORMS}) or a time like 2026-12-01T09:00:00Z",
+        ) from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    seconds = moment.timestamp()
+    if seconds > now:
+        raise InvalidInputError(
+            f"{value!r:.40} is in the future", where=where, hint="give a time before now"
+        )
+    return seconds

@@ -118,8 +118,10 @@ class Store(Protocol):
     def audit(self, entry: AuditEntry) -> None:
         """Append one entry to the append-only audit log."""
 
-    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        """The newest entries first."""
+    def audit_log(
+        self, *, limit: int = 100, since_s: float | None = None, actor: str | None = None
+    ) -> list[AuditEntry]:
+        """The newest entries first (at or after ``since_s``, by ``actor``, when given)."""
 
 
 @dataclass(frozen=True)

@@ -32,8 +32,21 @@ def insert_entries(connection: Connection, entries: Sequence[AuditEntry]) -> Non
     connection.execute(insert(AUDIT_LOG), rows)
 
 
-def newest_entries(connection: Connection, limit: int) -> list[AuditEntry]:
-    query = select(AuditRow).order_by(AuditRow.id.desc()).limit(max(limit, 0))
+def newest_entries(
+    connection: Connection,
+    limit: int,
+    *,
+    since_s: float | None = None,
+    actor: str | None = None,
+) -> list[AuditEntry]:
+    """The newest ``limit`` entries, newest first: those at or after ``since_s`` and by
+    ``actor`` when given."""
+    query = select(AuditRow)
+    if since_s is not None:
+        query = query.where(AuditRow.at >= since_s)
+    if actor is not None:
+        query = query.where(AuditRow.actor == actor)
+    query = query.order_by(AuditRow.id.desc()).limit(max(limit, 0))
     return [
         AuditEntry(row.at, row.actor, row.action, row.target, row.detail)
         for row in connection.execute(query)

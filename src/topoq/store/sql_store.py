@@ -387,8 +387,12 @@ class SqlStore:
     def audit(self, entry: AuditEntry) -> None:
         self._write(lambda c: audit_log.insert_entries(c, [entry]))
 
-    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        return self._query(lambda c: audit_log.newest_entries(c, limit))
+    def audit_log(
+        self, *, limit: int = 100, since_s: float | None = None, actor: str | None = None
+    ) -> list[AuditEntry]:
+        return self._query(
+            lambda c: audit_log.newest_entries(c, limit, since_s=since_s, actor=actor)
+        )
 
     # --- API tokens ---------------------------------------------------------------------
     def create_token(

@@ -106,8 +106,15 @@ class MemoryStore:
     def audit(self, entry: AuditEntry) -> None:
         self.audit_rows.append(entry)
 
-    def audit_log(self, *, limit: int = 100) -> list[AuditEntry]:
-        return list(reversed(self.audit_rows))[:limit]
+    def audit_log(
+        self, *, limit: int = 100, since_s: float | None = None, actor: str | None = None
+    ) -> list[AuditEntry]:
+        found = [
+            entry
+            for entry in reversed(self.audit_rows)
+            if (since_s is None or entry.at_s >= since_s) and (actor is None or entry.actor == actor)
+        ]
+        return found[:limit]
 
 
 @dataclass

@@ -41,8 +41,10 @@ import httpx
 import uvicorn
 
 from topoq import server_environment
+from topoq.api.access_log import ACCESS_LOGGER
 from topoq.api.app import create_app
 from topoq.api.cluster_intake import ClusterIntake
+from topoq.api.errors import ERRORS_LOGGER
 from topoq.api.service import Service, ServiceStore
 from topoq.api_workers import (
     LISTEN_BACKLOG,
@@ -62,8 +64,10 @@ from topoq.domain.node import HOSTNAME_LABEL
 from topoq.domain.quantity import parse_quantity
 from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, TopologySpec
 from topoq.engine.controller import Controller
+from topoq.engine.event_log import ServerEvent, policy_changed, write_event
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
+from topoq.engine.policy_watch import PolicyWatch, latest_version
 from topoq.engine.ports import AuditEntry, ClusterJobSource, Executor
 from topoq.executors.kubernetes.plugin import check_rates
 from topoq.executors.local import checked_log_limit
@@ -75,6 +79,13 @@ from topoq.server_environment import (
     child_environment,
     keep_files_private,
     make_private,
+)
+from topoq.server_log import (
+    LOG_FORMATS,
+    LOG_LEVELS,
+    LogSettings,
+    configure_logging,
+    muted,
 )
 from topoq.store.database import connect, resolve_url
 from topoq.store.sql_store import SqlStore, open_store
@@ -334,16 +345,16 @@ def build_server(
         raise
     metrics = ControlPlaneMetrics()
     controller = Controller(store, executor, topology, clock=time.time, metrics=metrics)
-    requeued = controller.recover()
-    if requeued:
-        log.warning("requeued after a restart: %s", ", ".join(requeued))
+    controller.recover()  # each gang requeued is logged
     metrics_path = data_dir / METRICS_FILE
     metrics_path.unlink(missing_ok=True)  # a previous run's numbers
     settle_garbage_collector()  # what startup built stays out of full collections
     garbage = GarbageBetweenSteps()
+    policies = PolicyWatch(store)
 
     def after_step() -> None:
         metrics.publish(metrics_path)
+        policies.check()
         garbage.after_step()
 
     before_step: Callable[[], object] = _nothing
@@ -363,10 +374,12 @@ def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
     policy = load_policy(policy_file)
     if store.policy() != policy:
         now = time.time()
-        version = store.save_policy(policy, actor=f"{SYSTEM} ({policy_file.name})", now=now)
+        actor = f"{SYSTEM} ({policy_file.name})"
+        version = store.save_policy(policy, actor=actor, now=now)
         store.audit(
             AuditEntry(now, SYSTEM, "policy", f"version {version}", {"file": str(policy_file)})
         )
+        write_event(log, policy_changed(version, actor))
 
 
 def _executor_options(name: str, data_dir: Path, access: ClusterAccess) -> dict[str, Any]:
@@ -420,12 +433,12 @@ def serve(
     api_spares: int = DEFAULT_API_SPARES,
     pod_log_limit: str | None = None,
     access: ClusterAccess | None = None,
+    log_settings: LogSettings | None = None,
 ) -> None:
     """Run the server until SIGINT or SIGTERM."""
     access = access or ClusterAccess()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_settings = log_settings or LogSettings()
+    configure_logging(log_settings)
     keep_files_private()
     database_url = server_environment.database_url(database_url, os.environ)
     _check_process_counts(api_workers, api_spares)
@@ -449,7 +462,7 @@ def serve(
     ]  # fmt: skip
     if cluster_file is not None:
         command += ["--cluster", str(Path(cluster_file).resolve())]
-    command += access.arguments()
+    command += access.arguments() + log_settings.arguments()
     workers = ApiWorkers(
         command,
         (listener.fileno(), server.loop.wake_fd),
@@ -457,8 +470,18 @@ def serve(
         environment=child_environment(database_url, os.environ),
         spares=api_spares,
     )
-    print(f"topoq server on http://{host}:{port}/api/v1 (OpenAPI at /docs)", flush=True)
-    print(f"admin token in {server.admin_token_path} (mode 0600)", flush=True)
+    write_event(
+        log,
+        started_event(
+            f"http://{host}:{port}/api/v1",
+            executor=executor_name,
+            store=resolve_url(database_url, data_dir).get_backend_name(),
+            data_dir=data_dir,
+            admin_token=server.admin_token_path,
+            api_workers=api_workers,
+            policy_version=latest_version(server.store.policy_versions()),
+        ),
+    )
     termination = _Termination()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, termination.note)
@@ -474,6 +497,35 @@ def serve(
         listener.close()
         server.close()
     raise SystemExit(128 + termination.signum)
+
+
+def started_event(
+    url: str,
+    *,
+    executor: str,
+    store: str,
+    data_dir: Path,
+    admin_token: Path,
+    api_workers: int,
+    policy_version: int,
+) -> ServerEvent:
+    """The one start-up line: where the API listens and what serves it (``store``: the
+    database's kind, ``sqlite`` or ``postgresql``, never its URL, which may carry a
+    password)."""
+    return ServerEvent(
+        "server_started",
+        f"topoq server on {url} (OpenAPI at /docs), executor {executor}, store {store}, "
+        f"data directory {data_dir}",
+        {
+            "url": url,
+            "executor": executor,
+            "store": store,
+            "data_dir": str(data_dir),
+            "admin_token_file": str(admin_token),
+            "api_workers": api_workers,
+            "policy_version": policy_version or None,
+        },
+    )
 
 
 def _check_process_counts(api_workers: int, api_spares: int) -> None:
@@ -515,14 +567,14 @@ def serve_api(
     executor_name: str,
     spare_fd: int | None = None,
     access: ClusterAccess | None = None,
+    log_settings: LogSettings | None = None,
 ) -> None:
     """One API process: uvicorn on the controller process's listening socket. A spare
     (``spare_fd``) gets everything ready, then waits on that pipe until told to serve."""
     _die_with_parent(parent_pid)
     keep_files_private()
-    logging.basicConfig(
-        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    log_settings = log_settings or LogSettings()
+    configure_logging(log_settings)
     os.set_blocking(wake_fd, False)
     store = SqlStore(connect(resolve_url(database_url, data_dir)))  # migrated by the controller
     access = access or ClusterAccess()
@@ -535,9 +587,12 @@ def serve_api(
         metrics=MetricsFile(data_dir / METRICS_FILE),
     )
     listener = socket.socket(fileno=listen_fd)
-    app = create_app(service)
+    app = create_app(service, access_log=log_settings.access_log)
     warm_up(app, store)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", backlog=LISTEN_BACKLOG))
+    config = uvicorn.Config(
+        app, log_config=None, log_level=None, access_log=False, backlog=LISTEN_BACKLOG
+    )  # the process's logging (``configure_logging``) stays as it is
+    server = uvicorn.Server(config)
     server.config.load()  # uvicorn's protocol and event-loop modules, imported now
     server.config.get_loop_factory()
     settle_garbage_collector()
@@ -563,10 +618,10 @@ def warm_up(app: Any, store: SqlStore) -> None:
     """Do before the first client what its first requests would otherwise wait for: open the
     store's pooled connections, and route a request (unauthenticated: nothing is read or
     written) to each common route, which builds FastAPI's per-route state. A fresh server's
-    first burst of submissions waited about 100 ms for these. httpx's log of each warm-up
-    request (at INFO) is kept out of the server's log."""
+    first burst of submissions waited about 100 ms for these. None of these requests is
+    logged (neither by httpx nor as an API error or in the access log): they are not a
+    client's."""
     store.database.open_connections()
-    logging.getLogger("httpx").setLevel(logging.WARNING)
 
     async def requests() -> None:
         transport = httpx.ASGITransport(app=app)
@@ -574,7 +629,8 @@ def warm_up(app: Any, store: SqlStore) -> None:
             for method, path in WARM_UP_REQUESTS:
                 await client.request(method, path)
 
-    asyncio.run(requests())
+    with muted("httpx", ERRORS_LOGGER, ACCESS_LOGGER):
+        asyncio.run(requests())
 
 
 def settle_garbage_collector() -> None:
@@ -626,7 +682,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--kube-concurrency", type=int, default=DEFAULT_KUBERNETES_CONCURRENCY)
     parser.add_argument("--no-cluster-jobs", action="store_true")
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
+    log_settings = LogSettings(args.log_format, args.log_level, args.access_log)
     access = ClusterAccess(
         Path(args.kubeconfig).resolve() if args.kubeconfig else None,
         args.node_selector,
@@ -648,6 +708,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             executor_name=args.executor,
             spare_fd=args.spare_fd,
             access=access,
+            log_settings=log_settings,
         )
         return
     serve(
@@ -662,6 +723,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.api_spares,
         args.pod_log_limit,
         access,
+        log_settings,
     )
 
 

@@ -6,6 +6,7 @@ from fastapi import FastAPI
 
 from topoq import __version__
 from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records, routes_reports
+from topoq.api.access_log import AccessLog
 from topoq.api.errors import install_error_handlers
 from topoq.api.request_body import BodySizeLimit
 from topoq.api.service import Service
@@ -26,7 +27,8 @@ _ERRORS = {
 }
 
 
-def create_app(service: Service) -> FastAPI:
+def create_app(service: Service, *, access_log: bool = False) -> FastAPI:
+    """The API on ``service``; with ``access_log``, a ``request`` event per HTTP request."""
     app = FastAPI(
         title="topoq",
         version=__version__,
@@ -34,6 +36,8 @@ def create_app(service: Service) -> FastAPI:
         description="See docs/api.md: routes, roles, the error shape, limits and tokens.",
     )
     app.add_middleware(BodySizeLimit, limit_bytes=MAX_REQUEST_BYTES)
+    if access_log:
+        app.add_middleware(AccessLog)  # outermost: it times and sees every answer
     app.state.service = service
     install_error_handlers(app)
     app.include_router(routes_records.health_router)

@@ -24,6 +24,7 @@ from fastapi import Depends, Request
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
+from topoq.api.access_log import PRINCIPAL_STATE
 from topoq.api.errors import ApiError
 from topoq.api.service import Service
 from topoq.store.records import TokenRecord
@@ -89,6 +90,7 @@ async def authenticate(
         raise ApiError(
             401, "the API token is not valid", hint="ask an admin for a token", headers=challenge
         )
+    request.scope.setdefault("state", {})[PRINCIPAL_STATE] = record.name  # the access log's
     return Principal.of(record)
 
 

@@ -41,6 +41,22 @@ def log_bytes_option(what: str) -> Any:
     )
 
 
+LOG_FORMAT_CHOICES = ("text", "json")
+LOG_LEVEL_CHOICES = ("debug", "info", "warning", "error")
+"""``topoq.server_log``'s formats and levels (not imported here: it would slow every verb)."""
+
+
+def choice_option(choices: tuple[str, ...], help_text: str) -> Any:
+    """An option that takes one of ``choices``; another value is a usage error (exit 2)."""
+
+    def check(value: str) -> str:
+        if value not in choices:
+            raise typer.BadParameter(f"{value!r} is not one of {', '.join(choices)}")
+        return value
+
+    return typer.Option(callback=check, metavar=f"[{'|'.join(choices)}]", help=help_text)
+
+
 JobArgument = Annotated[str, typer.Argument(help="The job id.")]
 NodeArgument = Annotated[str, typer.Argument(help="The node name.")]
 
@@ -153,6 +169,25 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 "into pod-N.log.1 past half of it).",
             ),
         ] = "64Mi",
+        log_format: Annotated[
+            str,
+            choice_option(
+                LOG_FORMAT_CHOICES,
+                "The server log on stderr: text (one readable line per event) or json (one "
+                "object per line); every process of the server writes it (docs/operations.md "
+                "lists the events).",
+            ),
+        ] = "text",
+        log_level: Annotated[
+            str, choice_option(LOG_LEVEL_CHOICES, "The least severe records the log keeps.")
+        ] = "info",
+        access_log: Annotated[
+            bool,
+            typer.Option(
+                help="Also log one line per HTTP request: method, path, status, duration "
+                "and the token's name (never the token)."
+            ),
+        ] = False,
     ) -> None:
         """Run the control plane: store, scheduler loop, executor and REST API.
 
@@ -161,6 +196,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         /openapi.json) answer (docs/api.md)."""
         from topoq.bootstrap import ClusterAccess, serve, topology_levels_option
         from topoq.cli.app import guarded
+        from topoq.server_log import LogSettings
 
         guarded(
             lambda: serve(
@@ -184,6 +220,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                     concurrency=kube_concurrency,
                     cluster_jobs=cluster_jobs,
                 ),
+                LogSettings(log_format, log_level, access_log),
             )
         )
 

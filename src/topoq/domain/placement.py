@@ -81,3 +81,20 @@ class PlacementResult:
     @property
     def admitted(self) -> bool:
         return all(outcome.assigned for outcome in self.pod_sets)
+
+
+def placement_span(placement: PlacementResult) -> dict[str, int]:
+    """How many distinct domains of each level the whole gang uses (what ``topoq list`` shows
+    as SPAN), keyed by the level's node label, highest level first."""
+    paths = [
+        tuple(assignment.domain.items())
+        for outcome in placement.pod_sets
+        for assignment in outcome.assignments
+    ]
+    depth = max((len(path) for path in paths), default=0)
+    span: dict[str, int] = {}
+    for level in range(depth):
+        prefixes = {path[: level + 1] for path in paths if len(path) > level}
+        label = next(path[level][0] for path in paths if len(path) > level)
+        span[label] = len(prefixes)
+    return span

@@ -55,6 +55,7 @@ from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeName, NodeSpec
 from topoq.domain.topology import TopologySpec
+from topoq.engine.event_log import cycle_events, inventory_changed, moved, write_event, write_events
 from topoq.engine.intake import SYSTEM, Intake, redo_on_conflict
 from topoq.engine.launches import Commands, Environment, gang_launch, pod_set_commands
 from topoq.engine.outcomes import GANG_ENDED, error_message, moved_by
@@ -245,8 +246,8 @@ class Controller:
         parking, self._parking = self._parking, None  # kept again once the cycle is stored
         result, parking = schedule_with_parking(snapshot, parking)
         report.result = result
-        moved = cycle_moves(jobs, result, now=now)
-        changed = list(moved.values())
+        moves = cycle_moves(jobs, result, now=now)
+        changed = list(moves.values())
         if changed or result.diagnostics:
             try:
                 self.store.save_jobs(changed, now=now, decisions=result)
@@ -257,7 +258,8 @@ class Controller:
                 report.conflicted = True
                 return report
         self._parking = parking
-        after = _JobsAfter({**jobs, **moved}, holding({**holders, **moved}))
+        write_events(log, cycle_events(result, jobs, moves, policy))  # as stored
+        after = _JobsAfter({**jobs, **moves}, holding({**holders, **moves}))
         self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
         self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
@@ -586,27 +588,41 @@ class Controller:
         if event.kind in GANG_ENDED and event.attempt in (0, launched):  # 0: not said
             self._launched.pop(event.job, None)  # its pods are gone: nothing to stop
             self._stopping.discard(event.job)
-        self._change_job(event.job, lambda job: moved_by(job, event), now=event.at_s)
+        self._change_job(
+            event.job, lambda job: moved_by(job, event), now=event.at_s, exit_code=event.exit_code
+        )
         return False
 
     def _change_job(
-        self, job_id: JobId, change: Callable[[JobView], JobView | None], *, now: float
+        self,
+        job_id: JobId,
+        change: Callable[[JobView], JobView | None],
+        *,
+        now: float,
+        exit_code: int | None = None,
     ) -> JobView | None:
         """Read the job, ``change`` it and save the result (None: nothing to change, e.g. the
         job is gone or the change no longer applies), redone when another writer came in
-        between."""
+        between; the stored move is logged (``exit_code``: the executor's, when it said)."""
 
-        def attempt() -> JobView | None:
+        def attempt() -> tuple[JobView, JobView] | None:
             try:
                 job = self.store.job(job_id)
             except UnknownJob:
                 return None
-            moved = change(job)
-            if moved is not None:
-                self.store.save_jobs([moved], now=now)
-            return moved
+            after = change(job)
+            if after is None:
+                return None
+            self.store.save_jobs([after], now=now)
+            return job, after
 
-        return redo_on_conflict(attempt)
+        stored = redo_on_conflict(attempt)
+        if stored is None:
+            return None
+        event = moved(*stored, exit_code=exit_code)
+        if event is not None:
+            write_event(log, event)
+        return stored[1]
 
     def recover(self) -> list[JobId]:
         """After a restart: the gangs the store says hold capacity and the executor still
@@ -637,6 +653,9 @@ class Controller:
                 merged = merged_inventory(nodes, self._reported_nodes, stored)
                 self.store.save_nodes(merged, actor=SYSTEM, now=self.clock())
                 self._reported_nodes = {node.name: node for node in nodes}
+                change = inventory_changed(stored.values(), merged)
+                if change is not None:
+                    write_event(log, change)
         except Exception as error:  # any executor or store failure: tried again next step
             self._executor_failed("take the cluster's nodes", error, report)
 

@@ -11,6 +11,7 @@ stale copy.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
@@ -19,7 +20,17 @@ from topoq.core.lifecycle import advance
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView
 from topoq.domain.node import NodeSpec
+from topoq.engine.event_log import (
+    job_ended,
+    node_drained,
+    node_marked,
+    requeued,
+    write_event,
+    write_events,
+)
 from topoq.engine.ports import AuditEntry, ConcurrentUpdate, Store
+
+log = logging.getLogger(__name__)
 
 SYSTEM = "topoq"
 """The actor of changes the control plane makes itself."""
@@ -60,6 +71,7 @@ class Intake:
             return cancelled
 
         cancelled = redo_on_conflict(attempt)
+        write_event(log, job_ended(cancelled, cause=f"cancelled by {actor}"))
         self.store.audit(AuditEntry(self.clock(), actor, "cancel", job_id))
         return cancelled
 
@@ -89,6 +101,14 @@ class Intake:
         the fields given, so that concurrent actions on other nodes (or on the other field)
         stick too. A node marked not ready is failed: the controller stops its work and
         requeues the gangs on it. Raises InvalidInputError when there is no such node."""
+        updated = self._mark_node(name, ready=ready, unschedulable=unschedulable, actor=actor)
+        event = node_marked(updated, ready=ready, unschedulable=unschedulable, actor=actor)
+        write_event(log, event)
+        return updated
+
+    def _mark_node(
+        self, name: str, *, ready: bool | None, unschedulable: bool | None, actor: str
+    ) -> NodeSpec:
         now = self.clock()
         updated = self.store.update_node(name, ready=ready, unschedulable=unschedulable, now=now)
         if updated is None:
@@ -100,7 +120,7 @@ class Intake:
     def drain(self, name: str, *, actor: str) -> list[JobId]:
         """Cordon the node and send every gang holding capacity on it back to the queue (their
         pods stop at the controller's next step). Returns the requeued jobs."""
-        self.mark_node(name, unschedulable=True, actor=actor)
+        self._mark_node(name, ready=None, unschedulable=True, actor=actor)
         cause = f"node {name} was drained by {actor}; the gang is requeued"
 
         def attempt() -> list[JobView]:
@@ -114,9 +134,12 @@ class Intake:
                 self.store.save_jobs(moved, now=now)
             return moved
 
-        requeued = [job.id for job in redo_on_conflict(attempt)]
-        self.store.audit(AuditEntry(self.clock(), actor, "drain", name, {"requeued": requeued}))
-        return requeued
+        moved = redo_on_conflict(attempt)
+        drained = [job.id for job in moved]
+        write_event(log, node_drained(name, drained, actor=actor))
+        write_events(log, (requeued(job, cause) for job in moved))
+        self.store.audit(AuditEntry(self.clock(), actor, "drain", name, {"requeued": drained}))
+        return drained
 
 
 def redo_on_conflict(change: Callable[[], T]) -> T:

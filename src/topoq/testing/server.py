@@ -31,6 +31,13 @@ class RunningServer:
     process: subprocess.Popen[bytes]
     log_path: Path
     """The server's output, beside the data directory (so that it is not one of its files)."""
+    stderr_path: Path | None = None
+    """With ``separate_stderr``: the server's log (stderr) alone; ``log_path`` has stdout."""
+
+    def log_lines(self) -> list[str]:
+        """The lines of the server's log so far (stderr, else all its output)."""
+        path = self.stderr_path or self.log_path
+        return path.read_text(encoding="utf-8", errors="replace").splitlines()
 
 
 @contextlib.contextmanager
@@ -41,25 +48,29 @@ def running_server(
     policy: Path | None = None,
     environment: Mapping[str, str] | None = None,
     through_cli: bool = False,
+    separate_stderr: bool = False,
 ) -> Iterator[RunningServer]:
     """``python -m topoq.bootstrap`` (or ``topoq server`` when ``through_cli``) on a free
-    port, healthy when it is yielded, stopped with SIGTERM (SIGKILL if it lingers) after."""
+    port, healthy when it is yielded, stopped with SIGTERM (SIGKILL if it lingers) after.
+    ``separate_stderr``: the log (stderr) goes to a file of its own (``stderr_path``)."""
     port = free_port()
     program = ["-m", "topoq", "server"] if through_cli else ["-m", "topoq.bootstrap"]
     command = [sys.executable, *program, "--port", str(port), "--data-dir", str(data_dir)]
     command += ["--cluster", str(cluster)] if cluster is not None else []
     command += ["--policy", str(policy)] if policy is not None else []
     log_path = data_dir.with_name(f"{data_dir.name}.server.log")
-    with log_path.open("wb") as log:
+    stderr_path = data_dir.with_name(f"{data_dir.name}.server.stderr") if separate_stderr else None
+    with log_path.open("wb") as log, contextlib.ExitStack() as files:
+        errors = files.enter_context(stderr_path.open("wb")) if stderr_path else subprocess.STDOUT
         process = subprocess.Popen(
             [*command, *options],
             stdout=log,
-            stderr=subprocess.STDOUT,
+            stderr=errors,
             env=dict(os.environ if environment is None else environment),
         )
-        server = RunningServer(f"http://127.0.0.1:{port}", data_dir, process, log_path)
+        server = RunningServer(f"http://127.0.0.1:{port}", data_dir, process, log_path, stderr_path)
         try:
-            wait_until_healthy(server.url, process, log_path)
+            wait_until_healthy(server.url, process, stderr_path or log_path)
             yield server
         finally:
             process.terminate()

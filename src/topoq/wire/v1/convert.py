@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from topoq.domain.governance import FlavorName
 from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
+from topoq.domain.placement import placement_span
 from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
@@ -139,18 +140,7 @@ def allocation_model(allocation: Allocation) -> AllocationModel:
 
 def allocation_span(allocation: Allocation) -> dict[str, int]:
     """How many distinct domains of each level the whole gang uses."""
-    paths = [
-        tuple(assignment.domain.items())
-        for outcome in allocation.placement.pod_sets
-        for assignment in outcome.assignments
-    ]
-    depth = max((len(path) for path in paths), default=0)
-    span: dict[str, int] = {}
-    for level in range(depth):
-        prefixes = {path[: level + 1] for path in paths if len(path) > level}
-        label = next(path[level][0] for path in paths if len(path) > level)
-        span[label] = len(prefixes)
-    return span
+    return placement_span(allocation.placement)
 
 
 def _by_flavor(usage: Mapping[FlavorName, Resources]) -> dict[str, ResourceAmounts]:

@@ -208,3 +208,15 @@ def test_a_bad_format_or_level_is_refused_naming_the_option() -> None:
 def test_the_cli_offers_the_same_formats_and_levels() -> None:
     assert LOG_FORMAT_CHOICES == LOG_FORMATS
     assert LOG_LEVEL_CHOICES == LOG_LEVELS
+
+
+def test_uvicorn_does_not_log_a_second_traceback_of_an_answered_500(
+    restore_logging: None,
+) -> None:
+    def emit() -> None:
+        uvicorn = logging.getLogger("uvicorn.error")
+        uvicorn.error("Exception in ASGI application\n", exc_info=RuntimeError("boom"))
+        uvicorn.error("something else went wrong")
+
+    lines = logged(LogSettings(), emit)
+    assert len(lines) == 1 and lines[0].endswith("uvicorn.error: something else went wrong")

@@ -81,6 +81,8 @@ from topoq.server_environment import (
     make_private,
 )
 from topoq.server_log import (
+    DEFAULT_LOG_FORMAT,
+    DEFAULT_LOG_LEVEL,
     LOG_FORMATS,
     LOG_LEVELS,
     LogSettings,
@@ -496,6 +498,8 @@ def serve(
         workers.stop()
         listener.close()
         server.close()
+    stopped = f"stopped on signal {signal.Signals(termination.signum).name}"
+    write_event(log, ServerEvent("server_stopped", stopped, {"signal": termination.signum}))
     raise SystemExit(128 + termination.signum)
 
 
@@ -682,8 +686,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--kube-concurrency", type=int, default=DEFAULT_KUBERNETES_CONCURRENCY)
     parser.add_argument("--no-cluster-jobs", action="store_true")
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
-    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
-    parser.add_argument("--log-level", choices=LOG_LEVELS, default="info")
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT)
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL)
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
     log_settings = LogSettings(args.log_format, args.log_level, args.access_log)

@@ -83,9 +83,24 @@ def configure_logging(settings: LogSettings, stream: IO[str] | None = None) -> N
         libraries = logging.DEBUG
     for name in QUIET_LIBRARIES:
         logging.getLogger(name).setLevel(libraries)
+    uvicorn_errors = logging.getLogger("uvicorn.error")
+    if not any(isinstance(f, TracebackLoggedOnce) for f in uvicorn_errors.filters):
+        uvicorn_errors.addFilter(TracebackLoggedOnce())
     access = logging.getLogger(ACCESS_LOGGER)
     access.setLevel(logging.INFO)  # its own switch: --access-log, whatever --log-level says
     access.disabled = not settings.access_log
+
+
+UVICORN_APPLICATION_ERROR = "Exception in ASGI application"
+
+
+class TracebackLoggedOnce(logging.Filter):
+    """Drops uvicorn's own record of an error the application answered with a 500: the
+    ``api_error`` event (``topoq.api.errors``) already carries its traceback, and Starlette
+    raises it on to the server after answering."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(UVICORN_APPLICATION_ERROR)
 
 
 @contextlib.contextmanager

@@ -108,6 +108,9 @@ def test_the_json_log_tells_what_happened_and_nothing_of_the_warm_up(
     assert refused.status_code == 422
     assert httpx.get(f"{json_server.url}/api/v1/jobs").status_code == 401  # no token
     wait_for_record(json_server, lambda r: r["event"] == "policy_changed" and r["version"] == 2)
+    wait_for_record(  # an access line is written once its answer was sent
+        json_server, lambda r: r["event"] == "request" and r["status"] == 401
+    )
 
     log = records(json_server)  # every line is JSON
     for record in log:

@@ -155,10 +155,11 @@ def test_topoq_logs_follow_prints_every_line_once_until_the_job_ends(
     wait_for(lambda: nlp.get("/jobs/nlp-steps/logs"), lambda r: r.status_code == 200)
     followed = _topoq(url, token, "logs", "nlp-steps", "--follow")
     assert followed.returncode == 0, followed.stderr
-    steps = [line for line in followed.stdout.splitlines() if line.startswith("step")]
-    assert sorted(steps) == sorted(f"step {n}" for n in range(8) for _ in range(2))  # once each
-    for pod in (0, 1):
-        assert f"pod {pod}" in followed.stdout
+    for pod in (0, 1):  # each line once, in order, under its pod's prefix
+        prefix = f"[pod {pod}] "
+        steps = [line for line in followed.stdout.splitlines() if line.startswith(prefix)]
+        assert steps == [f"{prefix}step {n}" for n in range(8)], followed.stdout
+    assert len(followed.stdout.splitlines()) == 16, followed.stdout
 
 
 HUGE = """

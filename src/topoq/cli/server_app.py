@@ -374,35 +374,74 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     def logs(
         job: JobArgument,
         pod: Annotated[int | None, typer.Option(min=0, help="One pod's output.")] = None,
+        follow: Annotated[
+            bool,
+            typer.Option(
+                "--follow",
+                "-f",
+                help="Print every line of every pod as it comes, once, prefixed by its pod "
+                "when there are several, until the job ends; a requeue is said in a line "
+                "and the new attempt followed from its start. Starts at the start of the "
+                "logs, or where --tail, --tail-bytes or --since say.",
+            ),
+        ] = False,
+        tail: Annotated[
+            int | None,
+            typer.Option(
+                "--tail",
+                help="The last this many lines of each pod (within --tail-bytes).",
+                show_default=False,
+            ),
+        ] = None,
+        since: Annotated[
+            str | None,
+            typer.Option(
+                help="Only output written since then: a duration before now (90s, 10m, 2h, "
+                "1h30m; a bare number is seconds) or an ISO time (2026-12-03T09:00:00Z, UTC "
+                "when it names no zone). About a second precise: it may show up to a second "
+                "of earlier output, never less.",
+                show_default=False,
+            ),
+        ] = None,
+        attempt: Annotated[
+            int | None,
+            typer.Option(
+                help="Read this attempt's logs (from 1; default: the newest).", show_default=False
+            ),
+        ] = None,
         tail_bytes: Annotated[int | None, log_bytes_option("The last this many bytes")] = None,
         offset: Annotated[
             int | None,
-            typer.Option(min=0, help="Read one pod's log (--pod) forward from this byte."),
+            typer.Option(
+                min=0,
+                help="Read one pod's log (--pod) forward from this byte (the offset the last "
+                "read said); not with --follow.",
+            ),
         ] = None,
         limit_bytes: Annotated[
-            int | None, log_bytes_option("With --offset: at most this many bytes")
+            int | None,
+            log_bytes_option("With --offset, or --since without --tail: at most this many bytes"),
         ] = None,
-        follow: Annotated[
-            bool, typer.Option("--follow", "-f", help="Keep printing until the job ends.")
-        ] = False,
         server: ServerOption = None,
         token: TokenOption = None,
     ) -> None:
-        """The job's captured output (every pod, or one): its tail, or a range from --offset."""
-        from topoq.cli.server_commands import connected, follow_logs, print_logs
+        """The job's captured output (every pod, or one; the newest attempt or --attempt): its
+        tail in bytes or lines, what was written since a time, a range from --offset, or all
+        of it as it comes with --follow."""
+        from topoq.cli.app import guarded
+        from topoq.cli.log_commands import LogOptions, follow_logs, print_logs
+        from topoq.cli.server_commands import connected
 
-        with connected(server, token) as client:
-            if follow:
-                follow_logs(client, job, pod, tail_bytes)
-            else:
-                print_logs(
-                    client,
-                    job,
-                    pod,
-                    tail_bytes=tail_bytes,
-                    offset=offset,
-                    limit_bytes=limit_bytes,
-                )
+        def run() -> None:
+            asked = LogOptions(pod, attempt, tail, tail_bytes, since, offset, limit_bytes)
+            options = asked.checked(follow=follow)
+            with connected(server, token) as client:
+                if follow:
+                    follow_logs(client, job, options)
+                else:
+                    print_logs(client, job, options)
+
+        guarded(run)
 
     @app.command()
     def nodes(

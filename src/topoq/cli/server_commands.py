@@ -33,7 +33,6 @@ EXIT_REJECTED = 2
 EXIT_UNREACHABLE = 3
 EXIT_UNAUTHORIZED = 4
 EXIT_SERVER_ERROR = 1
-FINISHED = {"succeeded", "failed", "cancelled"}
 
 
 @contextmanager
@@ -172,57 +171,6 @@ def eta_text(eta_at: float | None, now: float | None = None) -> str:
         return "-"
     left = eta_at - (time.time() if now is None else now)
     return f"in {format_duration(left)}" if left >= 1 else "now"
-
-
-def print_logs(
-    client: TopoqClient,
-    job: str,
-    pod: int | None,
-    *,
-    tail_bytes: int | None,
-    offset: int | None,
-    limit_bytes: int | None,
-) -> None:
-    """Print one bounded read of the job's output; say on standard error when it was cut."""
-    read = client.logs(job, pod, tail_bytes=tail_bytes, offset=offset, limit_bytes=limit_bytes)
-    print(read.text, end="", flush=True)
-    if not read.truncated:
-        return
-    if offset is not None:
-        (only,) = read.pods
-        typer.echo(f"(more follows: --offset {only.next_offset})", err=True)
-    else:
-        typer.echo("(the start was left out: --tail-bytes for more, --offset to page)", err=True)
-
-
-def follow_logs(
-    client: TopoqClient,
-    job: str,
-    pod: int | None,
-    tail_bytes: int | None = None,
-    interval_s: float = 1.0,
-) -> None:
-    """Print the tail of the job's output, then what each pod adds, until the job ends."""
-    first = client.logs(job, pod, tail_bytes=tail_bytes)
-    print(first.text, end="", flush=True)
-    attempt, offsets = first.attempt, {p.pod: p.next_offset for p in first.pods}
-    shown = first.pods[-1].pod if first.pods else None
-    while True:
-        finished = client.job(job).phase.value in FINISHED
-        for rank in sorted(offsets):
-            read = client.logs(job, rank, offset=offsets[rank])
-            if read.attempt != attempt:  # a new attempt: its logs start afresh
-                attempt, offsets = read.attempt, dict.fromkeys(offsets, 0)
-                break
-            if read.text:
-                if pod is None and rank != shown:
-                    print(f"\n==> job {job} attempt {attempt} pod {rank} <==", flush=True)
-                print(read.text, end="", flush=True)
-                shown = rank
-            offsets[rank] = read.pods[0].next_offset
-        if finished:
-            return
-        time.sleep(interval_s)
 
 
 # --- cluster ------------------------------------------------------------------------------

@@ -17,6 +17,13 @@ def test_a_line_written_in_pieces_comes_out_whole_once_its_newline_arrives() -> 
     assert lines.unfinished() == []
 
 
+def test_only_a_newline_ends_a_line() -> None:
+    assert PodLines().whole_lines("10%\r50%\r100%\n\x0cpage\n") == [
+        "10%\r50%\r100%\n",
+        "\x0cpage\n",
+    ]
+
+
 def test_an_unfinished_line_is_ended_when_its_attempt_ends() -> None:
     lines = PodLines()
     assert lines.whole_lines("done\nno newline") == ["done\n"]

@@ -123,6 +123,11 @@ def test_an_unfinished_last_line_counts_as_a_line_of_the_tail(tmp_path: Path) ->
     assert _read(tmp_path, pod=0, tail_lines=2) == "two\nthree, still being writ"
 
 
+def test_a_carriage_return_does_not_end_a_line_of_the_tail(tmp_path: Path) -> None:
+    _append(_attempt(tmp_path), 0, b"start\n10%\r50%\r100%\n")
+    assert _read(tmp_path, pod=0, tail_lines=1) == "10%\r50%\r100%\n"
+
+
 def test_a_forward_read_ends_on_a_whole_character(tmp_path: Path) -> None:
     _append(_attempt(tmp_path), 0, "é€😀\n".encode())
     pieces, offset = [], 0

@@ -104,10 +104,10 @@ class PodLines:
     rest: str = ""
 
     def whole_lines(self, text: str) -> list[str]:
-        """The lines ``text`` completes (each with its newline); the unfinished end waits."""
-        lines = (self.rest + text).splitlines(keepends=True)
-        self.rest = lines.pop() if lines and not lines[-1].endswith(("\n", "\r")) else ""
-        return lines
+        """The lines ``text`` completes (each with its newline; a line is what ends in
+        ``\\n``, so a carriage return stays inside its line); the unfinished end waits."""
+        *lines, self.rest = (self.rest + text).split("\n")
+        return [line + "\n" for line in lines]
 
     def unfinished(self) -> list[str]:
         """The line still waiting for its newline, ended (its pod wrote nothing more)."""

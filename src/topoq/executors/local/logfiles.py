@@ -117,7 +117,8 @@ def _chosen_range(
     data = stream.read(first, stream.end)
     if not request.tail_lines:
         return first, data
-    lines = data.splitlines(keepends=True)
+    *ended, last = data.split(b"\n")
+    lines = [line + b"\n" for line in ended] + ([last] if last else [])  # \r is not an end
     kept = lines[-request.tail_lines :]
     if len(kept) == len(lines) and lines and not stream.starts_line(first):
         kept = kept[1:]  # the line the limit cut into

@@ -9,6 +9,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,16 +21,18 @@ from tests.executors.contract import (
     NODE_LOST,
     SLEEP,
     STARTED,
+    STOPPED,
     ExecutorContract,
     ExecutorFactory,
     ended,
+    exit_when_exists,
     of,
     stopped,
 )
 from tests.executors.launches import gang, place, poll_until, process_alive, python
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
-from topoq.engine.ports import ExecutorEventKind, ExecutorStartFailed, UnknownJob
+from topoq.engine.ports import Executor, ExecutorEventKind, ExecutorStartFailed, UnknownJob
 from topoq.executors.local import LocalExecutor
 from topoq.testing.builders import gpu_pods, pod_set
 
@@ -40,6 +43,22 @@ class TestLocalExecutorContract(ExecutorContract):
     @pytest.fixture
     def executor_factory(self) -> ExecutorFactory:
         return lambda work_dir: LocalExecutor(work_dir, stop_grace_s=1.0)
+
+
+class TestLocalExecutorKeepingPodsContract(ExecutorContract):
+    """``pods_outlive_executor``: what ``topoq server --keep-pods-on-exit`` runs."""
+
+    @pytest.fixture
+    def executor_factory(self) -> ExecutorFactory:
+        return lambda work_dir: LocalExecutor(
+            work_dir, stop_grace_s=1.0, pods_outlive_executor=True
+        )
+
+    def pod_pids(self, executor: Executor, job: str) -> list[int]:
+        """From the logs of the job's team, which a successor that did not adopt it knows."""
+        assert isinstance(executor, LocalExecutor)
+        logs = executor.logs(JobId(job), team="t")
+        return [int(pid) for pid in re.findall(r"^pid=(\d+)$", logs, re.M)]
 
 
 @pytest.fixture
@@ -257,7 +276,12 @@ def test_pods_still_stopping_when_the_executor_crashed_are_stopped_by_the_next_o
     pids = list(crashed.pids(JobId("slow")).values())
     crashed.stop(JobId("slow"), grace_s=60)
     with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
-        assert sorted(restarted.stopped_leftovers) == sorted(pids)
+        # a victim being stopped holds its nodes: adopted, and stopped again by the new one
+        assert restarted.adopt({JobId("slow"): 1}) == {JobId("slow")}
+        restarted.stop(JobId("slow"), grace_s=0.5)
+        events = of("slow", poll_until(restarted, stopped("slow"), timeout_s=10))
+        assert [e.kind for e in events] == [STARTED, STOPPED]
+        assert not any(process_alive(pid) for pid in pids)
     poll_until(crashed, lambda _: not any(process_alive(pid) for pid in pids), timeout_s=5)
     crashed.close()
 
@@ -343,7 +367,8 @@ def test_pods_left_by_a_crashed_executor_are_stopped_by_the_next_one(tmp_path: P
     assert pids and all(process_alive(pid) for pid in pids)
     # a new executor on the same work directory, as after a control-plane restart
     with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
-        assert sorted(restarted.stopped_leftovers) == sorted(pids)
+        assert restarted.poll() == []  # nobody adopted first: everything left is stopped
+        assert set(pids) <= set(restarted.stopped_leftovers)
     poll_until(crashed, lambda _: not any(process_alive(pid) for pid in pids), timeout_s=5)
     crashed.close()
 
@@ -364,3 +389,74 @@ def test_a_gang_whose_directory_cannot_be_made_raises_and_holds_no_gpus(
 def test_a_pod_log_limit_too_small_to_rotate_is_refused(tmp_path: Path) -> None:
     with pytest.raises(InvalidInputError, match="pod_log_limit_bytes"):
         LocalExecutor(tmp_path / "work", pod_log_limit_bytes=10)
+
+
+def test_a_gang_a_crashed_executor_left_running_is_adopted_and_ends_as_its_pods_do(
+    tmp_path: Path,
+) -> None:
+    """The crashed executor is never polled or closed again (as when its process was
+    SIGKILLed): its pods run on, their keepers write their exit codes, and the next executor
+    reports them — one pod that ended while nobody watched, one that ends later."""
+    crashed = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    early, late = tmp_path / "early", tmp_path / "late"
+    commands = {
+        "workers": python(exit_when_exists(early, 0)),
+        "second": python(exit_when_exists(late, 3)),
+    }
+    placed = place(gang("kept", gpu_pods(1, gpus=8), gpu_pods(1, gpus=8, name="second")))
+    crashed.start(placed.launch("kept", commands=commands))
+    poll_until(crashed, lambda _: crashed.logs(JobId("kept")).count("pid=") == 2)
+    keepers = crashed.pids(JobId("kept"))
+    early.touch()  # pod 0 ends with 0 before anybody adopts it
+    poll_until(crashed, lambda _: (tmp_path / "work/t/kept/1/pod-0.exit").exists())
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
+        assert restarted.adopt({JobId("kept"): 1, JobId("other"): 1}) == {JobId("kept")}
+        assert restarted.stopped_leftovers == []
+        started = of("kept", restarted.poll())
+        assert [(e.kind, e.attempt) for e in started] == [(STARTED, 1)]
+        assert restarted.pids(JobId("kept")) == {1: keepers[1]}  # pod 0 ended, pod 1 runs on
+        late.touch()
+        events = of("kept", poll_until(restarted, ended("kept")))
+        assert [(e.kind, e.attempt, e.exit_code) for e in events] == [(EXITED, 1, 3)]
+        assert "pod 1 (second on n01) exited with 3" in events[0].message
+    crashed.close()
+
+
+def test_a_gang_that_lost_a_pod_while_nobody_watched_is_not_adopted_and_the_rest_is_stopped(
+    tmp_path: Path,
+) -> None:
+    crashed = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    crashed.start(place(gang("torn")).launch("torn", command=python(SLEEP)))
+    keepers = crashed.pids(JobId("torn"))
+    poll_until(crashed, lambda _: all(process_alive(pid) for pid in keepers.values()))
+    os.kill(keepers[0], signal.SIGKILL)  # no exit code written: the pod was lost
+    deadline = time.monotonic() + 5  # the crashed executor is not polled: it saw nothing
+    while process_alive(keepers[0]) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
+        assert restarted.adopt({JobId("torn"): 1}) == set()
+        assert keepers[1] in restarted.stopped_leftovers
+        assert restarted.poll() == []
+    poll_until(crashed, lambda _: not process_alive(keepers[1]), timeout_s=5)
+    crashed.close()
+
+
+def test_an_adopted_gang_keeps_its_gpus_and_only_its_own_attempt_is_adopted(
+    tmp_path: Path,
+) -> None:
+    crashed = LocalExecutor(tmp_path / "work", stop_grace_s=0.5)
+    placed = place(gang("kept", gpu_pods(1, gpus=4)), gang("old", gpu_pods(1, gpus=4)))
+    crashed.start(placed.launch("kept", command=python(SLEEP)))
+    crashed.start(placed.launch("old", command=python(SLEEP)))
+    poll_until(crashed, lambda _: len(crashed.pids(JobId("old"))) == 1)
+    old_pid = crashed.pids(JobId("old"))[0]
+    with LocalExecutor(tmp_path / "work", stop_grace_s=0.5) as restarted:
+        # the store says "old" holds attempt 2 now: its attempt 1 is not adopted
+        assert restarted.adopt({JobId("kept"): 1, JobId("old"): 2}) == {JobId("kept")}
+        assert old_pid in restarted.stopped_leftovers
+        held = {n: restarted._gpus.in_use(n) for n in ("n00", "n01")}
+        assert sum(len(indices) for indices in held.values()) == 4  # its GPUs, not old's
+        restarted.cancel(JobId("kept"))
+        assert restarted.pids(JobId("kept")) == {}
+        assert not any(restarted._gpus.in_use(n) for n in ("n00", "n01"))
+    crashed.close()

@@ -179,8 +179,9 @@ class ExecutorCapabilities:
     """Whether ``fail_node`` can stop a node's work on demand (for demos and tests)."""
     captures_logs: bool
     pods_outlive_executor: bool = False
-    """Whether pods run on when the executor closes (or its process dies), to be adopted by
-    the next one (``Executor.adopt``); the local executor's pods die with it."""
+    """Whether pods run on when the executor closes, to be adopted by the next one
+    (``Executor.adopt``). Pods may also outlive a crash of the executor's process (the local
+    executor's do): ``adopt`` takes those over whatever this says."""
     reports_inventory: bool = False
     """Whether the executor knows the cluster's nodes (``Executor.inventory_changes``), so
     that the server takes its inventory from there instead of a cluster file."""
@@ -306,8 +307,7 @@ class Executor(Protocol):
     def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
         """After a restart, given the attempt of every job the store says holds capacity:
         keep the gangs of those attempts that still run here (their events follow as for
-        gangs it started) and stop whatever else of its own it finds; the jobs kept. An
-        executor whose pods die with it keeps none."""
+        gangs it started) and stop whatever else of its own it finds; the jobs kept."""
 
 
 ClusterJob = Mapping[str, Any]

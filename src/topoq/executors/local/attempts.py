@@ -3,13 +3,13 @@ processes, and where the attempt's files are."""
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from topoq.domain.job import JobId
 from topoq.executors.environment import PodPlan
 from topoq.executors.local.log_marks import MarkBook
+from topoq.executors.local.processes import PodProcess
 
 
 @dataclass
@@ -18,7 +18,7 @@ class RunningPod:
 
     plan: PodPlan
     gpu_indices: tuple[int, ...]
-    process: subprocess.Popen[bytes] | None = None
+    process: PodProcess | None = None
     exit_code: int | None = None
     log_book: MarkBook | None = None
     """When its output was written and how far its log was rotated, once it was tended."""
@@ -43,5 +43,5 @@ class RunningAttempt:
     def nodes(self) -> frozenset[str]:
         return frozenset(pod.plan.node for pod in self.pods)
 
-    def running(self) -> list[subprocess.Popen[bytes]]:
+    def running(self) -> list[PodProcess]:
         return [p.process for p in self.pods if p.process is not None and p.exit_code is None]

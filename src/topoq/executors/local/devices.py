@@ -37,6 +37,10 @@ class GpuIndexBook:
         in_use.update(free)
         return tuple(free)
 
+    def reserve(self, node: str, indices: Iterable[int]) -> None:
+        """Mark ``indices`` of ``node`` in use (a pod adopted after a restart holds them)."""
+        self._in_use.setdefault(node, set()).update(indices)
+
     def release(self, node: str, indices: Iterable[int]) -> None:
         self._in_use.get(node, set()).difference_update(indices)
 

@@ -19,6 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from pathlib import Path
 from types import TracebackType
 
@@ -50,9 +51,17 @@ from topoq.executors.local.layout import (
     executor_id,
     make_private_directories,
     open_private,
+    pod_exit_file,
     pod_log,
 )
-from topoq.executors.local.leftovers import forget_pids, record_pids, stop_leftovers
+from topoq.executors.local.leftovers import (
+    RecordedAttempt,
+    RecordedPod,
+    forget_pids,
+    record_pids,
+    recorded_attempts,
+    stop_leftovers,
+)
 from topoq.executors.local.log_marks import MarkBook
 from topoq.executors.local.log_rotation import tend_log
 from topoq.executors.local.logfiles import read_logs, write_manifest
@@ -62,6 +71,7 @@ from topoq.executors.local.process_table import (
     release_child_subreaper,
 )
 from topoq.executors.local.processes import (
+    AdoptedProcess,
     Stopping,
     Terminations,
     free_port,
@@ -112,9 +122,13 @@ class LocalExecutor:
         stop_grace_s: float = DEFAULT_STOP_GRACE_S,
         base_environment: Mapping[str, str] | None = None,
         pod_log_limit_bytes: int = DEFAULT_POD_LOG_LIMIT_BYTES,
+        pods_outlive_executor: bool = False,
     ) -> None:
+        """``pods_outlive_executor``: ``close`` leaves running pods running, for the next
+        executor on ``work_dir`` to adopt (pods always outlive a crash of the process)."""
         self.pod_log_limit_bytes = checked_log_limit(pod_log_limit_bytes)
-        self.capabilities = LOCAL_CAPABILITIES
+        self.capabilities = replace(LOCAL_CAPABILITIES, pods_outlive_executor=pods_outlive_executor)
+        self._python = python
         self.work_dir = Path(work_dir)
         self._clock = clock
         self._default_command = (python, str(DEFAULT_POD_SCRIPT))
@@ -136,8 +150,10 @@ class LocalExecutor:
         self._terminations = Terminations(
             stop_grace_s, executor_marker=self.id + "/", running=self._running_pids
         )
-        self.stopped_leftovers = stop_leftovers(self.work_dir, self.id + "/")
-        self._terminations.adopt(self.stopped_leftovers)
+        self.stopped_leftovers: list[int] = []
+        """The pids of what an earlier executor left that this one stopped (once settled)."""
+        self._settled = False
+        """Whether what an earlier executor left was adopted or stopped (``_settle``)."""
 
     # --- the Executor protocol ----------------------------------------------------------
 
@@ -149,6 +165,7 @@ class LocalExecutor:
         stopping the pods already spawned and giving their GPUs back."""
         job, team = launch.job.id, str(launch.job.team)
         with self._lock:
+            self._settle()
             self.cancel(job)
             plans = plan_pods(launch.job.workload, launch.allocation)
             commands = self._commands(launch)
@@ -219,6 +236,7 @@ class LocalExecutor:
 
     def poll(self) -> list[ExecutorEvent]:
         with self._lock:
+            self._settle()
             self._terminations.advance()
             for attempt in list(self._attempts.values()):
                 self._observe(attempt)
@@ -259,11 +277,20 @@ class LocalExecutor:
         return None
 
     def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
-        """None kept: pods die with the executor (and ``stop_leftovers`` ends any left)."""
-        return set()
+        """After a restart, given the attempt of every job the store says holds capacity: keep
+        the gangs of those attempts that an earlier executor on this work directory started
+        and whose every pod still runs or ended with an exit code its keeper wrote (a pod that
+        ended while no executor watched is reported by the next ``poll``, as if it had just
+        ended); STARTED follows for each. Every other process an earlier executor left is
+        stopped. Called before anything else, or not at all (then the first ``start`` or
+        ``poll`` stops everything left)."""
+        with self._lock:
+            return self._settle(holding)
 
     def close(self) -> None:
         with self._lock:
+            if self.capabilities.pods_outlive_executor:
+                self._attempts.clear()  # left running, recorded, for the next executor
             for attempt in list(self._attempts.values()):
                 self._end(attempt)
             for _, entry in self._stopping.values():
@@ -296,6 +323,49 @@ class LocalExecutor:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+    # --- after a restart ----------------------------------------------------------------
+
+    def _settle(self, holding: Mapping[JobId, int] | None = None) -> set[JobId]:
+        """Once: adopt the attempts of ``holding`` an earlier executor left whole, and stop
+        everything else it left. The jobs adopted."""
+        if self._settled:
+            return set()
+        self._settled = True
+        adopted = [
+            attempt
+            for recorded in recorded_attempts(self.work_dir)
+            if holding is not None
+            and holding.get(JobId(recorded.job)) == recorded.number
+            and (attempt := self._adoptable(recorded)) is not None
+        ]
+        directories = [attempt.directory for attempt in adopted]
+        self.stopped_leftovers = stop_leftovers(self.work_dir, self.id + "/", sparing=directories)
+        self._terminations.adopt(self.stopped_leftovers)
+        for attempt in adopted:
+            self._attempts[attempt.job] = attempt
+            self._teams[attempt.job] = attempt.team
+            for pod in attempt.pods:
+                self._gpus.reserve(pod.plan.node, pod.gpu_indices)
+            message = f"{len(attempt.pods)} pods adopted after a restart of the control plane"
+            self._emit(ExecutorEventKind.STARTED, attempt, message=message)
+        return {attempt.job for attempt in adopted}
+
+    def _adoptable(self, recorded: RecordedAttempt) -> RunningAttempt | None:
+        """The attempt as this executor runs it, if every pod's keeper is still its own (same
+        pid, same marker) or ended with a written exit code; None when a pod is lost."""
+        job = JobId(recorded.job)
+        marker = attempt_marker(self.id, recorded.team, job, recorded.number)
+        if recorded.directory != attempt_dir(self.work_dir, recorded.team, job, recorded.number):
+            return None
+        attempt = RunningAttempt(job, recorded.team, recorded.number, recorded.directory, marker)
+        for pod in recorded.pods:
+            exit_file = pod_exit_file(recorded.directory, pod.plan.rank)
+            process = AdoptedProcess(pod.pid, f"{marker}{pod.plan.rank}", exit_file)
+            if not process.alive() and not exit_file.exists():
+                return None  # killed while nobody watched: the gang lost a pod
+            attempt.pods.append(RunningPod(pod.plan, pod.gpu_indices, process))
+        return attempt
 
     # --- starting -----------------------------------------------------------------------
 
@@ -367,12 +437,23 @@ class LocalExecutor:
                     environment=environment,
                     cwd=attempt.directory,
                     log_path=pod_log(attempt.directory, pod.plan.rank),
+                    exit_file=pod_exit_file(attempt.directory, pod.plan.rank),
+                    marker=(MARKER_VARIABLE, environment[MARKER_VARIABLE]),
+                    python=self._python,
                 )
             except OSError as error:
                 self._fail_to_start(attempt, pod, error)
                 return
-        pids = [p.process.pid for p in attempt.pods if p.process]
-        record_pids(attempt.directory, attempt.job, pids)
+        recorded = [
+            RecordedPod(p.plan, p.gpu_indices, p.process.pid) for p in attempt.pods if p.process
+        ]
+        record_pids(
+            attempt.directory,
+            attempt.job,
+            [pod.pid for pod in recorded],
+            team=attempt.team,
+            pods=recorded,
+        )
         hosts = ", ".join(context.hosts)
         message = f"{len(attempt.pods)} pods on {hosts}, rendezvous port {context.master_port}"
         self._emit(ExecutorEventKind.STARTED, attempt, message=message)

@@ -63,6 +63,12 @@ def pod_log(directory: Path, rank: int) -> Path:
     return directory / f"pod-{rank}.log"
 
 
+def pod_exit_file(directory: Path, rank: int) -> Path:
+    """The exit code of the pod's command, written by its keeper when the command ended
+    (``topoq.executors.local.pod_keeper``)."""
+    return directory / f"pod-{rank}.exit"
+
+
 def rotated_log(directory: Path, rank: int) -> Path:
     """The older part of the pod's output, once its log was rotated."""
     return directory / f"pod-{rank}.log.1"

@@ -116,18 +116,28 @@ def signal_processes(pids: Iterable[int], signum: int) -> None:
 
 
 def kill_until_gone(
-    marker_prefix: str, leaders: Collection[int] = (), rounds: int = 50
+    marker_prefix: str,
+    leaders: Collection[int] = (),
+    rounds: int = 50,
+    *,
+    sparing: Collection[str] = (),
 ) -> set[int]:
     """SIGKILL every pod process of ``marker_prefix`` and ``leaders`` again and again until a
-    fresh look finds none alive (a process may fork while it is being killed). Returns the
-    pids killed."""
+    fresh look finds none alive (a process may fork while it is being killed) — but those of
+    the pods whose markers start with one of ``sparing``, and the processes of their groups,
+    sessions and descendants. Returns the pids killed."""
     killed: set[int] = set()
+    prefixes = tuple(sparing)
     for _ in range(rounds):
         table = read_process_table()
+        spared: set[int] = set()
+        if prefixes:
+            kept = [e.pid for e in table.values() if e.marker and e.marker.startswith(prefixes)]
+            spared = pod_processes(table, leaders=kept, marker_prefix=prefixes[0]) | set(kept)
         live = {
             pid
             for pid in pod_processes(table, leaders=leaders, marker_prefix=marker_prefix)
-            if not table[pid].zombie
+            if not table[pid].zombie and pid not in spared
         }
         if not live:
             break

@@ -5,7 +5,10 @@ reaped without blocking."""
 from __future__ import annotations
 
 import contextlib
+import errno
+import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -28,22 +31,116 @@ SIGNAL_EXIT_BASE = 128
 """A pod killed by signal N reports exit code 128 + N, as shells and Kubernetes do."""
 
 
+KEEPER_SCRIPT = Path(__file__).resolve().parent / "pod_keeper.py"
+"""What each pod's own process runs: it runs the pod's command and writes its exit code down
+(``topoq.executors.local.pod_keeper``), so that a pod outlives the executor that started it
+and can be adopted by the next one."""
+KILLED_EXIT_CODE = SIGNAL_EXIT_BASE + signal.SIGKILL
+"""The exit code of a pod whose keeper left no code: it was killed (SIGKILL leaves none)."""
+
+
 def spawn(
-    argv: Sequence[str], *, environment: Mapping[str, str], cwd: Path, log_path: Path
+    argv: Sequence[str],
+    *,
+    environment: Mapping[str, str],
+    cwd: Path,
+    log_path: Path,
+    exit_file: Path,
+    marker: tuple[str, str],
+    python: str,
 ) -> subprocess.Popen[bytes]:
-    """Start ``argv`` as the leader of a new session, stdout and stderr into ``log_path``
-    (private, opened for appending so that a rotation's truncation leaves no hole)."""
+    """Start the pod's keeper as the leader of a new session, stdout and stderr into
+    ``log_path`` (private, opened for appending so that a rotation's truncation leaves no
+    hole); it runs ``argv`` with ``environment`` (handed over on its standard input) and
+    writes the exit code to ``exit_file``. The keeper's own environment is the pod's
+    ``marker`` variable alone. Raises as ``Popen`` would for ``argv`` itself: ValueError for
+    a NUL or a malformed variable, FileNotFoundError or PermissionError for a command that
+    cannot run."""
+    runnable(argv, environment, cwd)
     log_descriptor = open_private(log_path, os.O_WRONLY | os.O_APPEND | os.O_TRUNC)
     with os.fdopen(log_descriptor, "wb") as log:
-        return subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
+        keeper = subprocess.Popen(
+            [python, "-I", "-S", str(KEEPER_SCRIPT), str(exit_file), "--", *argv],
+            stdin=subprocess.PIPE,
             stdout=log,
             stderr=subprocess.STDOUT,
             cwd=cwd,
-            env=dict(environment),
+            env=dict([marker]),
             start_new_session=True,
         )
+    assert keeper.stdin is not None
+    try:
+        keeper.stdin.write(json.dumps(dict(environment)).encode())
+    except BrokenPipeError:  # the keeper died at once: its exit says why
+        pass
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            keeper.stdin.close()
+    return keeper
+
+
+def runnable(argv: Sequence[str], environment: Mapping[str, str], cwd: Path) -> None:
+    """Raise what ``Popen(argv, env=environment, cwd=cwd)`` would before running anything."""
+    if not argv:
+        raise ValueError("an empty command")
+    for name, value in environment.items():
+        if "\0" in name or "\0" in value:
+            raise ValueError(f"embedded null byte in the environment variable {name!r:.40}")
+        if not name or "=" in name:
+            raise ValueError(f"illegal environment variable name {name!r:.40}")
+    if any("\0" in argument for argument in argv):
+        raise ValueError("embedded null byte in the command")
+    program = argv[0]
+    if "/" in program:
+        path = (cwd / program) if not program.startswith("/") else Path(program)
+        if not path.exists():
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+    else:
+        found = shutil.which(program, path=environment.get("PATH", os.defpath))
+        if found is None:
+            raise FileNotFoundError(errno.ENOENT, os.strerror(errno.ENOENT), program)
+        path = Path(found)
+    if path.is_dir() or not os.access(path, os.X_OK):
+        raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), program)
+
+
+@dataclass(eq=False)
+class AdoptedProcess:
+    """The keeper of a pod that an earlier executor spawned (not a child of this process, so
+    it cannot be waited for): alive while a process with its pid carries its marker; its
+    exit code is what it wrote to its exit file."""
+
+    pid: int
+    marker: str
+    exit_file: Path
+    returncode: int | None = None
+
+    def alive(self) -> bool:
+        return marker_of(self.pid) == self.marker
+
+    def poll(self) -> int | None:
+        if self.returncode is None and not self.alive():
+            self.returncode = recorded_exit_code(self.exit_file)
+        return self.returncode
+
+    def wait(self) -> int:
+        while self.poll() is None:
+            time.sleep(0.01)
+        assert self.returncode is not None
+        return self.returncode
+
+
+PodProcess = subprocess.Popen[bytes] | AdoptedProcess
+"""A pod's own process (its keeper): spawned here, or adopted after a restart."""
+
+
+def recorded_exit_code(exit_file: Path) -> int:
+    """The code a keeper wrote; a keeper that wrote none was killed."""
+    try:
+        code = json.loads(exit_file.read_text(encoding="utf-8"))["exit_code"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return KILLED_EXIT_CODE
+    return code if isinstance(code, int) and not isinstance(code, bool) else KILLED_EXIT_CODE
 
 
 def free_port() -> int:
@@ -59,10 +156,12 @@ def exit_code(returncode: int) -> int:
     return SIGNAL_EXIT_BASE - returncode if returncode < 0 else returncode
 
 
-def has_exited(process: subprocess.Popen[bytes]) -> bool:
+def has_exited(process: PodProcess) -> bool:
     """Whether the process ended, without reaping it (its pid stays reserved until reaped)."""
     if process.returncode is not None:
         return True
+    if isinstance(process, AdoptedProcess):
+        return process.poll() is not None
     try:
         status = os.waitid(os.P_PID, process.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
     except ChildProcessError:
@@ -70,13 +169,13 @@ def has_exited(process: subprocess.Popen[bytes]) -> bool:
     return status is not None
 
 
-def signal_group(process: subprocess.Popen[bytes], signum: int) -> None:
+def signal_group(process: PodProcess, signum: int) -> None:
     """Send ``signum`` to the pod's whole process group (the leader's pid is its id)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(process.pid, signum)
 
 
-def reap(process: subprocess.Popen[bytes]) -> int:
+def reap(process: PodProcess) -> int:
     """The exit code of an ended pod. Kills what is left of its process group first, while the
     unreaped leader still reserves the group's id."""
     signal_group(process, signal.SIGKILL)
@@ -87,7 +186,7 @@ def reap(process: subprocess.Popen[bytes]) -> int:
 class Stopping:
     """One attempt's pods being stopped (what ``Terminations.begin`` hands back)."""
 
-    leaders: list[subprocess.Popen[bytes]]
+    leaders: list[PodProcess]
     """The pods' own processes, until reaped."""
     marker_prefix: str
     kill_at: float
@@ -123,7 +222,7 @@ class Terminations:
 
     def begin(
         self,
-        leaders: Sequence[subprocess.Popen[bytes]],
+        leaders: Sequence[PodProcess],
         marker_prefix: str,
         *,
         grace_s: float | None = None,
@@ -141,7 +240,7 @@ class Terminations:
         """Kill what is left of ``entry`` at most ``grace_s`` from now."""
         entry.kill_at = min(entry.kill_at, time.monotonic() + grace_s)
 
-    def kill_now(self, leaders: Sequence[subprocess.Popen[bytes]], marker_prefix: str) -> None:
+    def kill_now(self, leaders: Sequence[PodProcess], marker_prefix: str) -> None:
         """SIGKILL the attempt's processes and wait until they are gone."""
         for leader in leaders:
             signal_group(leader, signal.SIGKILL)
@@ -219,7 +318,7 @@ class Terminations:
                 self._adopted.discard(pid)
 
 
-def _reaped(process: subprocess.Popen[bytes]) -> bool:
+def _reaped(process: PodProcess) -> bool:
     if not has_exited(process):
         return False
     reap(process)

@@ -6,13 +6,15 @@ ACCESS fails here (and in docs/api.md); a new route that answers without a token
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from starlette.routing import Route
+from starlette.routing import Mount, Route
+from starlette.staticfiles import StaticFiles
 
 from tests.api.conftest import POLICY_FILE, TEAM, Api, small_job
 from topoq.api.app import create_app
@@ -27,7 +29,15 @@ ADMIN = frozenset({Role.ADMIN})
 V1 = "/api/v1"
 
 OPEN_ROUTES = frozenset(
-    {"/healthz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc"}
+    {
+        "/healthz",
+        "/metrics",
+        "/openapi.json",
+        "/docs",
+        "/docs/oauth2-redirect",
+        "/redoc",
+        "/docs/assets/{asset}",
+    }
 )
 """The routes that answer without a token (docs/api.md, "Routes without a token"): liveness,
 Prometheus metrics (per team at most), and the API's own documentation."""
@@ -39,6 +49,7 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/docs"): PUBLIC,
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
+    ("GET", "/docs/assets/{asset}"): PUBLIC,
     ("POST", f"{V1}/jobs"): WRITERS,
     ("GET", f"{V1}/jobs"): EVERYONE,
     ("GET", f"{V1}/jobs/{{job_id}}"): EVERYONE,
@@ -98,6 +109,8 @@ def _paths_and_methods(routes: list[Any]) -> Iterator[tuple[str, set[str]]]:
         elif hasattr(route, "effective_route_contexts"):  # an included router (FastAPI 0.16x)
             for context in route.effective_route_contexts():
                 yield context.path, set(getattr(context.original_route, "methods", ()) or ())
+        elif isinstance(route, Mount) and isinstance(route.app, StaticFiles):  # the docs' assets
+            yield f"{route.path}/{{asset}}", {"GET"}
         else:
             raise AssertionError(f"a route of a kind this test does not know: {route!r}")
 
@@ -156,7 +169,13 @@ def test_another_teams_token_cannot_touch_the_job(matrix_api: Api, method: str, 
 
 
 def _call(api: Api, method: str, path: str, who: str) -> Any:
-    url = path.format(job_id=JOB, name=NODE, token_id=_member_token_id(api, who), version=1)
+    url = path.format(
+        job_id=JOB,
+        name=NODE,
+        token_id=_member_token_id(api, who),
+        version=1,
+        asset="swagger-ui.css",
+    )
     headers = {} if who == "anonymous" else api.headers(who)
     return api.client.request(method, url, headers=headers, json=_body(method, path, who))
 
@@ -213,3 +232,15 @@ def test_a_token_name_is_never_reused_even_after_a_revocation(api: Api) -> None:
     after = api.client.post(f"{V1}/tokens", json=body, headers=api.headers("team-admin"))
     assert after.status_code == 409, after.text
     assert "revoked" in after.json()["detail"]["hint"]
+
+
+def test_the_api_pages_load_every_script_and_style_from_the_server(matrix_api: Api) -> None:
+    """No CDN: every asset /docs and /redoc name is a path of this server, and is served."""
+    for page in ("/docs", "/redoc"):
+        html = matrix_api.client.get(page).text
+        assets = re.findall(r'(?:src|href)="([^"]+)"', html)
+        assert assets, html
+        for asset in assets:
+            assert asset.startswith("/"), f"{page} loads {asset} from elsewhere"
+            served = matrix_api.client.get(asset)
+            assert served.status_code == 200 and len(served.content) > 1000, asset

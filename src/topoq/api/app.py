@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from fastapi import FastAPI
+from fastapi_offline import FastAPIOffline
 
 from topoq import __version__
 from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records, routes_reports
@@ -14,6 +15,9 @@ from topoq.domain.limits import MAX_REQUEST_BYTES
 from topoq.wire.v1 import ErrorBody
 
 API_PREFIX = "/api/v1"
+DOCS_ASSETS = "/docs/assets"
+"""Where ``/docs`` and ``/redoc`` load Swagger UI's and ReDoc's scripts from (shipped by
+``fastapi-offline``, served without a token like the pages)."""
 _ERRORS = {
     status: {"model": ErrorBody, "description": description}
     for status, description in (
@@ -29,7 +33,8 @@ _ERRORS = {
 
 def create_app(service: Service, *, access_log: bool = False) -> FastAPI:
     """The API on ``service``; with ``access_log``, a ``request`` event per HTTP request."""
-    app = FastAPI(
+    app = FastAPIOffline(  # /docs and /redoc from assets in the package: no CDN, no internet
+        static_url=DOCS_ASSETS,
         title="topoq",
         version=__version__,
         summary="Topology-aware gang scheduler and governance control plane",

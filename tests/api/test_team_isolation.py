@@ -189,7 +189,7 @@ def _calls(
     ]
     for job in job_ids if "{job_id}" in path else [None]:
         for token in token_ids if "{token_id}" in path else [None]:
-            url = path.format(job_id=job, token_id=token, name=NODE)
+            url = path.format(job_id=job, token_id=token, name=NODE, version=1, asset="x.css")
             for params in _query_variants(method, path):
                 yield url, params, _body(method, path, foreign)
 

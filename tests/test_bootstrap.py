@@ -72,7 +72,9 @@ def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
             with TopoqClient(url, token.read_text().strip()) as client:
                 client.submit(block_job("long", "nlp", "training", sleep_s=300).request())
                 assert wait_until(lambda: client.job("long").phase.value == "running")
-            pods = [p for p in processes_using(tmp_path) if "default_pod" in p]
+            pods = [
+                p for p in processes_using(tmp_path) if "default_pod" in p and "pod_keeper" not in p
+            ]
             assert len(pods) == 8
             server.send_signal(signal.SIGTERM)
             assert server.wait(timeout=20) == 128 + signal.SIGTERM

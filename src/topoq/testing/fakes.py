@@ -112,7 +112,8 @@ class MemoryStore:
         found = [
             entry
             for entry in reversed(self.audit_rows)
-            if (since_s is None or entry.at_s >= since_s) and (actor is None or entry.actor == actor)
+            if (since_s is None or entry.at_s >= since_s)
+            and (actor is None or entry.actor == actor)
         ]
         return found[:limit]
 

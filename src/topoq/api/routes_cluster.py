@@ -29,6 +29,8 @@ from topoq.wire.v1.cluster import PolicyVersionModel
 router = APIRouter(tags=["cluster"], route_class=StrictJsonRoute)
 
 POLICY_BODY = "body"
+MAX_POLICY_VERSION = 2**31 - 1
+"""No store keeps more versions; a larger number (one the database cannot hold) is none."""
 
 
 @router.get("/teams", summary="Teams with guarantee, used, borrowed and lent per flavor")
@@ -98,7 +100,7 @@ def rollback_policy(version: int, principal: Admin, service: ServiceDep) -> Poli
 
 
 def _kept(service: Service, version: int) -> ClusterPolicy:
-    found = service.store.policy_at(version) if version > 0 else None
+    found = service.store.policy_at(version) if 0 < version <= MAX_POLICY_VERSION else None
     if found is None:
         kept = [v.version for v in service.store.policy_versions()]
         raise ApiError(

@@ -70,7 +70,12 @@ def audit(
     service: ServiceDep,
     limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 100,
     since_s: Annotated[
-        float | None, Query(gt=0, description="Only entries of the last this many seconds.")
+        float | None,
+        Query(
+            gt=0,
+            allow_inf_nan=False,
+            description="Only entries of the last this many seconds.",
+        ),
     ] = None,
     actor: Annotated[str | None, Query(description="Only entries by this token name.")] = None,
 ) -> list[AuditEntryModel]:

@@ -76,8 +76,9 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
     PhaseMove(
         P.ADMITTED,
         P.PENDING,
-        "a node it was placed on failed before it started, or the executor could not start it "
-        "(START_FAILED) and a retry is left (max_retry)",
+        "a node it was placed on failed before it started, the executor could not start it "
+        "(START_FAILED) and a retry is left (max_retry), or the control plane restarted and "
+        "its pods did not survive",
     ),
     PhaseMove(
         P.ADMITTED, P.FAILED, "the executor could not start it (START_FAILED), no retry left"
@@ -90,7 +91,13 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
         "a pod failed and no retry is left (max_retry), or it ran past its time limit "
         "(TIME_LIMIT_REACHED)",
     ),
-    PhaseMove(P.RUNNING, P.PENDING, "a pod failed with retries left, or a node of the gang failed"),
+    PhaseMove(
+        P.RUNNING,
+        P.PENDING,
+        "a pod failed with retries left, a node of the gang failed, or the control plane "
+        "restarted and a pod of the gang was lost while it was down (gangs whose pods all "
+        "survived are adopted and stay running)",
+    ),
     PhaseMove(
         P.RUNNING,
         P.PREEMPTING,
@@ -104,8 +111,9 @@ PHASE_MOVES: tuple[PhaseMove, ...] = (
         "its pods are gone: the executor reported them stopped (STOPPED), they exited by "
         "themselves while stopping (any exit code: a trainer that checkpoints on SIGTERM and "
         "exits 0 is resumed, not finished), a node of the gang failed, the grace period "
-        "passed and the controller had them killed, or the control plane restarted; back in "
-        "the queue with the cause recorded",
+        "passed and the controller had them killed, or the control plane restarted and its "
+        "pods were lost meanwhile (pods that survived are adopted and asked to stop again); "
+        "back in the queue with the cause recorded",
     ),
     PhaseMove(P.PREEMPTING, P.CANCELLED, "the user cancelled it while it was being evicted"),
 )

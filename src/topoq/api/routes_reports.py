@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from datetime import UTC, datetime
 from typing import Annotated
 
 from fastapi import APIRouter, Query
@@ -18,6 +17,7 @@ from topoq.api.errors import ApiError
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
+from topoq.domain.durations import iso_time_s
 from topoq.store.records import JobEvent
 from topoq.wire.v1 import JobUsageModel, TeamDayUsageModel, UsageReportModel
 
@@ -66,12 +66,9 @@ def parse_time(text: str, where: str) -> float:
         seconds = float(text)
     except ValueError:
         try:
-            moment = datetime.fromisoformat(text.strip())
+            seconds = iso_time_s(text)
         except ValueError:
             raise ApiError(422, f"not a time: {text!r}", where=where, hint=TIME_HINT) from None
-        if moment.tzinfo is None:
-            moment = moment.replace(tzinfo=UTC)
-        seconds = moment.timestamp()
     if not (math.isfinite(seconds) and 0 <= seconds <= LATEST_TIME_S):
         raise ApiError(
             422, f"{text!r} is out of range", where=where, hint="give a time from 1970 to 9999"

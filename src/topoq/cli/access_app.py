@@ -5,59 +5,14 @@ it and nothing else."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
 
+from topoq.cli.output import Output, OutputOption, print_as, table_of, utc
 from topoq.cli.server_app import ServerOption, TokenOption
 
-
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    YAML = "yaml"
-
-
-OutputOption = Annotated[
-    Output, typer.Option("--output", "-o", help="table, json or yaml.", show_default=True)
-]
 ROLES = ("admin", "team-admin", "member", "viewer")
-
-
-def print_as(output: Output, found: Any, table: Callable[[], str] | None) -> None:
-    """``found`` (a wire model or a list of them) as JSON or YAML, else ``table()``."""
-    if output is Output.TABLE:
-        if table is not None:
-            print(table())
-        return
-    document = (
-        [item.model_dump(mode="json") for item in found]
-        if isinstance(found, list)
-        else found.model_dump(mode="json")
-    )
-    if output is Output.JSON:
-        import json
-
-        print(json.dumps(document, indent=2))
-    else:
-        import yaml
-
-        print(yaml.safe_dump(document, sort_keys=False), end="")
-
-
-def utc(seconds: float | None) -> str:
-    if seconds is None:
-        return "-"
-    return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
-
-
-def table_of(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    from topoq.cli.render import text_table
-
-    return text_table(columns, rows)
 
 
 def register(app: typer.Typer) -> None:

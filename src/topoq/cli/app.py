@@ -10,6 +10,7 @@ from typing import Annotated, NoReturn
 
 import typer
 
+from topoq.cli.output import Output as OutputFormat
 from topoq.cli.server_app import ServerOption, TokenOption
 
 EXIT_BAD_INPUT = 2
@@ -166,10 +167,8 @@ policy_app = typer.Typer(
 app.add_typer(policy_app, name="policy")
 
 
-class PolicyOutput(StrEnum):
-    TABLE = "table"
-    JSON = "json"
-    YAML = "yaml"
+PolicyOutput = OutputFormat
+"""``policy show``'s ``-o``: the verbs' one output choice (``cli.output``)."""
 
 
 class DocumentFormat(StrEnum):

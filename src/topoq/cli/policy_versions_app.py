@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from topoq.cli.access_app import Output, OutputOption, print_as, table_of, utc
+from topoq.cli.output import Output, OutputOption, print_as, table_of, utc
 from topoq.cli.server_app import ServerOption, TokenOption
 
 if TYPE_CHECKING:

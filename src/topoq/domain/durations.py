@@ -80,6 +80,15 @@ def format_duration(seconds: float) -> str:
     return "".join(parts)
 
 
+def iso_time_s(text: str) -> float:
+    """Seconds since the epoch of an ISO date (midnight) or time, UTC when it names no zone;
+    ValueError when ``text`` is neither."""
+    moment = datetime.fromisoformat(text.strip())
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.timestamp()
+
+
 def moment_since(value: str, now: float, *, where: str) -> float:
     """The moment ``value`` names, in seconds since the epoch: a duration back from ``now``
     (``30m``, ``2h``, ``1d``: any form :func:`duration_s` reads) or an ISO time
@@ -88,16 +97,13 @@ def moment_since(value: str, now: float, *, where: str) -> float:
     if _parsed(text) is not None:
         return now - duration_s(text, where=where)
     try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+        seconds = iso_time_s(text)
     except ValueError:
         raise InvalidInputError(
             f"expected a duration or an ISO time, got {value!r:.40}",
             where=where,
             hint=f"write a duration back from now ({FORMS}) or a time like 2026-12-01T09:00:00Z",
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    seconds = moment.timestamp()
     if seconds > now:
         raise InvalidInputError(
             f"{value!r:.40} is in the future", where=where, hint="give a time before now"

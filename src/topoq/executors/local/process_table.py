@@ -85,11 +85,15 @@ def marker_of(pid: int) -> str | None:
 
 
 def pod_processes(
-    table: Mapping[int, ProcessEntry], *, leaders: Collection[int], marker_prefix: str
+    table: Mapping[int, ProcessEntry],
+    *,
+    leaders: Collection[int],
+    marker_prefix: str | tuple[str, ...],
 ) -> set[int]:
     """The pids of ``table`` that belong to pods: the ``leaders`` (unreaped pod processes),
     the members of their process groups and sessions, every process whose marker starts with
-    ``marker_prefix``, and every descendant of all those. Never this process."""
+    ``marker_prefix`` (or one of them), and every descendant of all those. Never this
+    process."""
     seeds = {pid for pid in leaders if pid in table}
     for entry in table.values():
         in_leaders_group = entry.group in leaders or entry.session in leaders
@@ -131,9 +135,9 @@ def kill_until_gone(
     for _ in range(rounds):
         table = read_process_table()
         spared: set[int] = set()
-        if prefixes:
+        if prefixes:  # the spared pods' keepers lead their groups: those go with them
             kept = [e.pid for e in table.values() if e.marker and e.marker.startswith(prefixes)]
-            spared = pod_processes(table, leaders=kept, marker_prefix=prefixes[0]) | set(kept)
+            spared = pod_processes(table, leaders=kept, marker_prefix=prefixes)
         live = {
             pid
             for pid in pod_processes(table, leaders=leaders, marker_prefix=marker_prefix)

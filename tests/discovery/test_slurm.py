@@ -661,20 +661,20 @@ def test_a_tree_of_sixteen_tiers_is_read() -> None:
 
 @pytest.mark.parametrize("depth", [17, 2000, 19_000])
 def test_a_switch_chain_deeper_than_sixteen_tiers_is_refused_at_once(depth: int) -> None:
-    started = time.monotonic()
+    started = time.process_time()
     with pytest.raises(TopologyError, match="more than 16 tiers"):
         parse_topology_conf(chain_conf(depth))
     assert (
-        time.monotonic() - started < 2
+        time.process_time() - started < 2
     )  # the 19,000 lines are read; the walk up stops at 16 tiers
 
 
 def test_a_line_longer_than_the_limit_is_refused_naming_its_number() -> None:
     text = "SwitchName=s1 Nodes=n1\nSwitchName=s2 Nodes=" + "n," * 5_000_000 + "n\n"
-    started = time.monotonic()
+    started = time.process_time()
     with pytest.raises(TopologyError, match=r"topology.conf:2: .*longer than 65,536") as raised:
         parse_topology_conf(text)
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
     assert len(raised.value.render()) < 300
 
 

@@ -44,7 +44,9 @@ def answered_within_a_second(ctx: Any, response: Any, case: Any) -> bool | None:
     return None
 
 
-MAX_ANSWER_S = 1.0
+MAX_ANSWER_S = 5.0
+"""Catches a request that hangs or works in proportion to a generated number (an offset, a
+limit); not a speed target — a loaded 2-core CI machine answered an ordinary request in 1.3 s."""
 CHECKS = [
     not_a_server_error,
     status_code_conformance,

@@ -5,14 +5,13 @@ next job."""
 from __future__ import annotations
 
 import math
-import os
 import time
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
 from tests.engine.test_controller_local import run_until, setup  # noqa: F401 the fixture
+from tests.executors.launches import process_alive
 from topoq.domain.decisions import Diagnostic, PendingReason
 from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller, StepReport
@@ -50,14 +49,6 @@ def test_a_job_past_its_time_limit_is_stopped_and_fails_and_the_next_one_starts(
     assert executor.pids(JobId("long")) == {}, "the pods of the failed job were stopped"
     for pid in pids.values():
         assert not process_alive(pid)
-
-
-def process_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return Path(f"/proc/{pid}/stat").exists() and " Z " not in Path(f"/proc/{pid}/stat").read_text()
 
 
 def test_the_settled_shortcut_ends_when_a_time_limit_is_due(

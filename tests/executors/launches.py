@@ -126,7 +126,7 @@ def process_alive(pid: int) -> bool:
         return True
     try:
         stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # reaped between the two looks (ESRCH on read)
         return not Path("/proc").is_dir()  # gone meanwhile, or no /proc to tell zombies by
     state = stat.rsplit(")", 1)[1].split()[0]
     return state not in {"Z", "X"}

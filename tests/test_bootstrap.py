@@ -57,7 +57,10 @@ def wait_until(check: Callable[[], object], timeout_s: float = 30) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="finds leftover processes in /proc")
-def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
+@pytest.mark.parametrize("stop", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_a_stopping_signal_stops_the_server_and_every_pod_it_runs(
+    tmp_path: Path, stop: signal.Signals
+) -> None:
     port = free_port()
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--port", str(port), "--data-dir", str(tmp_path),
@@ -76,12 +79,14 @@ def test_sigterm_stops_the_server_and_every_pod_it_runs(tmp_path: Path) -> None:
                 p for p in processes_using(tmp_path) if "default_pod" in p and "pod_keeper" not in p
             ]
             assert len(pods) == 8
-            server.send_signal(signal.SIGTERM)
-            assert server.wait(timeout=20) == 128 + signal.SIGTERM
+            server.send_signal(stop)
+            assert server.wait(timeout=20) == 128 + stop
         finally:
             if server.poll() is None:
                 server.kill()
-    assert processes_using(tmp_path) == [], (tmp_path / "server.log").read_text()
+    logged = (tmp_path / "server.log").read_text()
+    assert processes_using(tmp_path) == [], logged
+    assert f"server_stopped signal={stop.name}" in logged, logged
 
 
 def alive(pid: int) -> bool:

@@ -486,7 +486,8 @@ def serve(
     )
     termination = _Termination()
     if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, termination.note)
+        for signum in STOPPING_SIGNALS:
+            signal.signal(signum, termination.note)
     try:
         server.loop.start()
         workers.start()
@@ -498,8 +499,8 @@ def serve(
         workers.stop()
         listener.close()
         server.close()
-    stopped = f"stopped on signal {signal.Signals(termination.signum).name}"
-    write_event(log, ServerEvent("server_stopped", stopped, {"signal": termination.signum}))
+    name = signal.Signals(termination.signum).name
+    write_event(log, ServerEvent("server_stopped", f"stopped on {name}", {"signal": name}))
     raise SystemExit(128 + termination.signum)
 
 
@@ -547,11 +548,16 @@ def _check_process_counts(api_workers: int, api_spares: int) -> None:
         )
 
 
+STOPPING_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+"""What stops ``topoq server``: a service manager's SIGTERM, a terminal's Ctrl-C (SIGINT) alike
+(each logs ``server_stopped`` and exits 128 + the signal's number)."""
+
+
 class _Termination:
-    """SIGTERM asks the server to stop: noted here, and acted on between two supervisions of
-    the API processes, never inside one (an exit raised there, as the handler once did, could
-    leave a spare just started off the list of processes to stop). ``serve``'s ``finally``
-    then stops the API processes and every pod and closes the store."""
+    """SIGTERM or SIGINT asks the server to stop: noted here, and acted on between two
+    supervisions of the API processes, never inside one (an exit raised there, as the handler
+    once did, could leave a spare just started off the list of processes to stop).
+    ``serve``'s ``finally`` then stops the API processes and every pod and closes the store."""
 
     def __init__(self) -> None:
         self.signum: int | None = None

@@ -115,6 +115,15 @@ class Carried:
     after add the classes they meet (equal classes keep one number)."""
     parked_classes: Mapping[int, ParkedClass] = field(default_factory=dict)
     """The classes (by number) that waited on their team's own figures, and what on."""
+    in_flavors: Mapping[tuple[TeamName, int], tuple[WorkloadSpec, list[InFlavor]]] = field(
+        default_factory=dict
+    )
+    """Each workload the cycle tried restricted to each flavor its team may use (by the
+    workload's ``id``; the workload is kept, so the id stays its own): on the same policy and
+    tree the next cycle takes them as they are, and the shapes of the very same restricted
+    workloads with them."""
+    shapes: Mapping[int, tuple[Hashable, WorkloadSpec]] = field(default_factory=dict)
+    """Each workload's shape the cycle worked out (by ``id``, the workload kept)."""
 
 
 @dataclass(frozen=True)
@@ -268,9 +277,13 @@ class CycleState:
 
     def shape_of(self, workload: WorkloadSpec) -> Hashable:
         """``workload_shape``, once per workload of the cycle."""
-        known = self._shapes.get(id(workload))
+        key = id(workload)
+        known = self._shapes.get(key)
         if known is None:
-            known = self._shapes[id(workload)] = (workload_shape(workload), workload)
+            known = self._carried.shapes.get(key)
+            if known is None or known[1] is not workload:
+                known = (workload_shape(workload), workload)
+            self._shapes[key] = known
         return known[0]
 
     def facts_of(self, job: JobView) -> JobFacts:
@@ -505,6 +518,10 @@ class CycleState:
         workload = job.spec.workload
         key = (job.team, id(workload))  # the flavors depend on the team, not on the books
         known = self._in_flavors.get(key)
+        if known is None:
+            known = self._carried.in_flavors.get(key)  # the last cycle's, the same objects
+            if known is not None and known[0] is workload:
+                self._in_flavors[key] = known
         if known is None or known[0] is not workload:
             label = self.snapshot.flavor_label
             tried = [
@@ -576,6 +593,8 @@ class CycleState:
             self._settled,
             self._carried.class_numbers,
             self._parked_classes,
+            self._in_flavors,
+            self._shapes,
         )
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:

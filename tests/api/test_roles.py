@@ -16,9 +16,11 @@ import yaml
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from tests.api.conftest import POLICY_FILE, TEAM, Api, small_job
+from tests.api.conftest import CLUSTER_FILE, POLICY_FILE, TEAM, Api, small_job
 from topoq.api.app import create_app
 from topoq.api.service import Service
+from topoq.discovery.clusterfile import cluster_document
+from topoq.discovery.sources import load_cluster
 from topoq.wire.v1 import Role
 
 PUBLIC = frozenset({"anonymous", *Role})
@@ -71,6 +73,7 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("POST", f"{V1}/nodes/{{name}}/drain"): ADMIN,
     ("POST", f"{V1}/nodes/{{name}}/fail"): ADMIN,
     ("POST", f"{V1}/nodes/{{name}}/recover"): ADMIN,
+    ("POST", f"{V1}/cluster/apply"): ADMIN,
     ("GET", f"{V1}/topology"): EVERYONE,
     ("GET", f"{V1}/events"): EVERYONE,
     ("GET", f"{V1}/audit"): ADMIN,
@@ -185,6 +188,10 @@ def _body(method: str, path: str, who: str) -> object:
         return small_job(f"matrix-{who}")
     if (method, path) == ("PUT", f"{V1}/policy"):
         return yaml.safe_load(POLICY_FILE.read_text(encoding="utf-8"))
+    if (method, path) == ("POST", f"{V1}/cluster/apply"):
+        cluster = load_cluster(CLUSTER_FILE)
+        document = cluster_document(cluster.nodes, cluster.topology, cluster.name)
+        return {"document": document, "dryRun": True}
     if (method, path) == ("POST", f"{V1}/tokens"):
         return {"name": f"made-by-{who}", "role": "member", "teams": [TEAM]}
     return None

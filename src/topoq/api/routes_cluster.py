@@ -1,13 +1,15 @@
-"""Cluster routes: teams and their quota, the policy and its versions, nodes, the topology."""
+"""Cluster routes: teams and their quota, the policy and its versions, nodes, the topology,
+and applying a cluster file as the inventory."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from fastapi import APIRouter, Body
 
 from topoq.api.auth import Admin, Anyone, Principal, ServiceDep
-from topoq.api.errors import ApiError
+from topoq.api.errors import ApiError, conflict
 from topoq.api.occupancy import (
     holding,
     node_model,
@@ -16,19 +18,44 @@ from topoq.api.occupancy import (
     topology_model,
 )
 from topoq.api.request_body import StrictJsonRoute
-from topoq.api.service import Service
+from topoq.api.service import Service, apply_inventory, policy_finding
+from topoq.core.inventory_diff import InventoryDiff
+from topoq.core.policy_gate import policy_warnings
+from topoq.core.policy_lint import lint_policy
+from topoq.discovery.clusterfile import cluster_from_document
 from topoq.discovery.policy import policy_document, policy_from_document
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId
+from topoq.domain.lint import LintFinding
 from topoq.domain.node import NodeSpec
+from topoq.engine.event_log import write_event
 from topoq.engine.ports import AuditEntry
-from topoq.wire.v1 import NodeAction, NodeModel, PolicyModel, TeamModel, TopologyModel
+from topoq.wire.v1 import (
+    AddedNodeModel,
+    ChangedNodeModel,
+    ClusterApplyRequest,
+    ClusterApplyResult,
+    LintFindingModel,
+    NodeAction,
+    NodeModel,
+    PolicyModel,
+    RemovedNodeModel,
+    TeamModel,
+    TopologyModel,
+)
 from topoq.wire.v1.cluster import PolicyVersionModel
+from topoq.wire.v1.convert import amounts
 
 router = APIRouter(tags=["cluster"], route_class=StrictJsonRoute)
+log = logging.getLogger("topoq.api")
 
 POLICY_BODY = "body"
+CLUSTER_DOCUMENT = "body.document"
+DRAIN_HINT = (
+    "apply it with drain to requeue them (`topoq cluster apply FILE --drain`), or apply it once "
+    "they ended"
+)
 MAX_POLICY_VERSION = 2**31 - 1
 """No store keeps more versions; a larger number (one the database cannot hold) is none."""
 
@@ -69,12 +96,31 @@ def put_policy(
 def _set_policy(
     service: Service, principal: Principal, policy: ClusterPolicy, **detail: Any
 ) -> PolicyModel:
-    """Keep ``policy`` as the next version, audited (``detail``: what the entry adds)."""
+    """Keep ``policy`` as the next version, audited (``detail``: what the entry adds) — once
+    the policy lint found no error on the stored nodes (422, nothing kept); its warnings are
+    logged and answered."""
+    warnings = policy_warnings(policy, service.store.nodes(), service.topology, where=POLICY_BODY)
     now = service.clock()
     version = service.store.save_policy(policy, actor=principal.name, now=now)
     service.store.audit(AuditEntry(now, principal.name, "policy", f"version {version}", detail))
+    for finding in warnings:
+        write_event(log, policy_finding(finding, version=version, source="PUT /policy"))
     service.wake()
-    return PolicyModel(version=version, document=policy_document(policy))
+    return PolicyModel(
+        version=version, document=policy_document(policy), warnings=finding_models(warnings)
+    )
+
+
+def finding_models(findings: list[LintFinding]) -> list[LintFindingModel]:
+    return [
+        LintFindingModel(
+            severity=finding.severity.value,
+            code=finding.code.value,
+            message=finding.message,
+            hint=finding.hint,
+        )
+        for finding in findings
+    ]
 
 
 @router.get("/policy/versions", summary="Every policy version, oldest first")
@@ -148,6 +194,88 @@ def fail(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
 @router.post("/nodes/{name}/recover", summary="Mark a failed node healthy again (admin)")
 def recover(name: str, principal: Admin, service: ServiceDep) -> NodeAction:
     return _mark(service, principal, name, ready=True)
+
+
+@router.post("/cluster/apply", summary="Make a cluster file the inventory (admin)")
+def apply_cluster(
+    body: ClusterApplyRequest, principal: Admin, service: ServiceDep
+) -> ClusterApplyResult:
+    """The nodes it adds, removes and changes, in one transaction with its audit entry. A
+    change that removes a node a gang runs on, or shrinks one below what its gangs hold, is
+    refused (409) unless ``drain``, which requeues those gangs. A node's cordon and health
+    stay as stored. ``dryRun`` answers the difference and writes nothing."""
+    if service.inventory_from_executor:
+        raise ApiError(
+            409,
+            "this server's executor reports the cluster's nodes itself",
+            hint="change the nodes on the cluster: topoq takes them from the executor",
+        )
+    cluster = cluster_from_document(body.document, source=CLUSTER_DOCUMENT)
+    if tuple(cluster.topology.levels) != tuple(service.topology.levels):
+        raise InvalidInputError(
+            f"the cluster's levels {', '.join(cluster.topology.levels)} are not the server's "
+            f"({', '.join(service.topology.levels)})",
+            where=f"{CLUSTER_DOCUMENT}.levels",
+            hint="give the server's levels; other levels need a restart: "
+            "topoq server --cluster FILE",
+        )
+    source = f"cluster {cluster.name}"
+    try:
+        diff, _ = apply_inventory(
+            service.store,
+            cluster.nodes,
+            actor=principal.name,
+            source=source,
+            drain=body.drain,
+            dry_run=body.dry_run,
+            now=service.clock(),
+            refusal_hint=DRAIN_HINT,
+        )
+    except InvalidInputError as error:
+        raise conflict(error) from None
+    applied = not body.dry_run and not diff.empty
+    policy = service.store.policy()
+    findings = lint_policy(policy, diff.nodes, service.topology) if policy else []
+    if applied:
+        for finding in findings:
+            write_event(log, policy_finding(finding, version=None, source=source))
+        service.wake()
+    return cluster_apply_result(diff, applied=applied, dry_run=body.dry_run, findings=findings)
+
+
+def cluster_apply_result(
+    diff: InventoryDiff, *, applied: bool, dry_run: bool, findings: list[LintFinding]
+) -> ClusterApplyResult:
+    return ClusterApplyResult(
+        applied=applied,
+        dry_run=dry_run,
+        nodes=len(diff.nodes),
+        added=[
+            AddedNodeModel(
+                name=node.name, labels=dict(node.labels), allocatable=amounts(node.allocatable)
+            )
+            for node in diff.added
+        ],
+        removed=[
+            RemovedNodeModel(name=removed.node.name, jobs=list(removed.gangs))
+            for removed in diff.removed
+        ],
+        changed=[
+            ChangedNodeModel(
+                name=change.name,
+                changed=list(change.what),
+                labels_before=dict(change.before.labels),
+                labels=dict(change.after.labels),
+                allocatable_before=amounts(change.before.allocatable),
+                allocatable=amounts(change.after.allocatable),
+                jobs=list(change.gangs),
+                short_of=list(change.short_of),
+            )
+            for change in diff.changed
+        ],
+        requeued=list(diff.displaced),
+        policy_findings=finding_models(findings),
+    )
 
 
 @router.get("/topology", summary="The topology tree with free and used GPUs per domain")

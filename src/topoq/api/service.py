@@ -1,26 +1,37 @@
 """What the API works on: the store, the topology, the executor's logs and a way to wake the
-controller."""
+controller; and the one path an inventory change takes (``apply_inventory``: the API's
+``POST /cluster/apply`` and a start on another ``--cluster`` file)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from topoq.api.cluster_limits import ClusterLimits
+from topoq.core.inventory_diff import InventoryDiff, displacement, inventory_diff
+from topoq.core.lifecycle import advance
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
+from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.domain.lint import LintFinding
 from topoq.domain.node import NodeSpec
 from topoq.domain.topology import TopologySpec
+from topoq.engine.event_log import MAX_LISTED_NODES, ServerEvent, requeued, write_event
 from topoq.engine.intake import Intake
 from topoq.engine.metrics import MetricsSource
-from topoq.engine.ports import LogReader, Store
+from topoq.engine.ports import AuditEntry, LogReader, Store
 from topoq.engine.tree_cache import TreeCache
 from topoq.store.records import JobEvent, PolicyVersion, TokenRecord
+from topoq.store.sql_store import InventoryWrite
+
+log = logging.getLogger("topoq.inventory")
+T = TypeVar("T")
 
 
 class ServiceStore(Store, Protocol):
@@ -79,10 +90,18 @@ class ServiceStore(Store, Protocol):
 
     def tokens(self, *, include_revoked: bool = False) -> list[TokenRecord]: ...
 
+    def change_inventory(
+        self,
+        decide: Callable[[list[NodeSpec], dict[JobId, JobView]], tuple[InventoryWrite, T]],
+        *,
+        now: float,
+    ) -> T:
+        """The inventory, the jobs it requeues and its audit entry in one transaction."""
+
 
 NODE_SIZES_REFRESH_S = 2.0
 """How stale the largest node's resources may be at intake (the inventory changes only
-when the server starts on a new cluster file)."""
+when it is applied: ``POST /cluster/apply``, a start on a new cluster file)."""
 
 
 def largest_amounts(nodes: Collection[NodeSpec]) -> dict[str, int]:
@@ -128,6 +147,8 @@ class Service:
     """Asks the controller for a step now (after a submission or any other change)."""
     metrics: MetricsSource | None = None
     """What ``GET /metrics`` serves (the controller's latest published metrics)."""
+    inventory_from_executor: bool = False
+    """The executor reports the cluster's nodes (Kubernetes): no cluster file is applied."""
     intake: Intake = field(init=False)
     trees: TreeCache = field(init=False)
     node_sizes: NodeSizes = field(init=False)
@@ -146,3 +167,97 @@ class Service:
     def tree(self) -> TopologyTree:
         """The topology tree of the stored nodes (rebuilt when they changed)."""
         return self.trees.tree(self.store.nodes())
+
+
+# --- inventory changes --------------------------------------------------------------------
+def apply_inventory(
+    store: ServiceStore,
+    wanted: Sequence[NodeSpec],
+    *,
+    actor: str,
+    source: str,
+    drain: bool,
+    dry_run: bool,
+    now: float,
+    refusal_hint: str,
+) -> tuple[InventoryDiff, list[JobView]]:
+    """Make ``wanted`` (a cluster file's nodes, read from ``source``) the inventory: the
+    difference and the gangs requeued. A change that displaces gangs (a node removed or
+    shrunk below what runs on it, ``core.inventory_diff``) raises ``InvalidInputError``
+    (``refusal_hint`` says what to do) unless ``drain``: then they go back to the queue, as a
+    drain sends them, in the same transaction as the new inventory and its audit entry. A dry
+    run, or no difference, writes nothing."""
+    seen = inventory_diff(store.nodes(), wanted, store.holding_jobs().values())
+    if dry_run or seen.empty:
+        return seen, []
+    cause = f"its node was removed or shrunk by {actor}'s inventory change; the gang is requeued"
+
+    def decide(
+        nodes: list[NodeSpec], holding: dict[JobId, JobView]
+    ) -> tuple[InventoryWrite, tuple[InventoryDiff, list[JobView]]]:
+        diff = inventory_diff(nodes, wanted, holding.values())
+        refusal = displacement(diff)
+        if refusal is not None and not drain:
+            raise InvalidInputError(refusal, where=source, hint=refusal_hint)
+        moved = [
+            advance(holding[job], JobPhase.PENDING, now=now, cause=cause) for job in diff.displaced
+        ]
+        audit = AuditEntry(now, actor, "inventory", source, inventory_detail(diff))
+        return InventoryWrite(diff.nodes, moved, audit), (diff, moved)
+
+    diff, moved = store.change_inventory(decide, now=now)
+    write_event(log, inventory_applied(diff, actor=actor, source=source))
+    for job in moved:
+        write_event(log, requeued(job, cause))
+    return diff, moved
+
+
+def inventory_detail(diff: InventoryDiff) -> dict[str, object]:
+    """The audit entry's detail of an applied difference."""
+    return {
+        "nodes": len(diff.nodes),
+        "added": [str(node.name) for node in diff.added],
+        "removed": [str(removed.node.name) for removed in diff.removed],
+        "changed": [str(change.name) for change in diff.changed],
+        "requeued": list(diff.displaced),
+    }
+
+
+def inventory_applied(diff: InventoryDiff, *, actor: str, source: str) -> ServerEvent:
+    """The server-log event of an applied inventory change."""
+    names = [str(node.name) for node in diff.added]
+    names += [str(removed.node.name) for removed in diff.removed]
+    names += [str(change.name) for change in diff.changed]
+    return ServerEvent(
+        "inventory_applied",
+        f"{actor} applied the inventory of {source}: {len(diff.nodes)} nodes, "
+        f"{len(diff.added)} added, {len(diff.removed)} removed, {len(diff.changed)} changed, "
+        f"{len(diff.displaced)} gangs requeued",
+        {
+            "actor": actor,
+            "source": source,
+            "nodes": len(diff.nodes),
+            "added": len(diff.added),
+            "removed": len(diff.removed),
+            "changed": len(diff.changed),
+            "names": names[:MAX_LISTED_NODES],
+            "requeued": list(diff.displaced),
+        },
+    )
+
+
+def policy_finding(finding: LintFinding, *, version: int | None, source: str) -> ServerEvent:
+    """The server-log event of a lint finding about the policy in force (or being set)."""
+    return ServerEvent(
+        "policy_lint",
+        f"policy {f'version {version}' if version else source}: {finding.severity.value} "
+        f"{finding.code.value}: {finding.message}",
+        {
+            "severity": finding.severity.value,
+            "code": finding.code.value,
+            "hint": finding.hint,
+            "version": version,
+            "source": source,
+        },
+        level=logging.WARNING,
+    )

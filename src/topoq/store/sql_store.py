@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
@@ -63,6 +64,16 @@ there is a newer version. A version saved through this store is seen at once; on
 another process within this time."""
 MAX_KNOWN_DIAGNOSTICS = 20_000
 """Pending jobs' diagnostics remembered as stored; past it the memory starts afresh."""
+
+
+@dataclass(frozen=True)
+class InventoryWrite:
+    """What ``SqlStore.change_inventory`` writes in one transaction: the new inventory, the
+    jobs it sends back to the queue, and the audit entry of the change."""
+
+    nodes: Sequence[NodeSpec]
+    requeued: Sequence[JobView]
+    audit: AuditEntry
 
 
 class _ReadVersions(threading.local):
@@ -357,6 +368,36 @@ class SqlStore:
     def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
         """Replace the inventory (nodes not listed are removed). The caller audits the change."""
         self._write(lambda c: inventory.replace_nodes(c, nodes, now))
+
+    def change_inventory(
+        self,
+        decide: Callable[[list[NodeSpec], dict[JobId, JobView]], tuple[InventoryWrite, T]],
+        *,
+        now: float,
+    ) -> T:
+        """All or nothing, in one write transaction: ``decide`` gets the stored nodes and the
+        jobs holding capacity — read once job writes wait for this transaction (a controller
+        commit lands before the read or after the write, never between) — and says what to
+        write; the inventory is replaced, the requeued jobs saved and the change audited.
+        Returns what ``decide`` returned beside the write; when ``decide`` raises, nothing
+        is written."""
+        holding_now = [JobRow.phase.in_(job_rows.HOLDING_PHASES)]
+
+        def change(connection: Connection) -> tuple[dict[JobId, int], T]:
+            job_rows.next_write_seq(connection)  # job writes take turns behind this one
+            nodes = self._known_nodes.read(connection)
+            holding = job_rows.read_records(connection, holding_now, self._known_jobs)
+            write, answer = decide(nodes, {job_id: r.view for job_id, r in holding.items()})
+            inventory.replace_nodes(connection, write.nodes, now)
+            expected = {job.id: holding[job.id].version for job in write.requeued}
+            versions = job_rows.update_jobs(connection, write.requeued, expected, now)
+            audit_log.insert_entries(connection, [write.audit])
+            return versions, answer
+
+        with self._team_counts.writing():
+            versions, answer = self._write(change)
+        self._read_versions.of_job.update(versions)
+        return answer
 
     def update_node(
         self,

@@ -6,6 +6,7 @@ from topoq.wire.v1.cluster import (
     AuditEntryModel,
     EventModel,
     Health,
+    LintFindingModel,
     NodeAction,
     NodeModel,
     PolicyModel,
@@ -16,6 +17,13 @@ from topoq.wire.v1.cluster import (
     UnplacedNodeModel,
 )
 from topoq.wire.v1.errors import ErrorBody, ErrorDetail
+from topoq.wire.v1.inventory import (
+    AddedNodeModel,
+    ChangedNodeModel,
+    ClusterApplyRequest,
+    ClusterApplyResult,
+    RemovedNodeModel,
+)
 from topoq.wire.v1.jobs import (
     AllocationModel,
     DependencyModel,
@@ -36,8 +44,12 @@ from topoq.wire.v1.jobs import (
 from topoq.wire.v1.reports import JobUsageModel, TeamDayUsageModel, UsageReportModel
 
 __all__ = [
+    "AddedNodeModel",
     "AllocationModel",
     "AuditEntryModel",
+    "ChangedNodeModel",
+    "ClusterApplyRequest",
+    "ClusterApplyResult",
     "DependencyModel",
     "DependencyStatusModel",
     "ErrorBody",
@@ -53,11 +65,13 @@ __all__ = [
     "JobLogs",
     "JobSummary",
     "JobUsageModel",
+    "LintFindingModel",
     "NodeAction",
     "NodeModel",
     "PhaseChangeModel",
     "PodLogModel",
     "PolicyModel",
+    "RemovedNodeModel",
     "ResourceAmounts",
     "Role",
     "SubmitJobRequest",

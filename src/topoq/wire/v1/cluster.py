@@ -84,9 +84,22 @@ class TeamModel(WireModel):
     )
 
 
+class LintFindingModel(WireModel):
+    severity: str = Field(description="error or warning.")
+    code: str
+    message: str
+    hint: str
+
+
 class PolicyModel(WireModel):
     version: int | None = Field(description="Null while no policy was ever set.")
     document: dict[str, Any] = Field(description="The policy in topoq's policy-file format.")
+    warnings: list[LintFindingModel] = Field(
+        default_factory=list,
+        exclude_if=lambda warnings: not warnings,
+        description="When the policy was just set: the policy lint's warnings about it on the "
+        "cluster's nodes (a lint error refuses it); left out when there are none.",
+    )
 
 
 class EventModel(WireModel):

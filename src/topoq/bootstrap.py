@@ -8,8 +8,13 @@
   pipe; a scheduling step over a long queue never stalls a request (docs/adr/0004).
 
 On first start the store gets the cluster's nodes (from ``cluster_file``, else the example
-cluster) and an admin token, written to ``data_dir/admin-token`` (mode 0600). A policy file,
-when given and different from the stored policy, becomes a new policy version. After a
+cluster) and an admin token, written to ``data_dir/admin-token`` (mode 0600). A later start
+on a ``cluster_file`` applies its difference to the stored nodes, as ``topoq cluster apply``
+does (``api.service.apply_inventory``), logged; one that would remove or shrink a node under a
+gang the store says runs refuses to start, nothing changed (without ``cluster_file`` the
+stored nodes stay). A policy file, when given and different from the stored policy, becomes a
+new policy version — unless the policy lint finds an error in it on the inventory: then the
+start is refused. The lint's findings about the policy in force are logged. After a
 restart, gangs the store says were running are requeued (their processes did not survive).
 An API process dies with the controller process (Linux parent-death signal); one that dies
 alone is replaced by a warmed spare (``topoq.api_workers``). The data directory is private to
@@ -45,7 +50,7 @@ from topoq.api.access_log import ACCESS_LOGGER
 from topoq.api.app import create_app
 from topoq.api.cluster_intake import ClusterIntake
 from topoq.api.errors import ERRORS_LOGGER
-from topoq.api.service import Service, ServiceStore
+from topoq.api.service import Service, ServiceStore, apply_inventory, policy_finding
 from topoq.api_workers import (
     LISTEN_BACKLOG,
     SERVING_NAME,
@@ -56,11 +61,14 @@ from topoq.api_workers import (
     name_process,
     wait_until_told_to_serve,
 )
+from topoq.core.policy_gate import policy_warnings
+from topoq.core.policy_lint import lint_policy
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import LoadedCluster, load_cluster
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.governance import ClusterPolicy
 from topoq.domain.identity import next_admin_token_name
-from topoq.domain.node import HOSTNAME_LABEL
+from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
 from topoq.domain.quantity import parse_quantity
 from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, TopologySpec
 from topoq.engine.controller import Controller
@@ -68,7 +76,7 @@ from topoq.engine.event_log import ServerEvent, policy_changed, write_event
 from topoq.engine.intake import SYSTEM
 from topoq.engine.metrics import ControlPlaneMetrics, MetricsFile
 from topoq.engine.policy_watch import PolicyWatch, latest_version
-from topoq.engine.ports import AuditEntry, ClusterJobSource, Executor
+from topoq.engine.ports import AuditEntry, ClusterJobSource, Executor, Store
 from topoq.executors.kubernetes.plugin import check_rates
 from topoq.executors.local import checked_log_limit
 from topoq.executors.local.layout import write_private_text
@@ -330,13 +338,17 @@ def build_server(
     found = plugin(executor_name, where="--executor")
     make_private(data_dir)
     store = open_store(database_url, data_dir)
-    cluster = load_cluster(cluster_file)
-    topology = cluster_topology(executor_name, cluster, cluster_file, access)
-    if not found.capabilities.reports_inventory and not store.nodes():
-        store.save_nodes(cluster.nodes, actor=SYSTEM, now=time.time())
-        store.audit(AuditEntry(time.time(), SYSTEM, "nodes", cluster.name, {"source": "cluster"}))
-    if policy_file is not None:
-        _apply_policy_file(store, policy_file)
+    try:
+        cluster = load_cluster(cluster_file)
+        topology = cluster_topology(executor_name, cluster, cluster_file, access)
+        if found.capabilities.reports_inventory:
+            if policy_file is not None:
+                _apply_policy_file(store, load_policy(policy_file), policy_file)
+        else:
+            _prepare_inventory_and_policy(store, cluster, cluster_file, policy_file, topology)
+    except BaseException:
+        store.close()
+        raise
     options = _executor_options(executor_name, data_dir, access)
     if pod_log_limit_bytes is not None and executor_name == "local":
         options["pod_log_limit_bytes"] = pod_log_limit_bytes
@@ -372,8 +384,59 @@ def build_server(
     return Server(store, executor, controller, loop, metrics, ensure_admin_token(store, data_dir))
 
 
-def _apply_policy_file(store: ServiceStore, policy_file: Path) -> None:
-    policy = load_policy(policy_file)
+START_DRAIN_HINT = (
+    "start the server on its stored nodes (without --cluster, or with the previous file), then "
+    "apply the new file with `topoq cluster apply FILE --drain` to requeue those gangs"
+)
+
+
+def _prepare_inventory_and_policy(
+    store: ServiceStore,
+    cluster: LoadedCluster,
+    cluster_file: Path | None,
+    policy_file: Path | None,
+    topology: TopologySpec,
+) -> None:
+    """The cluster file's nodes (on first start, the example's) applied to the store's, and
+    the policy file kept — checked first, so that a start refused writes nothing: the policy
+    file against the nodes the store will have (a lint error refuses the start), then the
+    inventory change (one that displaces a gang refuses it). The lint's findings about the
+    policy in force are logged."""
+    stored = store.nodes()
+    apply_file = cluster_file is not None or not stored
+    nodes = list(cluster.nodes) if apply_file else stored
+    policy = load_policy(policy_file) if policy_file is not None else None
+    if policy is not None:
+        policy_warnings(policy, nodes, topology, where=str(policy_file))  # errors refuse
+    if apply_file:
+        source = f"--cluster {cluster_file}" if cluster_file is not None else "the example cluster"
+        apply_inventory(
+            store,
+            nodes,
+            actor=SYSTEM,
+            source=source,
+            drain=False,
+            dry_run=False,
+            now=time.time(),
+            refusal_hint=START_DRAIN_HINT,
+        )
+    if policy is not None and policy_file is not None:
+        _apply_policy_file(store, policy, policy_file)
+    _log_policy_findings(store, store.nodes(), topology)
+
+
+def _log_policy_findings(
+    store: ServiceStore, nodes: list[NodeSpec], topology: TopologySpec
+) -> None:
+    policy = store.policy()
+    if policy is None:
+        return
+    version = latest_version(store.policy_versions()) or None
+    for finding in lint_policy(policy, nodes, topology):
+        write_event(log, policy_finding(finding, version=version, source="start"))
+
+
+def _apply_policy_file(store: Store, policy: ClusterPolicy, policy_file: Path) -> None:
     if store.policy() != policy:
         now = time.time()
         actor = f"{SYSTEM} ({policy_file.name})"
@@ -595,6 +658,7 @@ def serve_api(
         logs=log_reader(executor_name, **_executor_options(executor_name, data_dir, access)),
         wake=lambda: wake_controller(wake_fd),
         metrics=MetricsFile(data_dir / METRICS_FILE),
+        inventory_from_executor=plugin(executor_name).capabilities.reports_inventory,
     )
     listener = socket.socket(fileno=listen_fd)
     app = create_app(service, access_log=log_settings.access_log)

@@ -255,6 +255,7 @@ def policy_finding(finding: LintFinding, *, version: int | None, source: str) ->
         {
             "severity": finding.severity.value,
             "code": finding.code.value,
+            "finding": finding.message,
             "hint": finding.hint,
             "version": version,
             "source": source,

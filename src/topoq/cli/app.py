@@ -528,12 +528,13 @@ def one_line(message: str) -> str:
 
 
 def _register_server_verbs() -> None:
-    from topoq.cli import access_app, dev_app, policy_versions_app, report_app
+    from topoq.cli import access_app, cluster_app, dev_app, policy_versions_app, report_app
     from topoq.cli.server_app import register
 
     register(app, node_app, policy_app)
     policy_versions_app.register(policy_app)
     access_app.register(app)
+    cluster_app.register(app)
     report_app.register(app, topology_app)
     dev_app.register(app)
 

@@ -30,6 +30,7 @@ from topoq.wire.v1.cluster import (
     TeamModel,
     TopologyModel,
 )
+from topoq.wire.v1.inventory import ClusterApplyRequest, ClusterApplyResult
 from topoq.wire.v1.reports import UsageReportModel
 
 Model = TypeVar("Model")
@@ -199,6 +200,15 @@ class TopoqClient:
 
     def health(self) -> Health:
         return self._call("GET", "/healthz", Health, prefix="")
+
+    def apply_cluster(
+        self, document: dict[str, Any], *, drain: bool = False, dry_run: bool = False
+    ) -> ClusterApplyResult:
+        """Make a topoq cluster file (as a document) the inventory (admins)."""
+        body = ClusterApplyRequest(document=document, drain=drain, dry_run=dry_run)
+        return self._call(
+            "POST", "/cluster/apply", ClusterApplyResult, json=body.model_dump(mode="json")
+        )
 
     # --- plumbing ---------------------------------------------------------------------
     def _call(

@@ -25,7 +25,10 @@ def policy_warnings(
     where: str | None = None,
 ) -> list[LintFinding]:
     """The lint's warnings about ``policy`` on ``nodes``. Raises ``InvalidInputError`` (at
-    ``where``) when the lint finds an error: such a policy cannot work on this cluster."""
+    ``where``) when the lint finds an error: such a policy cannot work on this cluster. No
+    nodes (yet) is no finding."""
+    if not nodes:  # an executor that reports the nodes has not yet: nothing to lint against
+        return []
     findings = lint_policy(policy, nodes, topology)
     errors = [finding for finding in findings if finding.is_error]
     if errors:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from tests.cli.test_server_cli import topoq as topoq_as
 from topoq.client import TopoqClient
 from topoq.discovery.clusterfile import cluster_document
 from topoq.discovery.sources import load_cluster
@@ -38,19 +39,8 @@ spec:
 
 
 def topoq(server: RunningServer, *args: str | Path) -> subprocess.CompletedProcess[str]:
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")}
-    environment |= {
-        "TOPOQ_SERVER": server.url,
-        "TOPOQ_TOKEN_FILE": str(server.data_dir / "admin-token"),
-    }
-    return subprocess.run(
-        [sys.executable, "-m", "topoq", *map(str, args)],
-        capture_output=True,
-        text=True,
-        env=environment,
-        timeout=60,
-        check=False,
-    )
+    token_file = str(server.data_dir / "admin-token")
+    return topoq_as({"TOPOQ_SERVER": server.url, "TOPOQ_TOKEN_FILE": token_file}, *args)
 
 
 def cluster_file(path: Path, nodes: list[NodeSpec]) -> Path:

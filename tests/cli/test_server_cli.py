@@ -171,7 +171,7 @@ def test_a_job_over_its_teams_quota_waits_and_explain_shows_the_numbers(
 
 def test_cluster_verbs(server: dict[str, str]) -> None:
     nodes = topoq(server, "nodes")
-    assert nodes.returncode == 0 and "READY" in nodes.stdout
+    assert nodes.returncode == 0 and nodes.stdout.split()[:3] == ["NODE", "STATE", "GPUS"]
     first = nodes.stdout.splitlines()[1].split()[0]
     assert topoq(server, "cordon", first).stdout.strip().endswith("cordoned")
     assert "schedulable" in topoq(server, "uncordon", first).stdout
@@ -203,7 +203,7 @@ def test_a_job_id_cannot_reach_another_route(server: dict[str, str]) -> None:
     row = next(
         line for line in topoq(server, "nodes").stdout.splitlines() if line.split()[:1] == [node]
     )
-    assert row.split()[2] == "-"  # NODE READY CORDONED …: not cordoned
+    assert row.split()[1] == "ready"  # NODE STATE …: not cordoned
 
 
 HOG_FILE = """\

@@ -6,16 +6,42 @@ import sys
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, NoReturn
+from typing import Annotated, Any, NoReturn
 
 import typer
+from typer.core import TyperGroup
 
-from topoq.cli.output import Output as OutputFormat
+from topoq.cli.output import Output, OutputOption, print_as
 from topoq.cli.server_app import ServerOption, TokenOption
 
 EXIT_BAD_INPUT = 2
 
+
+class QuietPipeGroup(TyperGroup):
+    """The ``topoq`` group: a reader that closes standard output early (``topoq place … |
+    head``) ends the verb quietly with exit 0, as a Unix filter does, instead of click's
+    exit 1."""
+
+    def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_stdout()
+            raise typer.Exit(0) from None
+
+
+def _quiet_stdout() -> None:
+    """Point standard output at /dev/null, so that flushing what is left of it at exit does
+    not fail again on the closed pipe."""
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
 app = typer.Typer(
+    cls=QuietPipeGroup,
     name="topoq",
     help="Topology-aware gang placement and governance for shared GPU clusters.",
     no_args_is_help=True,
@@ -31,11 +57,6 @@ node_app = typer.Typer(
     help="Mark nodes failed or recovered on a running server.", no_args_is_help=True
 )
 app.add_typer(node_app, name="node")
-
-
-class Output(StrEnum):
-    TABLE = "table"
-    JSON = "json"
 
 
 class ExportFormat(StrEnum):
@@ -85,7 +106,6 @@ InstanceTypeOption = Annotated[
         show_default=False,
     ),
 ]
-OutputOption = Annotated[Output, typer.Option("--output", "-o", help="table or json.")]
 OutFileOption = Annotated[
     Path | None, typer.Option("--out", help="Write to this file instead of standard output.")
 ]
@@ -111,7 +131,7 @@ def place(
     """Place a workload on the cluster as a gang: where every pod goes, or why it cannot."""
     from topoq.cli.commands import run_place
 
-    guarded(lambda: run_place(workload, nodes, topology, pods, instance_type, output.value))
+    guarded(lambda: run_place(workload, nodes, topology, pods, instance_type, output))
 
 
 @topology_app.command("show")
@@ -129,7 +149,7 @@ def topology_show(
     """Draw the topology tree with free/total accelerators per domain."""
     from topoq.cli.commands import run_topology_show
 
-    guarded(lambda: run_topology_show(nodes, topology, pods, instance_type, depth, output.value))
+    guarded(lambda: run_topology_show(nodes, topology, pods, instance_type, depth, output))
 
 
 @topology_app.command("validate")
@@ -142,7 +162,7 @@ def topology_validate(
     """Check a topology: structure errors fail (exit 2); left-out nodes are reported."""
     from topoq.cli.commands import run_topology_validate
 
-    guarded(lambda: run_topology_validate(nodes, topology, instance_type, output.value))
+    guarded(lambda: run_topology_validate(nodes, topology, instance_type, output))
 
 
 @topology_app.command("export")
@@ -165,10 +185,6 @@ policy_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(policy_app, name="policy")
-
-
-PolicyOutput = OutputFormat
-"""``policy show``'s ``-o``: the verbs' one output choice (``cli.output``)."""
 
 
 class DocumentFormat(StrEnum):
@@ -234,19 +250,39 @@ def policy_lint(
     """Check a policy against the cluster: errors exit 1, warnings are printed."""
     from topoq.cli.policy_commands import run_policy_lint
 
-    guarded(
-        lambda: run_policy_lint(
+    def lint(chosen: str) -> None:
+        run_policy_lint(
             policy,
             hyperpod_scheduler_config,
             hyperpod_quota or [],
             nodes,
             topology,
             instance_type,
-            output.value,
+            chosen,
             gang or [],
             flavor_label,
         )
-    )
+
+    if output is Output.YAML:
+        guarded(lambda: _as_yaml(lambda: lint(Output.JSON.value)))
+    else:
+        guarded(lambda: lint(output.value))
+
+
+def _as_yaml(print_json: Callable[[], None]) -> None:
+    """What ``print_json`` prints as one JSON document, printed as YAML instead; an exit it
+    ends with (``policy lint``'s 1 on errors) comes after the document."""
+    import contextlib
+    import io
+    import json
+
+    printed = io.StringIO()
+    try:
+        with contextlib.redirect_stdout(printed):
+            print_json()
+    finally:
+        if printed.getvalue():
+            print_as(Output.YAML, json.loads(printed.getvalue()), None)
 
 
 @policy_app.command("show")
@@ -255,9 +291,9 @@ def policy_show(
     hyperpod_scheduler_config: HyperPodSchedulerConfigOption = None,
     hyperpod_quota: HyperPodQuotaOption = None,
     output: Annotated[
-        PolicyOutput,
+        Output,
         typer.Option("--output", "-o", help="table, or the policy file as json or yaml."),
-    ] = PolicyOutput.TABLE,
+    ] = Output.TABLE,
     version: Annotated[
         int | None,
         typer.Option(
@@ -497,11 +533,11 @@ def demo(
 
 
 @app.command()
-def version() -> None:
-    """Print topoq's version."""
+def version(output: OutputOption = Output.TABLE) -> None:
+    """Print topoq's version (-o json: {"version": …})."""
     from topoq import __version__
 
-    typer.echo(__version__)
+    print_as(output, {"version": __version__}, lambda: __version__)
 
 
 def guarded(action: Callable[[], None]) -> None:
@@ -547,8 +583,20 @@ def main() -> None:
 
     try:
         app()
+    except SystemExit as done:
+        _flush_stdout()
+        raise done from None
     except KeyboardInterrupt:  # pragma: no cover - interactive only
         sys.exit(130)
     except TopoqError as error:  # one a verb did not catch itself: still one line
         typer.echo(f"error: {one_line(str(error))}", err=True)
         sys.exit(EXIT_BAD_INPUT)
+
+
+def _flush_stdout() -> None:
+    """Write what is left of standard output now; a reader gone already (``| head``) is
+    no error: the rest goes to /dev/null."""
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _quiet_stdout()

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import yaml
 from rich.console import Console
 
+from topoq.cli.output import Output, counted, print_document
 from topoq.cli.render import (
     emit,
     make_console,
@@ -49,26 +49,22 @@ def _ledger(cluster: LoadedCluster) -> CapacityLedger:
     return CapacityLedger.with_usage(tree, cluster.used)
 
 
-def _print_json(document: Any) -> None:
-    print(json.dumps(document, indent=2))
-
-
 def run_place(
     workload_path: Path,
     nodes: Path | None,
     topology: Path | None,
     pods: Path | None,
     instance_type: str | None,
-    output: str,
+    output: Output,
 ) -> None:
     workload = load_workload(workload_path)
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
     warn_about(cluster, example=nodes is None)
     result, _ = place_workload(_ledger(cluster), workload)
-    if output == "json":
-        _print_json(placement_document(result))
-    else:
+    if output is Output.TABLE:
         print_placement(_console(), result, cluster.topology.levels)
+    else:
+        print_document(output, placement_document(result))
 
 
 def run_topology_show(
@@ -77,13 +73,13 @@ def run_topology_show(
     pods: Path | None,
     instance_type: str | None,
     depth: int | None,
-    output: str,
+    output: Output,
 ) -> None:
     cluster = load_cluster(nodes, topology=topology, pods=pods, slurm_instance_type=instance_type)
     warn_about(cluster, example=nodes is None)
     ledger = _ledger(cluster)
-    if output == "json":
-        _print_json(topology_document(ledger))
+    if output is not Output.TABLE:
+        print_document(output, topology_document(ledger))
         return
     tree = ledger.tree
     if depth is None:
@@ -92,19 +88,20 @@ def run_topology_show(
     console = _console()
     console.print(topology_tree(ledger, depth))
     if depth < tree.depth:
-        console.print(f"[dim](hosts hidden: {len(tree.nodes)} nodes; use --depth {tree.depth})[/]")
+        hidden = counted(len(tree.nodes), "node")
+        console.print(f"[dim](hosts hidden: {hidden}; use --depth {tree.depth})[/]")
     _print_excluded(console, tree)
 
 
 def _print_excluded(console: Console, tree: TopologyTree) -> None:
     if tree.excluded:
-        console.print(f"left out of the topology: {len(tree.excluded)} nodes")
+        console.print(f"left out of the topology: {counted(len(tree.excluded), 'node')}")
         for node in tree.excluded:
             console.print(f"  {node.name}: {node.detail}")
 
 
 def run_topology_validate(
-    nodes: Path | None, topology: Path | None, instance_type: str | None, output: str
+    nodes: Path | None, topology: Path | None, instance_type: str | None, output: Output
 ) -> None:
     cluster = load_cluster(nodes, topology=topology, slurm_instance_type=instance_type)
     tree = build_tree(cluster.nodes, cluster.topology)
@@ -126,15 +123,16 @@ def run_topology_validate(
         "warnings": list(cluster.warnings),
         "valid": True,
     }
-    if output == "json":
-        _print_json(summary)
+    if output is not Output.TABLE:
+        print_document(output, summary)
         return
     console = _console()
     console.print(
-        f"[green]valid[/] {cluster.format.value}: {len(tree.nodes)} nodes in {tree.depth} levels"
+        f"[green]valid[/] {cluster.format.value}: {counted(len(tree.nodes), 'node')} in "
+        f"{counted(tree.depth, 'level')}"
     )
     for level in tree.levels:
-        console.print(f"  {level.label}: {level.size} domains")
+        console.print(f"  {level.label}: {counted(level.size, 'domain')}")
     for warning in cluster.warnings:
         console.print(f"[yellow]warning:[/] {warning}")
     _print_excluded(console, tree)

@@ -1,14 +1,19 @@
-"""What the CLI's verbs share to print: ``-o/--output table|json|yaml`` and how a wire model (or
-a list of them) comes out in each, plain tables and UTC times."""
+"""What the CLI's verbs share to print: ``-o/--output table|json|yaml`` and how a wire model,
+a list of them or a plain document comes out in each; plain tables, UTC times, counted nouns
+and byte amounts as Kubernetes quantities."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
+from decimal import Decimal
 from enum import StrEnum
 from typing import Annotated, Any
 
 import typer
+
+from topoq.domain.errors import TopoqError
+from topoq.domain.quantity import EPHEMERAL_STORAGE, MEMORY, quantity_value
 
 
 class Output(StrEnum):
@@ -20,19 +25,28 @@ class Output(StrEnum):
 OutputOption = Annotated[
     Output, typer.Option("--output", "-o", help="table, json or yaml.", show_default=True)
 ]
+JsonAliasOption = Annotated[
+    bool, typer.Option("--json", hidden=True, help="Deprecated: the same as -o json.")
+]
+"""The ``--json`` flag the server verbs took before ``-o``; kept, hidden, for old scripts."""
 
 
-def print_as(output: Output, found: Any, table: Callable[[], str] | None) -> None:
-    """``found`` (a wire model or a list of them) as JSON or YAML, else ``table()``."""
-    if output is Output.TABLE:
-        if table is not None:
-            print(table())
-        return
-    document = (
-        [item.model_dump(mode="json") for item in found]
-        if isinstance(found, list)
-        else found.model_dump(mode="json")
-    )
+def chosen_output(output: Output, as_json: bool) -> Output:
+    """``-o``'s choice, or JSON when the deprecated ``--json`` was given."""
+    return Output.JSON if as_json else output
+
+
+def document_of(found: Any) -> Any:
+    """``found`` as plain data: a wire model by its camelCase aliases, a list item by item,
+    anything else (a dict of the offline verbs) as it is."""
+    if isinstance(found, list):
+        return [document_of(item) for item in found]
+    dump = getattr(found, "model_dump", None)
+    return dump(mode="json") if callable(dump) else found
+
+
+def print_document(output: Output, document: Any) -> None:
+    """Plain data as JSON (indented) or YAML (in the order given)."""
     if output is Output.JSON:
         import json
 
@@ -41,6 +55,16 @@ def print_as(output: Output, found: Any, table: Callable[[], str] | None) -> Non
         import yaml
 
         print(yaml.safe_dump(document, sort_keys=False), end="")
+
+
+def print_as(output: Output, found: Any, table: Callable[[], str] | None) -> None:
+    """``found`` (a wire model, a list of them, or a plain document) as JSON or YAML, else
+    ``table()``."""
+    if output is Output.TABLE:
+        if table is not None:
+            print(table())
+        return
+    print_document(output, document_of(found))
 
 
 def utc(seconds: float | None) -> str:
@@ -53,3 +77,51 @@ def table_of(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     from topoq.cli.render import text_table
 
     return text_table(columns, rows)
+
+
+def counted(count: int, noun: str, plural: str | None = None) -> str:
+    """``1 job``, ``2 jobs``, ``0 jobs`` (``plural`` when adding an s is wrong)."""
+    return f"{count} {noun if count == 1 else plural or noun + 's'}"
+
+
+_BINARY_UNITS: tuple[tuple[str, int], ...] = (
+    ("Ei", 2**60),
+    ("Pi", 2**50),
+    ("Ti", 2**40),
+    ("Gi", 2**30),
+    ("Mi", 2**20),
+    ("Ki", 2**10),
+)
+BYTE_RESOURCES = frozenset({MEMORY, EPHEMERAL_STORAGE})
+
+
+def byte_quantity(amount: int) -> str:
+    """Bytes as a readable Kubernetes quantity in the largest binary unit they reach:
+    ``512Gi`` (exact values keep integers), ``1.5Ti`` for 1536 GiB; one unit down when the
+    value is a whole number there and not two decimals in the larger (``1025Gi``); else
+    rounded to two decimals (``953.67Mi``). Under 1 Ki, the bytes."""
+    reached = [(suffix, factor) for suffix, factor in _BINARY_UNITS if amount >= factor]
+    if not reached:
+        return str(amount)
+    (suffix, factor), *smaller = reached
+    if amount * 100 % factor == 0:
+        return _decimal_text(Decimal(amount) / factor) + suffix
+    if smaller and amount % smaller[0][1] == 0:
+        return f"{amount // smaller[0][1]}{smaller[0][0]}"
+    return _decimal_text(round(Decimal(amount) / factor, 2)) + suffix
+
+
+def _decimal_text(value: Decimal) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return text or "0"
+
+
+def readable_amount(resource: str, quantity: str) -> str:
+    """A resource amount as the API gives it (``1536Gi``), shown for people: bytes of memory
+    and storage in the largest unit (``1.5Ti``); other resources as they are."""
+    if resource not in BYTE_RESOURCES:
+        return quantity
+    try:
+        return byte_quantity(int(quantity_value(quantity)))
+    except (TopoqError, ValueError):
+        return quantity

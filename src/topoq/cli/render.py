@@ -11,6 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.tree import Tree
 
+from topoq.cli.output import counted
 from topoq.core.ledger import CapacityLedger
 from topoq.core.tree import TopologyTree
 from topoq.domain.node import HOSTNAME_LABEL
@@ -52,8 +53,17 @@ def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
     return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
+class CliConsole(Console):
+    """A Rich console whose closed pipe (``topoq … | head``) is the CLI's to handle, in one
+    place (``topoq.cli.app``: exit 0), instead of Rich's exit 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
 def make_console(*, stderr: bool = False) -> Console:
-    console = Console(highlight=False, stderr=stderr, soft_wrap=stderr)
+    console = CliConsole(highlight=False, stderr=stderr, soft_wrap=stderr)
     if not console.is_terminal:
         console.width = PIPE_WIDTH
     return console
@@ -105,7 +115,8 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
 
     spans = ", ".join(f"{count} {_short(label)}" for label, count in outcome.span.items())
     console.print(
-        f"pod set [bold]{outcome.name}[/]: {outcome.count} pods assigned, spanning {spans}"
+        f"pod set [bold]{outcome.name}[/]: {counted(outcome.count, 'pod')} assigned, "
+        f"spanning {spans}"
     )
     table = Table()
     table.add_column("ranks", justify="right")
@@ -152,7 +163,8 @@ def _print_unschedulable(console: Console, outcome: PodSetOutcome) -> None:
     if diagnosis is None:  # pragma: no cover - callers check
         return
     console.print(
-        f"pod set [bold]{outcome.name}[/] ({outcome.count} pods): [red]{diagnosis.reason.value}[/]"
+        f"pod set [bold]{outcome.name}[/] ({counted(outcome.count, 'pod')}): "
+        f"[red]{diagnosis.reason.value}[/]"
     )
     console.print(f"  {diagnosis.message}", highlight=False)
     if diagnosis.excluded_nodes:
@@ -221,7 +233,8 @@ def topology_tree(ledger: CapacityLedger, depth: int) -> Tree:
     free_all = int(ledger.free[:, column].sum()) if column is not None else 0
     total_all = int(tree.capacity[:, column].sum()) if column is not None else 0
     root = Tree(
-        f"[bold]{tree.spec.name}[/]: {len(tree.nodes)} nodes, {free_all}/{total_all} {title} free"
+        f"[bold]{tree.spec.name}[/]: {counted(len(tree.nodes), 'node')}, "
+        f"{free_all}/{total_all} {title} free"
     )
     parents: list[Tree] = [root]
     for level_index in range(min(depth, tree.depth)):
@@ -234,7 +247,7 @@ def topology_tree(ledger: CapacityLedger, depth: int) -> Tree:
             name, kind = level.paths[domain][-1], _short(level.label)
             label = f"{name}  [dim]{kind}[/]  {free}/{total} {title} free"
             if level_index < tree.depth - 1:
-                label += f"  [dim]({nodes} nodes)[/]"
+                label += f"  [dim]({counted(nodes, 'node')})[/]"
             current.append(parent.add(label))
         parents = current
     return root

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from topoq.cli.server_app import JsonOption, ServerOption, TokenOption
+from topoq.cli.output import JsonAliasOption, Output, OutputOption, chosen_output, print_as
+from topoq.cli.server_app import ServerOption, TokenOption
 
 
 def register(app: typer.Typer, topology_app: typer.Typer) -> None:
@@ -39,7 +40,8 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
         jobs: Annotated[bool, typer.Option("--jobs", help="Also list every job's usage.")] = False,
         server: ServerOption = None,
         token: TokenOption = None,
-        as_json: JsonOption = False,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
         """GPU-hours per team per UTC day, inside the guarantee and borrowed, with jobs run and
         preemptions suffered (and per job with --jobs)."""
@@ -47,15 +49,15 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
         from topoq.cli.server_commands import (
             connected,
             job_usage_table,
-            print_json,
             usage_table,
             usage_title,
         )
 
+        chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             report = client.usage_report(start, end, team)
-        if as_json:
-            print_json(report)
+        if chosen is not Output.TABLE:
+            print_as(chosen, report, None)
             return
         console = make_console()
         console.print(usage_title(report), style="bold", markup=False)
@@ -74,23 +76,30 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
         ] = None,
         server: ServerOption = None,
         token: TokenOption = None,
-        as_json: JsonOption = False,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
-        """The running server's topology tree with free and used GPUs per domain."""
+        """The running server's topology tree with free and used GPUs per domain, failed and
+        cordoned nodes marked (-o json|yaml: the API's topology)."""
         from topoq.cli.render import make_console
         from topoq.cli.server_commands import (
+            STATE_LEGEND,
             connected,
+            node_states,
             outside_lines,
-            print_json,
             topology_tree,
         )
 
+        chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             topology = client.topology()
-        if as_json:
-            print_json(topology)
-            return
+            if chosen is not Output.TABLE:
+                print_as(chosen, topology, None)
+                return
+            marked = node_states(topology, client.nodes())
         console = make_console()
-        console.print(topology_tree(topology, depth or len(topology.levels)))
+        console.print(topology_tree(topology, depth or len(topology.levels), marked))
         for line in outside_lines(topology):
             console.print(line, markup=False)
+        if marked:
+            console.print(STATE_LEGEND, style="dim", markup=False)

@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from topoq.cli.output import JsonAliasOption, Output, OutputOption, chosen_output, print_as
 from topoq.domain.limits import DEFAULT_LOG_READ_BYTES, MAX_LOG_READ_BYTES
 
 ServerOption = Annotated[
@@ -28,7 +29,6 @@ TokenOption = Annotated[
         show_default=False,
     ),
 ]
-JsonOption = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
 
 
 def log_bytes_option(what: str) -> Any:
@@ -267,11 +267,13 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         ] = None,
         server: ServerOption = None,
         token: TokenOption = None,
-        as_json: JsonOption = False,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
-        """Submit a job; prints its id and phase."""
+        """Submit a job; prints its id, team and phase (-o json|yaml: the job as the API
+        answered)."""
         from topoq.cli.app import guarded
-        from topoq.cli.server_commands import connected, print_json, submission
+        from topoq.cli.server_commands import connected, submission
         from topoq.domain.job import DependencyKind
 
         after = {
@@ -284,9 +286,11 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             request = submission(file, form, team, priority, job_id, max_retry, after, time_limit)
             with connected(server, token) as client:
                 job = client.submit(request)
-                print_json(job) if as_json else typer.echo(
-                    f"{job.id} submitted to team {job.team} ({job.phase.value})"
-                )
+            print_as(
+                chosen_output(output, as_json),
+                job,
+                lambda: f"{job.id} submitted to team {job.team} ({job.phase.value})",
+            )
 
         guarded(run)
 
@@ -298,74 +302,62 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         limit: int = 100,
         server: ServerOption = None,
         token: TokenOption = None,
-        as_json: JsonOption = False,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
         """Jobs, newest first (like squeue): team, user, priority, phase, GPUs, age, placement
-        span per level, and why pending jobs wait."""
+        span per level, and why pending jobs wait (-o json|yaml: the page the API answered)."""
+        from topoq.cli.output import counted
         from topoq.cli.render import make_console
-        from topoq.cli.server_commands import connected, jobs_table, print_json, waiting_reason
+        from topoq.cli.server_commands import connected, jobs_table, waiting_reason
 
+        chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             page = client.jobs(team=team, phase=phase, user=user, limit=limit)
-            if as_json:
-                print_json(page)
+            if chosen is not Output.TABLE:
+                print_as(chosen, page, None)
                 return
             explained = {
                 row.id: client.explain(row.id)
                 for row in page.items
                 if row.phase.value == "pending" and row.visible
             }
-            reasons = {job: waiting_reason(answer) for job, answer in explained.items()}
-            etas = {job: a.eta_at for job, a in explained.items() if a.eta_at is not None}
-            make_console().print(jobs_table(page.items, reasons, etas))
-            typer.echo(f"{len(page.items)} of {page.total} jobs")
+        reasons = {job: waiting_reason(answer) for job, answer in explained.items()}
+        etas = {job: a.eta_at for job, a in explained.items() if a.eta_at is not None}
+        make_console().print(jobs_table(page.items, reasons, etas))
+        typer.echo(f"{len(page.items)} of {counted(page.total, 'job')}")
 
     @app.command()
-    def describe(job: JobArgument, server: ServerOption = None, token: TokenOption = None) -> None:
-        """Everything about one job, as JSON: spec, placement, history."""
-        from topoq.cli.server_commands import connected
+    def describe(
+        job: JobArgument,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.JSON,
+    ) -> None:
+        """Everything about one job: spec, placement, history (JSON by default; -o yaml, or
+        -o table for its fields and history)."""
+        from topoq.cli.server_commands import connected, job_table
 
         with connected(server, token) as client:
-            print(client.job(job).model_dump_json(indent=2))
+            found = client.job(job)
+        print_as(output, found, lambda: job_table(found))
 
     @app.command()
     def explain(
         job: JobArgument,
         server: ServerOption = None,
         token: TokenOption = None,
-        as_json: JsonOption = False,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
         """Why a job waits, with the numbers, and what would change it."""
-        from topoq.cli.server_commands import connected, dependency_lines, eta_text, print_json
+        from topoq.cli.server_commands import connected, explanation_lines
 
         with connected(server, token) as client:
             answer = client.explain(job, fresh=True)
-            if as_json:
-                print_json(answer)
-                return
-            typer.echo(
-                f"{answer.job}: {answer.phase.value}"
-                + (f" — {answer.reason}" if answer.reason else "")
-            )
-            typer.echo(f"  {answer.message}")
-            if answer.eta_at is not None:
-                typer.echo(f"  expected to start: {eta_text(answer.eta_at)}")
-            if answer.numbers:
-                typer.echo("  numbers: " + ", ".join(f"{k} {v}" for k, v in answer.numbers.items()))
-            for remedy in answer.remedies:
-                typer.echo(f"  would change it: {remedy}")
-            if answer.dependencies:
-                typer.echo("depends on:")
-                for line in dependency_lines(answer):
-                    typer.echo(line)
-            if answer.fair_share:
-                typer.echo("  fair share (the lowest position is served first):")
-            for row in answer.fair_share:
-                place = "last (weight 0)" if row.position is None else f"{row.position:.3f}"
-                typer.echo(
-                    f"    {row.team}: weight {row.weight}, borrows {row.borrowed_share:.1%} "
-                    f"now, usage {row.usage:.1%}, position {place}"
-                )
+        print_as(
+            chosen_output(output, as_json), answer, lambda: "\n".join(explanation_lines(answer))
+        )
 
     for verb in ("cancel", "hold", "release"):
         _job_action(app, verb)
@@ -445,76 +437,57 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
 
     @app.command()
     def nodes(
-        server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
-        """Nodes: health, cordon state, GPUs in use and the jobs on them."""
-        from rich.table import Table
-
+        """Nodes: state (ready, cordoned or failed), GPUs in use, CPUs and memory, the jobs on
+        them."""
         from topoq.cli.render import make_console
-        from topoq.cli.server_commands import connected, print_json
+        from topoq.cli.server_commands import connected, nodes_table
 
+        chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.nodes()
-            if as_json:
-                print_json(found)
-                return
-            table = Table(box=None, header_style="bold")
-            for column in ("NODE", "READY", "CORDONED", "GPUS USED", "JOBS"):
-                table.add_column(column)
-            for node in found:
-                table.add_row(
-                    node.name,
-                    "yes" if node.ready else "NO",
-                    "yes" if node.cordoned else "-",
-                    f"{node.gpus_used}/{node.gpus}",
-                    ", ".join(node.jobs),
-                )
-            make_console().print(table)
+        if chosen is Output.TABLE:
+            make_console().print(nodes_table(found))
+        else:
+            print_as(chosen, found, None)
 
     for verb in ("cordon", "uncordon", "drain"):
-        _node_action(app, verb, verb)
+        _node_action(app, verb)
     for verb in ("fail", "recover"):
-        _node_action(node_app, verb, verb)
+        _node_action(node_app, verb)
 
     @app.command()
     def teams(
-        server: ServerOption = None, token: TokenOption = None, as_json: JsonOption = False
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
     ) -> None:
         """Per team and flavor: GPUs guaranteed, used, borrowed and lent."""
-        from rich.table import Table
-
         from topoq.cli.render import make_console
-        from topoq.cli.server_commands import connected, print_json
+        from topoq.cli.server_commands import connected, teams_table
 
+        chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.teams()
-            if as_json:
-                print_json(found)
-                return
-            table = Table(box=None, header_style="bold")
-            for column in ("TEAM", "FLAVOR", "GUARANTEE", "USED", "BORROWED", "LENT", "JOBS"):
-                table.add_column(column)
-            for team in found:
-                jobs = ", ".join(f"{count} {phase}" for phase, count in team.jobs.items())
-                for flavor in team.flavors:
-                    table.add_row(
-                        team.name,
-                        flavor.flavor,
-                        str(flavor.guarantee_gpus),
-                        str(flavor.used_gpus),
-                        str(flavor.borrowed_gpus),
-                        str(flavor.lent_gpus),
-                        jobs,
-                    )
-            make_console().print(table)
+        if chosen is Output.TABLE:
+            make_console().print(teams_table(found))
+        else:
+            print_as(chosen, found, None)
 
     @policy_app.command("apply")
     def policy_apply(
         file: Annotated[Path, typer.Argument(help="A topoq policy file (kind: Policy).")],
         server: ServerOption = None,
         token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
     ) -> None:
-        """Make a policy file the server's policy (a new version; admins only)."""
+        """Make a policy file the server's policy (a new version; admins only); prints the
+        version and the lint's warnings (-o json|yaml: the policy as the API answered)."""
         from topoq.cli.app import guarded
         from topoq.cli.server_commands import connected
 
@@ -522,31 +495,64 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
             document = read_policy_document(file)
             with connected(server, token) as client:
                 applied = client.apply_policy(document)
-                typer.echo(f"policy version {applied.version} is in force")
+            if output is not Output.TABLE:
+                print_as(output, applied, None)
+                return
+            typer.echo(f"policy version {applied.version} is in force")
+            for warning in applied.warnings:
+                typer.echo(f"warning: {warning.code}: {warning.message} ({warning.hint})", err=True)
 
         guarded(run)
 
     @policy_app.command("current")
-    def policy_current(server: ServerOption = None, token: TokenOption = None) -> None:
-        """The server's policy in force, as a policy file (YAML)."""
+    def policy_current(
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: Annotated[
+            Output,
+            typer.Option(
+                "--output",
+                "-o",
+                help="yaml (the policy file, after a '# version N' line), json (the API's "
+                "answer: version and document) or table (as policy show prints it).",
+            ),
+        ] = Output.YAML,
+    ) -> None:
+        """The server's policy in force: as a policy file (YAML) by default."""
         import yaml
 
         from topoq.cli.server_commands import connected
 
         with connected(server, token) as client:
             current = client.policy()
+        if output is Output.JSON:
+            print_as(output, current, None)
+        elif output is Output.YAML:
             typer.echo(f"# version {current.version}")
             typer.echo(yaml.safe_dump(current.document, sort_keys=False), nl=False)
+        else:
+            from topoq.cli.app import guarded
+            from topoq.cli.policy_commands import show_policy
+            from topoq.discovery.policy import policy_from_document
+
+            source = f"policy version {current.version}"
+            guarded(
+                lambda: show_policy(policy_from_document(current.document, source=source), "table")
+            )
 
     @app.command()
-    def events(limit: int = 50, server: ServerOption = None, token: TokenOption = None) -> None:
+    def events(
+        limit: int = 50,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+    ) -> None:
         """Recent job phase changes, newest first."""
-        from topoq.cli.server_commands import age, connected
+        from topoq.cli.server_commands import connected, events_table
 
         with connected(server, token) as client:
-            for event in client.events(limit):
-                when, phase = age(event.at), event.phase.value
-                typer.echo(f"{when:>5}  {event.job}  {event.team}  {phase}  {event.cause}")
+            found = client.events(limit)
+        print_as(output, found, lambda: events_table(found))
 
 
 def read_policy_document(file: Path) -> dict[str, object]:
@@ -563,31 +569,42 @@ def read_policy_document(file: Path) -> dict[str, object]:
 
 
 def _job_action(app: typer.Typer, verb: str) -> None:
-    def action(job: JobArgument, server: ServerOption = None, token: TokenOption = None) -> None:
+    def action(
+        job: JobArgument,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+    ) -> None:
         from topoq.cli.server_commands import connected
 
         with connected(server, token) as client:
             result = getattr(client, verb)(job)
-            typer.echo(f"{result.id}: {result.phase.value}" + (" (held)" if result.held else ""))
+        print_as(
+            output,
+            result,
+            lambda: f"{result.id}: {result.phase.value}" + (" (held)" if result.held else ""),
+        )
 
     action.__doc__ = {
-        "cancel": "Cancel a job (its pods are stopped).",
-        "hold": "Keep a pending job from being admitted.",
-        "release": "Let a held job be admitted again.",
+        "cancel": "Cancel a job (its pods are stopped); prints its phase now.",
+        "hold": "Keep a pending job from being admitted; prints its phase now.",
+        "release": "Let a held job be admitted again; prints its phase now.",
     }[verb]
     app.command(verb)(action)
 
 
-def _node_action(app: typer.Typer, verb: str, route: str) -> None:
-    def action(node: NodeArgument, server: ServerOption = None, token: TokenOption = None) -> None:
-        from topoq.cli.server_commands import connected
+def _node_action(app: typer.Typer, verb: str) -> None:
+    def action(
+        node: NodeArgument,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+    ) -> None:
+        from topoq.cli.server_commands import connected, node_action_line
 
         with connected(server, token) as client:
-            result = client.node_action(node, route)
-            state = "ready" if result.node.ready else "failed"
-            cordon = "cordoned" if result.node.cordoned else "schedulable"
-            requeued = f"; requeued {', '.join(result.requeued)}" if result.requeued else ""
-            typer.echo(f"{result.node.name}: {state}, {cordon}{requeued}")
+            result = client.node_action(node, verb)
+        print_as(output, result, lambda: node_action_line(verb, result))
 
     action.__doc__ = {
         "cordon": "Keep new work off a node.",

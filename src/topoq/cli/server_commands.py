@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from datetime import time as dt_time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import typer
 from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
+from topoq.cli.output import counted, readable_amount, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.batch_jobs import is_batch_job
 from topoq.discovery.documents import read_document
@@ -24,8 +24,16 @@ from topoq.discovery.training_jobs import is_training_job
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind, DependencyStatus
-from topoq.wire.v1 import Explanation, JobFormat, JobSummary, SubmitJobRequest
-from topoq.wire.v1.cluster import TopologyDomainModel, TopologyModel
+from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
+from topoq.wire.v1.base import ResourceAmounts
+from topoq.wire.v1.cluster import (
+    EventModel,
+    NodeAction,
+    NodeModel,
+    TeamModel,
+    TopologyDomainModel,
+    TopologyModel,
+)
 from topoq.wire.v1.jobs import DependencyModel
 from topoq.wire.v1.reports import UsageReportModel
 
@@ -50,7 +58,7 @@ def connected(server: str | None, token: str | None) -> Iterator[TopoqClient]:
 
 
 def _fail(error: ClientError) -> NoReturn:
-    typer.echo(f"error: {error}", err=True)
+    typer.echo(f"error: {in_cli_terms(str(error))}", err=True)
     if error.status is None:
         raise typer.Exit(EXIT_UNREACHABLE)
     if error.status in (401, 403):
@@ -58,11 +66,23 @@ def _fail(error: ClientError) -> NoReturn:
     raise typer.Exit(EXIT_REJECTED if error.status < 500 else EXIT_SERVER_ERROR)
 
 
-def print_json(model: Any) -> None:
-    if isinstance(model, list):
-        print(json.dumps([item.model_dump(mode="json") for item in model], indent=2))
-    else:
-        print(model.model_dump_json(indent=2))
+CLI_TERMS = (
+    ("list jobs with GET /jobs", "topoq list shows the jobs"),
+    ("list nodes with GET /nodes", "topoq nodes lists them"),
+    ("(PUT /api/v1/policy)", "(topoq policy apply FILE)"),
+    (
+        "send `Authorization: Bearer <token>`",
+        "give --token, TOPOQ_TOKEN or TOPOQ_TOKEN_FILE",
+    ),
+)
+"""The server's hints that name its HTTP routes, and what a CLI user types instead."""
+
+
+def in_cli_terms(message: str) -> str:
+    """A server's message with the HTTP routes it names as the CLI verbs that do the same."""
+    for route, verb in CLI_TERMS:
+        message = message.replace(route, verb)
+    return message
 
 
 # --- jobs ---------------------------------------------------------------------------------
@@ -165,6 +185,74 @@ def jobs_table(
     return table
 
 
+def readable_amounts(amounts: ResourceAmounts) -> str:
+    """``nvidia.com/gpu 16, memory 1.5Ti``: resource amounts for people."""
+    return ", ".join(f"{name} {readable_amount(name, text)}" for name, text in amounts.items())
+
+
+def job_table(job: JobDetail) -> str:
+    """One job as FIELD/VALUE rows, then its history, oldest first."""
+    rows = [
+        ("job", job.id),
+        ("team", job.team),
+        ("user", job.user or "-"),
+        ("priority", job.priority_class or "-"),
+        ("phase", job.phase.value + (" (held)" if job.held else "")),
+        ("gpus", str(job.gpus)),
+        ("pods", "-" if job.pods is None else str(job.pods)),
+        ("submitted", utc(job.submitted_at)),
+        ("admitted", utc(job.admitted_at)),
+        ("started", utc(job.started_at)),
+        ("time limit", "-" if job.time_limit_s is None else format_duration(job.time_limit_s)),
+        ("retries", f"{job.failures} of {job.max_retry} used"),
+        ("preemptions", str(job.preemptions)),
+        ("depends on", ", ".join(f"{d.kind.value} {d.job}" for d in job.dependencies) or "-"),
+    ]
+    if job.eta_at is not None:
+        rows.append(("expected to start", eta_text(job.eta_at)))
+    if job.allocation is not None:
+        rows.append(("nodes", ", ".join(job.allocation.nodes) or "-"))
+        rows.extend(
+            (f"usage on {flavor}", readable_amounts(amounts))
+            for flavor, amounts in job.allocation.usage.items()
+        )
+        rows.extend(
+            (f"borrowed on {flavor}", readable_amounts(amounts))
+            for flavor, amounts in job.allocation.borrowed.items()
+            if amounts
+        )
+    history = [(utc(change.at), change.phase.value, change.cause) for change in job.history]
+    return (
+        table_of(("FIELD", "VALUE"), rows) + "\n\n" + table_of(("TIME", "PHASE", "CAUSE"), history)
+    )
+
+
+def explanation_lines(answer: Explanation) -> list[str]:
+    """Why a job waits, with the numbers, what would change it, its dependencies and the fair
+    share standing, as lines."""
+    lines = [
+        f"{answer.job}: {answer.phase.value}" + (f" — {answer.reason}" if answer.reason else ""),
+        f"  {answer.message}",
+    ]
+    if answer.eta_at is not None:
+        lines.append(f"  expected to start: {eta_text(answer.eta_at)}")
+    if answer.numbers:
+        lines.append("  numbers: " + ", ".join(f"{k} {v}" for k, v in answer.numbers.items()))
+    lines.extend(f"  would change it: {remedy}" for remedy in answer.remedies)
+    if answer.dependencies:
+        lines.append("depends on:")
+        lines.extend(dependency_lines(answer))
+    if answer.fair_share:
+        lines.append("  fair share (the lowest position is served first):")
+    for row in answer.fair_share:
+        place = "last (weight 0)" if row.position is None else f"{row.position:.3f}"
+        lines.append(
+            f"    {row.team}: weight {row.weight}, borrows {row.borrowed_share:.1%} "
+            f"now, usage {row.usage:.1%}, position {place}"
+        )
+    return lines
+
+
 def eta_text(eta_at: float | None, now: float | None = None) -> str:
     """``in 12m`` for an expected start 12 minutes away, ``now`` when due, ``-`` if unknown."""
     if eta_at is None:
@@ -174,19 +262,121 @@ def eta_text(eta_at: float | None, now: float | None = None) -> str:
 
 
 # --- cluster ------------------------------------------------------------------------------
-def topology_tree(topology: TopologyModel, depth: int) -> Tree:
+FAILED, CORDONED, READY = "failed", "cordoned", "ready"
+STATE_LEGEND = (
+    "failed: not ready (marked failed, or its node stopped answering); its work was requeued. "
+    "cordoned: takes no new work (drain is cordon and requeue its gangs)."
+)
+
+
+def node_state(node: NodeModel) -> str:
+    """``failed`` when not ready, else ``cordoned`` when cordoned, else ``ready``."""
+    if not node.ready:
+        return FAILED
+    return CORDONED if node.cordoned else READY
+
+
+def nodes_table(found: list[NodeModel]) -> Table:
+    """Per node: its state, GPUs in use, CPUs and memory, and the jobs on it."""
+    table = Table(box=None, header_style="bold")
+    for column in ("NODE", "STATE", "GPUS USED", "CPU", "MEMORY", "JOBS"):
+        table.add_column(column, justify="right" if column in ("CPU", "MEMORY") else "left")
+    for node in found:
+        table.add_row(
+            escape(node.name),
+            node_state(node),
+            f"{node.gpus_used}/{node.gpus}",
+            node.allocatable.get("cpu", "-"),
+            readable_amount("memory", node.allocatable.get("memory", "-")),
+            escape(", ".join(node.jobs)) or "-",
+        )
+    return table
+
+
+def node_action_line(verb: str, result: NodeAction) -> str:
+    """What a node action did: ``cordoned p5-0: ready, cordoned; requeued 1 job: a``."""
+    node = result.node
+    done = {"cordon": "cordoned", "uncordon": "uncordoned", "drain": "drained"}
+    done |= {"fail": "marked failed", "recover": "marked recovered"}
+    schedulable = "cordoned" if node.cordoned else "schedulable"
+    line = f"{done[verb]} {node.name}: {'ready' if node.ready else 'failed'}, {schedulable}"
+    if result.requeued:
+        line += f"; requeued {counted(len(result.requeued), 'job')}: {', '.join(result.requeued)}"
+    return line
+
+
+def teams_table(found: list[TeamModel]) -> Table:
+    """Per team and flavor: GPUs guaranteed, used, borrowed and lent, and its jobs by phase."""
+    table = Table(box=None, header_style="bold")
+    numbers = ("GUARANTEE", "USED", "BORROWED", "LENT")
+    for column in ("TEAM", "FLAVOR", *numbers, "JOBS"):
+        table.add_column(column, justify="right" if column in numbers else "left")
+    for team in found:
+        jobs = ", ".join(f"{count} {phase.value}" for phase, count in team.jobs.items()) or "-"
+        for flavor in team.flavors:
+            table.add_row(
+                escape(team.name),
+                escape(flavor.flavor),
+                str(flavor.guarantee_gpus),
+                str(flavor.used_gpus),
+                str(flavor.borrowed_gpus),
+                str(flavor.lent_gpus),
+                escape(jobs),
+            )
+    return table
+
+
+def events_table(found: list[EventModel]) -> str:
+    """Job phase changes, newest first: when (and how long ago), job, team, phase, cause."""
+    rows = [
+        (age(event.at), utc(event.at), event.job, event.team, event.phase.value, event.cause)
+        for event in found
+    ]
+    return table_of(("AGE", "TIME", "JOB", "TEAM", "PHASE", "CAUSE"), rows)
+
+
+def node_states(topology: TopologyModel, found: list[NodeModel]) -> dict[str, list[str]]:
+    """Domain name (``spine-1/block-2/p5-0``, as the topology names its domains) → the states
+    of its nodes that are not ready or cordoned."""
+    marked: dict[str, list[str]] = {}
+    for node in found:
+        state = node_state(node)
+        if state == READY or not all(level in node.labels for level in topology.levels):
+            continue
+        values = [node.labels[level] for level in topology.levels]
+        for depth in range(1, len(values) + 1):
+            marked.setdefault("/".join(values[:depth]), []).append(state)
+    return marked
+
+
+def _marks(states: list[str], *, leaf: bool) -> str:
+    """``FAILED`` on a node's own line; ``(1 failed, 2 cordoned)`` on a domain's."""
+    if not states:
+        return ""
+    if leaf:
+        return f"  [bold red]{states[0].upper()}[/]"
+    parts = [f"{states.count(state)} {state}" for state in (FAILED, CORDONED) if state in states]
+    return f"  [red]({', '.join(parts)})[/]"
+
+
+def topology_tree(
+    topology: TopologyModel, depth: int, marked: dict[str, list[str]] | None = None
+) -> Tree:
     """The server's topology, top level first, down to ``depth`` levels: free and used GPUs
-    per domain (free counts schedulable nodes only)."""
+    per domain (free counts schedulable nodes only), failed and cordoned nodes marked."""
+    marked = marked or {}
     root = Tree(
         f"[bold]{escape(topology.name)}[/]: {topology.gpus_free}/{topology.gpus} GPUs free, "
         f"{topology.gpus_used} used"
     )
 
     def add(parent: Tree, domain: TopologyDomainModel, level: int) -> None:
+        leaf = not domain.children
         branch = parent.add(
             f"{escape(domain.value)}  [dim]{escape(domain.level.rsplit('/', 1)[-1])}[/]  "
             f"{domain.gpus_free}/{domain.gpus} GPUs free, {domain.gpus_used} used"
-            f"  [dim]({domain.nodes} node{'s' if domain.nodes != 1 else ''})[/]"
+            + f"  [dim]({counted(domain.nodes, 'node')})[/]"
+            + _marks(marked.get(domain.name, []), leaf=leaf)
         )
         if level + 1 < depth:
             for child in domain.children:

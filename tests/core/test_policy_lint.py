@@ -357,12 +357,20 @@ def test_a_gang_of_an_unknown_team_is_reported() -> None:
 
 def test_a_gang_with_an_undefined_priority_class_is_reported() -> None:
     spec = policy(team("nlp", 64), priority_classes=(PriorityClass("training", 10),))
-    gang = WorkloadSpec("job", (gpu_pods(1),), priority_class="training-priority")
+    gang = WorkloadSpec("job", (gpu_pods(1),), priority_class="trainng")
 
     finding = the(lint(spec, {NLP: gang}), LintCode.UNKNOWN_PRIORITY_CLASS)
 
-    assert "training-priority" in finding.message
-    assert "calls it training" in finding.hint
+    assert "trainng" in finding.message
+    assert "training" in finding.hint
+
+
+def test_a_gangs_hyperpod_class_name_is_the_policys_class_as_at_submission() -> None:
+    """HyperPod's ``training-priority`` is the policy's ``training`` (core.priority_classes)."""
+    spec = policy(team("nlp", 64), priority_classes=(PriorityClass("training", 10),))
+    gang = WorkloadSpec("job", (gpu_pods(1),), priority_class="training-priority")
+
+    assert LintCode.UNKNOWN_PRIORITY_CLASS not in codes(lint(spec, {NLP: gang}))
 
 
 def test_errors_come_before_warnings() -> None:

@@ -144,3 +144,22 @@ def test_an_endless_file_is_read_only_up_to_the_limit() -> None:
         pytest.skip("no /dev/zero")
     with pytest.raises(InvalidInputError, match="larger than 16 MiB"):
         read_document(zero)
+
+
+def test_several_kubernetes_objects_separated_by_dashes_are_read_as_one_list() -> None:
+    text = "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n---\n" + (
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: b}\n---\n"
+    )
+    document = parse_document(text, source="f.yaml")
+    assert document["apiVersion"] == "v1" and document["kind"] == "List"
+    assert [item["metadata"]["name"] for item in document["items"]] == ["a", "b"]
+
+
+def test_several_documents_that_are_not_kubernetes_objects_are_refused() -> None:
+    error = refusal("apiVersion: v1\nkind: Pod\n---\njob_name: x\n")
+    assert "document 2 of 2 is not a Kubernetes object" in error.message
+    assert error.where == "f.yaml"
+
+
+def test_one_document_after_a_leading_separator_is_that_document() -> None:
+    assert parse_document("---\na: 1\n", source="f.yaml") == {"a": 1}

@@ -70,7 +70,7 @@ def test_a_kueue_workload_names_dependencies_in_its_own_annotations() -> None:
             dependencies_from_hyperpod_job,
             {"after_sucess": "x"},
             "job.yaml: after_sucess: unknown dependency key 'after_sucess' (did you mean "
-            "'after_ok'? dependency keys: after_ok, after_any, after_failed)",
+            "'after_ok'? allowed dependency keys: after_ok, after_any, after_failed)",
         ),
         (
             dependencies_from_job_file,

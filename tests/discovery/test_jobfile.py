@@ -509,3 +509,26 @@ def test_load_workload_names_the_file_in_errors(tmp_path: Path) -> None:
         InvalidInputError, match=r"job\.yaml: spec\.podSets\[0\]\.count: is missing"
     ):
         load_workload(path)
+
+
+@pytest.mark.parametrize(
+    ("document", "where", "guess"),
+    [
+        (hyperpod_document(node_cont=2), "node_cont", "'node_count'"),
+        (hyperpod_document(priorty="training-priority"), "priorty", "'priority'"),
+    ],
+)
+def test_an_unknown_hyperpod_field_is_refused_with_the_closest_as_a_job_file_key_is(
+    document: dict[str, Any], where: str, guess: str
+) -> None:
+    with pytest.raises(InvalidInputError) as raised:
+        workload_from_hyperpod_job(document, source="job.yaml")
+    assert raised.value.where == f"job.yaml: {where}"
+    assert raised.value.message == f"unknown key {where!r}"
+    assert (raised.value.hint or "").startswith(f"did you mean {guess}? allowed keys: job_name")
+
+
+def test_the_hyperpod_clis_fields_topoq_does_not_use_are_accepted() -> None:
+    unused = {"pull_policy": "Always", "volume": [], "max_node_count": 4, "template": "x"}
+    workload = workload_from_hyperpod_job(hyperpod_document(**unused), source="job.yaml")
+    assert workload.name == "train"

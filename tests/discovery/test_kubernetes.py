@@ -799,3 +799,19 @@ def test_a_malformed_kueue_topology_is_rejected_naming_the_file_and_the_field(
 
     assert str(caught.value).startswith(f"topology.yaml: {path}")
     assert message in str(caught.value)
+
+
+def test_a_kueue_topology_beside_its_resource_flavors_is_read_from_one_file(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "kueue.yaml"
+    path.write_text(
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: p5}\n"
+        "spec: {topologyName: aws}\n---\n"
+        "apiVersion: kueue.x-k8s.io/v1beta1\nkind: Topology\nmetadata: {name: aws}\n"
+        "spec:\n  levels:\n  - {nodeLabel: topology.k8s.aws/network-node-layer-3}\n"
+        "  - {nodeLabel: kubernetes.io/hostname}\n",
+        encoding="utf-8",
+    )
+    spec = topology_from_kueue(read_document(path), source=str(path))
+    assert spec.levels == ("topology.k8s.aws/network-node-layer-3", "kubernetes.io/hostname")

@@ -10,11 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from hypothesis import given
 from hypothesis import strategies as st
 
 from topoq.cli.server_commands import detect_format
 from topoq.discovery.batch_jobs import workload_from_kubernetes_object
+from topoq.discovery.documents import read_document
 from topoq.discovery.jobfile import load_workload
 from topoq.discovery.pod_groups import (
     GROUP_LABEL,
@@ -195,3 +197,10 @@ def test_a_slice_size_is_checked_against_the_pods_of_its_pod_set() -> None:
     with pytest.raises(InvalidInputError) as caught:
         workload_from_pod_group(doc, source="x")
     assert "does not divide" in caught.value.message and "items[1]" in str(caught.value.where)
+
+
+def test_a_groups_pods_separated_by_dashes_read_as_their_list(tmp_path: Path) -> None:
+    listed = read_document(EXAMPLE / "pod-group.yaml")
+    path = tmp_path / "pods.yaml"
+    path.write_text(yaml.safe_dump_all(listed["items"]), encoding="utf-8")
+    assert load_workload(path) == load_workload(EXAMPLE / "pod-group.yaml")

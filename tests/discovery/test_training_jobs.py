@@ -15,9 +15,9 @@ LAYER_2 = "topology.k8s.aws/network-node-layer-2"
 
 def test_a_hyperpod_pytorch_job_is_one_pod_set_per_replica_spec() -> None:
     workload = load_workload(EXAMPLES / "hyperpod-pytorch-job.yaml")
-    assert workload.name == "llama-pretrain"
-    assert workload.namespace == "hyperpod-ns-research"
-    assert workload.queue == "hyperpod-ns-research-localqueue"
+    assert workload.name == "llama-pretrain-hyperpod"
+    assert workload.namespace == "hyperpod-ns-vision"
+    assert workload.queue == "hyperpod-ns-vision-localqueue"
     assert workload.priority_class == "training-priority"
     [pods] = workload.pod_sets
     assert (pods.name, pods.count) == ("pod", 4)
@@ -32,7 +32,7 @@ def test_a_kubeflow_pytorch_job_is_a_master_and_workers() -> None:
     assert [(p.name, p.count) for p in workload.pod_sets] == [("master", 1), ("worker", 3)]
     assert all(p.topology.preferred == LAYER_2 for p in workload.pod_sets)
     assert all(p.requests.amount("nvidia.com/gpu") == 8 for p in workload.pod_sets)
-    assert workload.queue == "research" and workload.priority_class is None
+    assert workload.queue == "vision" and workload.priority_class is None
 
 
 def test_the_objects_annotation_stands_in_for_the_templates() -> None:

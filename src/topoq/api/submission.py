@@ -13,6 +13,7 @@ from typing import TypeVar
 
 from topoq.api.errors import UNREADABLE_INPUT
 from topoq.core.dependencies import dependency_cycle
+from topoq.core.priority_classes import policy_class_of
 from topoq.discovery.batch_jobs import workload_from_kubernetes_object
 from topoq.discovery.hyperpod_job import HYPERPOD_JOB_NAME_FIELD, workload_from_hyperpod_job
 from topoq.discovery.job_dependencies import (
@@ -107,8 +108,11 @@ def job_from_request(
     written = written_dependencies(request)
     team = check_label_name(team_of(request, workload), what="team name", where="team")
     check_team(team, policy)
-    priority_class = request.priority_class or workload.priority_class
-    check_priority_class(priority_class, policy, overridden=request.priority_class is not None)
+    priority_class = charged_class(
+        request.priority_class or workload.priority_class,
+        policy,
+        overridden=request.priority_class is not None,
+    )
     check_levels(workload, topology)
     check_sizes(workload)
     for index, pod_set in enumerate(workload.pod_sets):
@@ -253,11 +257,17 @@ def check_team(team: str, policy: ClusterPolicy | None) -> None:
         )
 
 
-def check_priority_class(
+def charged_class(
     name: str | None, policy: ClusterPolicy | None, *, overridden: bool
-) -> None:
-    if name is None or (policy is not None and name in policy.weight_of_class):
-        return
+) -> str | None:
+    """The policy's class a job with priority class ``name`` is charged to (None: the
+    policy's default): ``name``, or the class HyperPod's ``<class>-priority`` names
+    (``core.priority_classes.policy_class_of``); a class the policy lacks is refused."""
+    if name is None:
+        return None
+    charged = policy_class_of(name, policy) if policy is not None else None
+    if charged is not None:
+        return charged
     where = "priorityClass" if overridden else f"{DOCUMENT} (its priority class)"
     known = [cls.name for cls in policy.priority_classes] if policy is not None else []
     raise InvalidInputError(

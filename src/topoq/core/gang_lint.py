@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import find_placement
+from topoq.core.priority_classes import policy_class_of
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import flavor_of, normalize_flavor
@@ -32,8 +33,6 @@ from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import WorkloadSpec
-
-_HYPERPOD_CLASS_SUFFIX = "-priority"
 
 
 @dataclass
@@ -101,23 +100,19 @@ def _unknown_team(team: TeamName, policy: ClusterPolicy) -> LintFinding:
 def _priority_class_findings(
     policy: ClusterPolicy, team: TeamSpec, workload: WorkloadSpec
 ) -> list[LintFinding]:
+    """A class the policy does not define, by the rule submission charges jobs by
+    (``policy_class_of``: HyperPod's ``training-priority`` is the policy's ``training``)."""
     name = workload.priority_class
-    if name is None or name in policy.weight_of_class:
+    if name is None or policy_class_of(name, policy) is not None:
         return []
-    bare = name.removesuffix(_HYPERPOD_CLASS_SUFFIX)
     defined = ", ".join(cls.name for cls in policy.priority_classes) or "none"
-    hint = (
-        f"HyperPod names the Kueue class {name}; topoq's policy calls it {bare}"
-        if bare in policy.weight_of_class
-        else f"use a class the policy defines ({defined}), or define {name}"
-    )
     return [
         LintFinding(
             LintSeverity.ERROR,
             LintCode.UNKNOWN_PRIORITY_CLASS,
             f"team {team.name}'s typical gang {workload.name!r} has priority class {name!r}, "
             "which the policy does not define",
-            hint,
+            f"use a class the policy defines ({defined}), or define {name}",
         )
     ]
 

@@ -49,7 +49,12 @@ def read_document(path: Path | str) -> Any:
 def parse_document(text: str, *, source: str) -> Any:
     """The one way topoq reads a JSON or YAML document: a size cap before parsing, a strict
     parser (no duplicate keys, no aliases, bounded integers), then ``check_document`` (depth,
-    entries, string lengths, finite numbers, only what JSON can hold)."""
+    entries, string lengths, finite numbers, only what JSON can hold).
+
+    YAML of several documents (``---``) that are all Kubernetes objects (each a mapping with
+    ``apiVersion`` and ``kind``) is read as kubectl reads it: one ``v1 List`` of them, in
+    order — the Pods of a group, a Kueue Topology with its ResourceFlavors, Nodes. Several
+    documents of any other kind are refused (a file of topoq's own formats is one document)."""
     _check_size(text, source)
     if not text.strip():
         raise InvalidInputError(
@@ -58,9 +63,28 @@ def parse_document(text: str, *, source: str) -> Any:
     if text.lstrip().startswith(("{", "[")):
         document = load_json(text, source=source)
     else:
-        document = load_yaml(text, source=source)
+        documents = load_yaml(text, source=source, every=True)
+        document = documents[0] if len(documents) == 1 else _object_list(documents, source)
     checked(document, source=source)
     return document
+
+
+LIST_API_VERSION, LIST_KIND = "v1", "List"
+
+
+def _object_list(documents: list[Any], source: str) -> Any:
+    """Several YAML documents as one ``v1 List``; none (only comments or ``null``) as None."""
+    if not documents:
+        return None
+    for index, document in enumerate(documents):
+        if not (isinstance(document, Mapping) and "apiVersion" in document and "kind" in document):
+            raise InvalidInputError(
+                f"document {index + 1} of {len(documents)} is not a Kubernetes object "
+                "(a mapping with apiVersion and kind)",
+                where=source,
+                hint="give one document, or only Kubernetes objects separated by ---",
+            )
+    return {"apiVersion": LIST_API_VERSION, "kind": LIST_KIND, "items": documents}
 
 
 def parse_json_text(text: str, *, source: str) -> Any:
@@ -128,13 +152,7 @@ class Fields:
         known = sorted(set(accepted))
         for key in self.data:
             if key not in known:
-                close = difflib.get_close_matches(str(key), known, n=1)
-                guess = f"did you mean {close[0]!r}? " if close else ""
-                raise InvalidInputError(
-                    f"unknown key {key!r}",
-                    where=self.path(str(key)),
-                    hint=f"{guess}allowed keys: {', '.join(listed)}",
-                )
+                raise unknown_key(str(key), known, where=self.path(str(key)), listed=listed)
 
     def has(self, key: str) -> bool:
         return self.data.get(key) is not None
@@ -218,6 +236,27 @@ class Fields:
         return [
             Fields(item, f"{self.path(key)}[{index}]") for index, item in enumerate(self.items(key))
         ]
+
+
+def unknown_key(
+    key: str,
+    known: Sequence[str],
+    *,
+    where: str,
+    listed: Sequence[str],
+    what: str = "key",
+    cutoff: float = 0.6,
+) -> InvalidInputError:
+    """The one way every reader of topoq's own formats refuses a key it does not know:
+    ``unknown key 'podSet'`` with the hint ``did you mean 'podSets'? allowed keys: …``
+    (the closest of ``known`` by ``difflib.get_close_matches``, then ``listed``)."""
+    close = difflib.get_close_matches(key, list(known), n=1, cutoff=cutoff)
+    guess = f"did you mean {close[0]!r}? " if close else ""
+    return InvalidInputError(
+        f"unknown {what} {key!r}",
+        where=where,
+        hint=f"{guess}allowed {what}s: {', '.join(listed)}",
+    )
 
 
 WHOLE_NUMBER_MAX = 2**63 - 1

@@ -9,11 +9,19 @@ Requests are sized from ``instance_type`` as HyperPod sizes them (see
 :mod:`topoq.discovery.instance_sizing`); ``memory`` is in GiB. Pods select nodes of the instance
 type as written (``ml.p5.48xlarge`` on HyperPod), plus ``label_selector``, plus
 ``sagemaker.amazonaws.com/deep-health-check-status: Passed`` when
-``deep_health_check_passed_nodes_only`` is true (as the HyperPod CLI writes it, in the pods'
-nodeSelector). HyperPod sets no tolerations;
+``deep_health_check_passed_nodes_only`` is true (below). HyperPod sets no tolerations;
 the pods get those EKS's ExtendedResourceToleration admission plugin adds for the extended
 resources they request (``nvidia.com/gpu`` …). ``command``/``args`` and ``environment`` are
-what the pods run; fields topoq does not use (image, volumes, …) are ignored.
+what the pods run; the other fields of the HyperPod CLI's job (``image``, ``volume``, the
+elastic-training fields, …) are accepted and not used. A key that is none of these is refused
+with the closest one (``did you mean 'node_count'?``), as the HyperPod CLI (whose job model
+forbids extra fields) and topoq's own job file refuse it.
+
+The deep health check: HyperPod labels each node ``sagemaker.amazonaws.com/deep-health-check-
+status`` ``InProgress``, ``Passed`` or ``Failed`` (SageMaker HyperPod's "Resilience-related
+Kubernetes labels" page). The HyperPod CLI up to 3.7 wrote ``deep-health-check-passed: "true"``
+into the pods' nodeSelector instead, a label no node has (aws/sagemaker-hyperpod-cli issue
+382); topoq selects the label HyperPod writes.
 """
 
 from __future__ import annotations
@@ -23,6 +31,7 @@ from collections.abc import Mapping
 from topoq.discovery.documents import Fields, argv
 from topoq.discovery.instance_sizing import instance_requests, known_instance_type
 from topoq.discovery.instance_types import GIB, InstanceType
+from topoq.discovery.job_dependencies import HYPERPOD_DEPENDENCY_KEYS
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     extended_resource_tolerations,
@@ -43,6 +52,52 @@ DEEP_HEALTH_CHECK_LABEL = "sagemaker.amazonaws.com/deep-health-check-status"
 DEEP_HEALTH_CHECK_PASSED = "Passed"
 HYPERPOD_TOPOLOGY_LABELS = (*AWS_NETWORK_LAYER_LABELS[:3], AWS_ULTRASERVER_LABEL)
 REPLICA_COUNT_FIELDS = ("replica_count", "node_count")
+HYPERPOD_READ_FIELDS = (
+    HYPERPOD_JOB_NAME_FIELD,
+    "namespace",
+    "command",
+    "args",
+    "environment",
+    "instance_type",
+    *REPLICA_COUNT_FIELDS,
+    "accelerators",
+    "vcpu",
+    "memory",
+    "efa",
+    "label_selector",
+    "deep_health_check_passed_nodes_only",
+    "queue_name",
+    "priority",
+    "max_retry",
+    "preferred_topology",
+    "required_topology",
+    *HYPERPOD_DEPENDENCY_KEYS,
+)
+"""The fields topoq reads (``max_retry`` at submission, the ``after_*`` in job_dependencies)."""
+HYPERPOD_UNUSED_FIELDS = (
+    "image",
+    "pull_policy",
+    "tasks_per_node",
+    "scheduler_type",
+    "accelerators_limit",
+    "vcpu_limit",
+    "memory_limit",
+    "accelerator_partition_type",
+    "accelerator_partition_count",
+    "accelerator_partition_limit",
+    "volume",
+    "service_account_name",
+    "elastic_replica_increment_step",
+    "max_node_count",
+    "elastic_graceful_shutdown_timeout_in_seconds",
+    "elastic_scaling_timeout_in_seconds",
+    "elastic_scale_up_snooze_time_in_seconds",
+    "elastic_replica_discrete_values",
+    "template",
+    "version",
+)
+"""The HyperPod CLI's other job fields (its hyp-pytorch-job templates 1.0 and 1.1, and the
+``template``/``version`` of the config.yaml ``hyp init`` writes): accepted, not used."""
 
 
 def workload_from_hyperpod_job(doc: object, *, source: str) -> WorkloadSpec:
@@ -54,6 +109,10 @@ def workload_from_hyperpod_job(doc: object, *, source: str) -> WorkloadSpec:
 
 
 def _workload(fields: Fields) -> WorkloadSpec:
+    fields.reject_unknown_keys(
+        (*HYPERPOD_READ_FIELDS, *HYPERPOD_UNUSED_FIELDS),
+        listed=(*HYPERPOD_READ_FIELDS, "and the HyperPod CLI's others (image, volume, …)"),
+    )
     name = dns_label(fields, HYPERPOD_JOB_NAME_FIELD)
     topology = TopologyRequest(
         required=_topology_label(fields, "required_topology"),

@@ -17,11 +17,10 @@ refused with where it belongs.
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from topoq.discovery.documents import Fields
+from topoq.discovery.documents import Fields, unknown_key
 from topoq.discovery.own_format_fields import spelling
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import Dependency, DependencyKind, JobId
@@ -125,12 +124,13 @@ def _reject_near_misses(fields: Fields, known: Mapping[str, DependencyKind], pre
     for key in fields.data:
         name = str(key)
         if name.lower().startswith(prefix) and name not in known:
-            close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.5)
-            guess = f"did you mean {close[0]!r}? " if close else ""
-            raise InvalidInputError(
-                f"unknown dependency key {name!r}",
+            raise unknown_key(
+                name,
+                list(known),
                 where=fields.path(name),
-                hint=f"{guess}dependency keys: {', '.join(known)}",
+                listed=list(known),
+                what="dependency key",
+                cutoff=0.5,
             )
 
 

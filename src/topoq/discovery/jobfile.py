@@ -79,6 +79,7 @@ __all__ = [
     "JOB_API_VERSION",
     "JOB_KIND",
     "dependencies_from_document",
+    "is_job_document",
     "load_workload",
     "workload_from_document",
     "workload_from_hyperpod_job",
@@ -143,6 +144,12 @@ def workload_from_document(doc: object, *, source: str) -> WorkloadSpec:
         where=source,
         hint=f"give {_ACCEPTED_FORMS}",
     )
+
+
+def is_job_document(doc: object) -> bool:
+    """Whether ``doc`` is, by its fields, one of the job forms ``workload_from_document``
+    reads (whether or not it reads without error)."""
+    return _form_of(doc) is not None
 
 
 def dependencies_from_document(doc: object, *, source: str) -> tuple[WrittenDependency, ...]:

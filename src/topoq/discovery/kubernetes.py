@@ -166,7 +166,9 @@ def _holds_resources(status: Fields) -> bool:
 def topology_from_kueue(doc: object, *, source: str) -> TopologySpec:
     """The levels of a Kueue ``Topology`` (``spec.levels[].nodeLabel``, broadest first).
 
-    A ``List`` (or ``TopologyList``) holding exactly one Topology is accepted too.
+    A ``List`` (or ``TopologyList``, or YAML documents separated by ``---``) holding exactly
+    one Topology is accepted too; its other objects (the ResourceFlavors that name the
+    Topology, …) are not read here.
     """
     try:
         return _topology(Fields(doc, ""))
@@ -176,7 +178,7 @@ def topology_from_kueue(doc: object, *, source: str) -> TopologySpec:
 
 def _topology(fields: Fields) -> TopologySpec:
     if fields.text("kind", "") in (LIST_KIND, TOPOLOGY_LIST_KIND):
-        items = fields.records("items")
+        items = [item for item in fields.records("items") if _is_topology(item)]
         if len(items) != 1:
             raise InvalidInputError(
                 f"the list holds {len(items)} topologies",
@@ -192,6 +194,10 @@ def _topology(fields: Fields) -> TopologySpec:
         return TopologySpec(name, levels)
     except InvalidInputError as error:
         raise error.located(spec.path("levels")) from None
+
+
+def _is_topology(item: Fields) -> bool:
+    return bool(item.raw("kind") == TOPOLOGY_KIND)
 
 
 def kueue_topology_document(

@@ -161,7 +161,7 @@ def test_waiting_for_success_and_failure_of_one_job_is_refused(api: Api) -> None
         (topoq_job("t", afterOk="prep,,x"), "document.spec.afterOk", "empty job id"),
         (topoq_job("t", afterOk={"job": "prep"}), "document.spec.afterOk", "expected job ids"),
         (topoq_job("t", afterOk=["Bad_Id"]), "document.spec.afterOk[0]", "not a valid job id"),
-        (hyperpod_job("t", after_okk="prep"), "document.after_okk", "unknown dependency key"),
+        (hyperpod_job("t", after_okk="prep"), "document.after_okk", "unknown key"),
         (
             kueue_job("t", {"topoq.io/after-sucess": "prep"}),
             "document.metadata.annotations.topoq.io/after-sucess",

@@ -1,5 +1,5 @@
 """Every job file under examples/ submits as written (``topoq submit FILE``, nothing else) to
-the server the README starts: ``topoq server`` on its default cluster with the example policy.
+the server the README starts (its ``topoq server --cluster … --policy …`` line, read from it).
 The files are found by globbing and told apart by their content, so that a new example is
 covered without being listed; a cluster, policy, topology or scenario file is not a job and is
 left out by its kind."""
@@ -21,8 +21,20 @@ from topoq.testing.server import running_server
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
-POLICY = EXAMPLES / "policies" / "policy.yaml"
-CLUSTER = EXAMPLES / "clusters" / "hyperpod.yaml"
+README_SERVER = re.compile(
+    r"^topoq server --cluster (?P<cluster>\S+) --policy (?P<policy>\S+)", re.M
+)
+
+
+def readme_server() -> tuple[Path, Path]:
+    """The cluster and policy files of the ``topoq server`` line in the README's "Running the
+    control plane" (the server the README tells a user to start)."""
+    found = README_SERVER.search((ROOT / "README.md").read_text())
+    assert found is not None, "the README starts no `topoq server --cluster X --policy Y`"
+    return ROOT / found["cluster"], ROOT / found["policy"]
+
+
+CLUSTER, POLICY = readme_server()
 DOCUMENT_SUFFIXES = {".yaml", ".yml", ".json"}
 SUBMITTED = re.compile(r"^(?P<id>[a-z0-9][-a-z0-9.]*) submitted to team \S+ \(\w+\)$")
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from topoq.cli.output import byte_quantity, counted, readable_amount
+from topoq.cli.output import byte_quantity, counted, readable_quantity
 
 ROOT = Path(__file__).resolve().parents[2]
 K8S = ROOT / "examples" / "kubernetes"
@@ -40,11 +40,11 @@ def test_bytes_are_shown_in_the_largest_binary_unit(amount: int, shown: str) -> 
 
 
 def test_an_apis_amount_is_shown_for_people_and_other_resources_as_they_are() -> None:
-    assert readable_amount("memory", "1536Gi") == "1.5Ti"
-    assert readable_amount("ephemeral-storage", "1000000000") == "953.67Mi"
-    assert readable_amount("cpu", "192") == "192"
-    assert readable_amount("nvidia.com/gpu", "8") == "8"
-    assert readable_amount("memory", "not a quantity") == "not a quantity"
+    assert readable_quantity("memory", "1536Gi") == "1.5Ti"
+    assert readable_quantity("ephemeral-storage", "1000000000") == "953.67Mi"
+    assert readable_quantity("cpu", "192") == "192"
+    assert readable_quantity("nvidia.com/gpu", "8") == "8"
+    assert readable_quantity("memory", "not a quantity") == "not a quantity"
 
 
 def test_nouns_are_counted_in_the_singular_for_one() -> None:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import subprocess
 import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from topoq.executors.local.processes import free_port
 from topoq.testing.server import running_server
@@ -272,3 +276,171 @@ def test_the_kubernetes_clients_rates_are_checked_before_anything_connects(
     assert answer.returncode == 2, answer.stderr
     assert answer.stderr.startswith(f"error: {flag}: must be above 0, not {value}")
     assert "Traceback" not in answer.stderr and len(answer.stderr.strip().splitlines()) <= 2
+
+
+SLEEPER_FILE = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: NAME, namespace: hyperpod-ns-vision}
+spec:
+  podSets:
+  - name: workers
+    count: 1
+    requests: {nvidia.com/gpu: 8}
+    command: [sleep, "120"]
+"""
+
+
+def structured(server: dict[str, str], output: str, *args: str | Path) -> Any:
+    """What a verb printed with ``-o OUTPUT``, parsed."""
+    answer = topoq(server, *args, "-o", output)
+    assert answer.returncode == 0, (args, answer.stderr)
+    return json.loads(answer.stdout) if output == "json" else yaml.safe_load(answer.stdout)
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_every_job_verb_prints_the_apis_answer_as_json_and_yaml(
+    server: dict[str, str], tmp_path: Path, output: str
+) -> None:
+    """A sleeper runs; a second job waits on it (after-ok), so it can be held and released."""
+    first, second = f"conv-first-{output}", f"conv-second-{output}"
+    job_file = tmp_path / "sleeper.yaml"
+    job_file.write_text(SLEEPER_FILE.replace("NAME", first))
+    submitted = structured(server, output, "submit", job_file)
+    assert submitted["id"] == first and submitted["team"] == "vision"
+    assert {"submittedAt", "maxRetry", "priorityClass", "history"} <= set(submitted)
+    job_file.write_text(SLEEPER_FILE.replace("NAME", second))
+    waiting = structured(server, output, "submit", job_file, "--after-ok", first)
+    assert waiting["dependencies"] == [{"kind": "after-ok", "job": first}]
+    page = structured(server, output, "list", "--team", "vision")
+    assert {"items", "total", "limit", "offset"} <= set(page)
+    assert {first, second} <= {row["id"] for row in page["items"]}
+    described = structured(server, output, "describe", first)
+    assert described["id"] == first and described["history"][0]["phase"] == "pending"
+    explained = structured(server, output, "explain", second)
+    assert explained["job"] == second and explained["phase"] == "pending"
+    assert explained["dependencies"][0]["job"] == first and "fairShare" in explained
+    held = structured(server, output, "hold", second)
+    assert held["id"] == second and held["held"] is True
+    released = structured(server, output, "release", second)
+    assert not released["held"]
+    for job in (second, first):
+        cancelled = structured(server, output, "cancel", job)
+        assert cancelled["id"] == job and cancelled["phase"] == "cancelled"
+    changes = structured(server, output, "events", "--limit", "200")
+    assert {"at", "job", "team", "phase", "cause"} <= set(changes[0])
+    assert any(e["job"] == first and e["phase"] == "cancelled" for e in changes)
+
+
+@pytest.mark.parametrize("output", ["json", "yaml"])
+def test_every_cluster_verb_prints_the_apis_answer_as_json_and_yaml(
+    server: dict[str, str], output: str
+) -> None:
+    found = structured(server, output, "nodes")
+    assert {"name", "ready", "cordoned", "gpusUsed", "allocatable"} <= set(found[0])
+    idle = next(node["name"] for node in found if node["gpusUsed"] == 0 and node["ready"])
+    cordoned = structured(server, output, "cordon", idle)
+    assert cordoned["node"]["name"] == idle and cordoned["node"]["cordoned"] is True
+    assert cordoned["requeued"] == []
+    assert structured(server, output, "uncordon", idle)["node"]["cordoned"] is False
+    failed = structured(server, output, "node", "fail", idle)
+    assert failed["node"]["ready"] is False
+    assert structured(server, output, "node", "recover", idle)["node"]["ready"] is True
+    drained = structured(server, output, "drain", idle)
+    assert drained["node"]["cordoned"] is True and drained["requeued"] == []
+    assert structured(server, output, "uncordon", idle)["node"]["cordoned"] is False
+    topology = structured(server, output, "topology", "live")
+    assert topology["gpus"] == 64 and {"gpusFree", "gpusUsed", "domains"} <= set(topology)
+    teams = structured(server, output, "teams")
+    nlp = next(team for team in teams if team["name"] == "nlp")
+    assert {"fairShareWeight", "flavors", "jobs"} <= set(nlp)
+    assert nlp["flavors"][0]["guaranteeGpus"] == 32
+    report = structured(server, output, "report", "usage")
+    assert {"start", "end", "days", "jobs"} <= set(report)
+    assert structured(server, output, "version")["version"]
+
+
+def test_policy_current_is_the_policy_file_as_yaml_and_the_apis_answer_as_json(
+    server: dict[str, str],
+) -> None:
+    as_file = topoq(server, "policy", "current")
+    assert as_file.returncode == 0 and as_file.stdout.startswith("# version ")
+    document = yaml.safe_load(as_file.stdout)
+    assert document == structured(server, "yaml", "policy", "current")
+    assert document["kind"] == "Policy"
+    answer = structured(server, "json", "policy", "current")
+    assert answer["document"] == document and isinstance(answer["version"], int)
+    table = topoq(server, "policy", "current", "-o", "table")
+    assert table.returncode == 0 and "guarantee" in table.stdout and "nlp" in table.stdout
+    applied = structured(server, "json", "policy", "apply", API_TESTS / "policy.yaml")
+    assert applied["version"] == answer["version"] + 1 and applied["document"] == document
+    said = topoq(server, "policy", "apply", API_TESTS / "policy.yaml")
+    assert said.stdout == f"policy version {applied['version'] + 1} is in force\n"
+
+
+def test_the_tables_have_headers_and_count_in_the_singular_for_one(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    job_file = tmp_path / "one.yaml"
+    job_file.write_text(SLEEPER_FILE.replace("NAME", "conv-table"))
+    submitted = topoq(server, "submit", job_file)
+    assert submitted.stdout.startswith("conv-table submitted to team vision ("), submitted.stderr
+    listing = topoq(server, "list", "--team", "vision", "--limit", "1").stdout
+    assert listing.split()[:2] == ["JOB", "TEAM"], listing
+    assert re.fullmatch(r"1 of [2-9]\d* jobs", listing.splitlines()[-1]), listing
+    none = topoq(server, "list", "--team", "vision", "--phase", "failed").stdout
+    assert none.splitlines()[-1] == "0 of 0 jobs", none
+    live = topoq(server, "topology", "live").stdout
+    assert "(1 node)" in live and "(2 nodes)" in live and "(1 nodes)" not in live, live
+    events = topoq(server, "events", "--limit", "1").stdout.splitlines()
+    assert events[0].split() == ["AGE", "TIME", "JOB", "TEAM", "PHASE", "CAUSE"]
+    assert set(events[1]) <= {"-", " "} and len(events) == 3, events
+    teams = topoq(server, "teams").stdout
+    assert teams.split()[:7] == ["TEAM", "FLAVOR", "GUARANTEE", "USED", "BORROWED", "LENT", "JOBS"]
+    nodes = topoq(server, "nodes").stdout.splitlines()
+    assert nodes[0].split() == ["NODE", "STATE", "GPUS", "USED", "CPU", "MEMORY", "JOBS"]
+    assert nodes[1].split()[3:5] == ["192", "2Ti"], nodes  # CPU, MEMORY of a p5.48xlarge
+    assert structured(server, "json", "cancel", "conv-table")["phase"] == "cancelled"
+
+
+def test_topology_live_marks_cordoned_and_failed_nodes(server: dict[str, str]) -> None:
+    found = structured(server, "json", "nodes")
+    first, second = [n["name"] for n in found if n["gpusUsed"] == 0 and n["ready"]][:2]
+    assert topoq(server, "cordon", first).returncode == 0
+    assert topoq(server, "node", "fail", second).returncode == 0
+    try:
+        live = topoq(server, "topology", "live")
+        assert live.returncode == 0, live.stderr
+        lines = live.stdout.splitlines()
+        assert any(first in line and line.rstrip().endswith("CORDONED") for line in lines)
+        assert any(second in line and line.rstrip().endswith("FAILED") for line in lines)
+        assert "cordoned: takes no new work" in live.stdout
+        shallow = topoq(server, "topology", "live", "--depth", "1").stdout
+        assert "(1 failed, 1 cordoned)" in shallow, shallow
+        nodes = topoq(server, "nodes").stdout
+        states = {line.split()[0]: line.split()[1] for line in nodes.splitlines()[1:]}
+        assert (states[first], states[second]) == ("cordoned", "failed")
+    finally:
+        topoq(server, "uncordon", first)
+        topoq(server, "node", "recover", second)
+
+
+def test_the_deprecated_json_flag_still_prints_json(server: dict[str, str]) -> None:
+    for verb in (["nodes"], ["teams"], ["list"], ["topology", "live"], ["report", "usage"]):
+        answer = topoq(server, *verb, "--json")
+        assert answer.returncode == 0, answer.stderr
+        old, new = json.loads(answer.stdout), json.loads(topoq(server, *verb, "-o", "json").stdout)
+        if isinstance(old, list):  # nodes, teams: the same names (their numbers move)
+            assert [item["name"] for item in old] == [item["name"] for item in new]
+        else:  # a job page, the topology, a report: the same fields (the window moves)
+            assert set(old) == set(new) and old.get("gpus") == new.get("gpus")
+    assert "--json" not in topoq(server, "nodes", "--help").stdout
+
+
+def test_errors_name_the_cli_verb_not_the_http_route(server: dict[str, str]) -> None:
+    no_job = topoq(server, "describe", "no-such-job")
+    assert no_job.returncode == 2 and "topoq list shows the jobs" in no_job.stderr
+    no_node = topoq(server, "cordon", "no-such-node")
+    assert no_node.returncode == 2 and "topoq nodes lists them" in no_node.stderr
+    for answer in (no_job, no_node):
+        assert "GET /" not in answer.stderr, answer.stderr

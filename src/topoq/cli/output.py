@@ -116,7 +116,7 @@ def _decimal_text(value: Decimal) -> str:
     return text or "0"
 
 
-def readable_amount(resource: str, quantity: str) -> str:
+def readable_quantity(resource: str, quantity: str) -> str:
     """A resource amount as the API gives it (``1536Gi``), shown for people: bytes of memory
     and storage in the largest unit (``1.5Ti``); other resources as they are."""
     if resource not in BYTE_RESOURCES:

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.tree import Tree
 
-from topoq.cli.output import counted, readable_amount, table_of, utc
+from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.discovery.batch_jobs import is_batch_job
 from topoq.discovery.documents import read_document
@@ -187,7 +187,7 @@ def jobs_table(
 
 def readable_amounts(amounts: ResourceAmounts) -> str:
     """``nvidia.com/gpu 16, memory 1.5Ti``: resource amounts for people."""
-    return ", ".join(f"{name} {readable_amount(name, text)}" for name, text in amounts.items())
+    return ", ".join(f"{name} {readable_quantity(name, text)}" for name, text in amounts.items())
 
 
 def job_table(job: JobDetail) -> str:
@@ -287,7 +287,7 @@ def nodes_table(found: list[NodeModel]) -> Table:
             node_state(node),
             f"{node.gpus_used}/{node.gpus}",
             node.allocatable.get("cpu", "-"),
-            readable_amount("memory", node.allocatable.get("memory", "-")),
+            readable_quantity("memory", node.allocatable.get("memory", "-")),
             escape(", ".join(node.jobs)) or "-",
         )
     return table

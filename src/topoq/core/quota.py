@@ -772,7 +772,7 @@ def _headline_in(names: tuple[str, ...], amounts: Amounts) -> str:
 
 
 def _fmt(resources: Resources) -> str:
-    """``16 nvidia.com/gpu, 180 cpu, 1890.3Gi memory``: accelerators first, readable units."""
+    """``16 nvidia.com/gpu, 180 cpu, 1.85Ti memory``: accelerators first, readable units."""
     return ", ".join(
         readable_amount(name, resources.amount(name)) for name in accelerators_first(resources)
     )

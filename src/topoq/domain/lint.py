@@ -6,9 +6,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
-from topoq.domain.quantity import CPU, MEMORY, NEURON_DEVICE, NVIDIA_GPU
+from topoq.domain.quantity import CPU, MEMORY, NEURON_DEVICE, NVIDIA_GPU, byte_quantity
 
-_GIB = 2**30
 _HEADLINE_ORDER = (NVIDIA_GPU, NEURON_DEVICE, CPU, MEMORY)
 
 
@@ -74,13 +73,12 @@ class LintFinding:
 
 
 def readable_amount(resource: str, amount: int) -> str:
-    """An amount as a finding shows it: ``2159.64 cpu``, ``1890.3Gi memory``, ``64
-    nvidia.com/gpu``."""
+    """An amount as a finding shows it: ``2159.64 cpu``, ``1.85Ti memory`` (a Kubernetes
+    quantity in the largest unit it reaches), ``64 nvidia.com/gpu``."""
     if resource == CPU:
         return f"{amount / 1000:.6g} cpu"
     if resource == MEMORY:
-        gib = amount / _GIB
-        return f"{gib:.6g}Gi memory" if gib == int(gib) else f"{gib:.1f}Gi memory"
+        return f"{byte_quantity(amount)} memory"
     return f"{amount} {resource}"
 
 

@@ -131,3 +131,34 @@ def format_quantity(resource: str, amount: int) -> str:
             if amount % factor == 0:
                 return f"{amount // factor}{suffix}"
     return str(amount)
+
+
+_BINARY_UNITS: tuple[tuple[str, int], ...] = (
+    ("Ei", 2**60),
+    ("Pi", 2**50),
+    ("Ti", 2**40),
+    ("Gi", 2**30),
+    ("Mi", 2**20),
+    ("Ki", 2**10),
+)
+
+
+def byte_quantity(amount: int) -> str:
+    """Bytes as a readable Kubernetes quantity in the largest binary unit they reach:
+    ``512Gi`` (exact values keep integers), ``1.5Ti`` for 1536 GiB; one unit down when the
+    value is a whole number there and not two decimals in the larger (``1025Gi``); else
+    rounded to two decimals (``953.67Mi``). Under 1 Ki, the bytes."""
+    reached = [(suffix, factor) for suffix, factor in _BINARY_UNITS if amount >= factor]
+    if not reached:
+        return str(amount)
+    (suffix, factor), *smaller = reached
+    if amount * 100 % factor == 0:
+        return _decimal_text(Decimal(amount) / factor) + suffix
+    if smaller and amount % smaller[0][1] == 0:
+        return f"{amount // smaller[0][1]}{smaller[0][0]}"
+    return _decimal_text(round(Decimal(amount) / factor, 2)) + suffix
+
+
+def _decimal_text(value: Decimal) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return text or "0"

@@ -20,11 +20,20 @@ EXIT_BAD_INPUT = 2
 class QuietPipeGroup(TyperGroup):
     """The ``topoq`` group: a reader that closes standard output early (``topoq place … |
     head``) ends the verb quietly with exit 0, as a Unix filter does, instead of click's
-    exit 1."""
+    exit 1. A bad command line is one line on standard error (``cli.errors``)."""
+
+    def make_context(self, *args: Any, **extra: Any) -> Any:
+        from topoq.cli.errors import one_line_usage_errors
+
+        with one_line_usage_errors():
+            return super().make_context(*args, **extra)
 
     def invoke(self, ctx: Any) -> Any:  # typer's vendored click Context
+        from topoq.cli.errors import one_line_usage_errors
+
         try:
-            return super().invoke(ctx)
+            with one_line_usage_errors():
+                return super().invoke(ctx)
         except BrokenPipeError:
             _quiet_stdout()
             raise typer.Exit(0) from None
@@ -142,7 +151,9 @@ def topology_show(
     instance_type: InstanceTypeOption = None,
     depth: Annotated[
         int | None,
-        typer.Option(help="Levels to draw (default: all, or all but the hosts on large clusters)."),
+        typer.Option(
+            min=1, help="Levels to draw (default: all, or all but the hosts on large clusters)."
+        ),
     ] = None,
     output: OutputOption = Output.TABLE,
 ) -> None:
@@ -590,6 +601,11 @@ def main() -> None:
         sys.exit(130)
     except TopoqError as error:  # one a verb did not catch itself: still one line
         typer.echo(f"error: {one_line(str(error))}", err=True)
+        sys.exit(EXIT_BAD_INPUT)
+    except OSError as error:  # a file named on the command line that cannot be read or written
+        from topoq.cli.errors import os_error_line
+
+        typer.echo(f"error: {os_error_line(error)}", err=True)
         sys.exit(EXIT_BAD_INPUT)
 
 

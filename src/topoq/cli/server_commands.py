@@ -105,6 +105,17 @@ def detect_format(document: object, source: str) -> JobFormat:
     )
 
 
+def job_format(name: str) -> JobFormat:
+    """The ``--format`` a user named; one they mistyped is bad input that lists the choices."""
+    try:
+        return JobFormat(name.strip().lower())
+    except ValueError:
+        choices = ", ".join(kind.value for kind in JobFormat)
+        raise InvalidInputError(
+            f"unknown job format {name!r}", where="--format", hint=f"one of {choices}"
+        ) from None
+
+
 def submission(
     path: Path,
     form: str | None,
@@ -115,8 +126,9 @@ def submission(
     after: Mapping[DependencyKind, Sequence[str]],
     time_limit: str | None = None,
 ) -> SubmitJobRequest:
+    named = job_format(form) if form else None
     document = read_document(path)
-    chosen = JobFormat(form) if form else detect_format(document, str(path))
+    chosen = named or detect_format(document, str(path))
     return SubmitJobRequest(
         format=chosen,
         document=document,

@@ -3,13 +3,14 @@ with the server's message, field and hint."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
 from pydantic import BaseModel, TypeAdapter
 
-from topoq.domain.errors import TopoqError
+from topoq.domain.errors import InvalidInputError, TopoqError
 from topoq.wire.v1 import (
     Explanation,
     JobDetail,
@@ -65,9 +66,15 @@ class TopoqClient:
     ) -> None:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
         self.server = server.rstrip("/")
-        self._http = httpx.Client(
-            base_url=self.server, headers=headers, timeout=timeout_s, transport=transport
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=self.server, headers=headers, timeout=timeout_s, transport=transport
+            )
+        except (httpx.InvalidURL, ValueError) as error:  # a token that cannot be a header, too
+            raise InvalidInputError(
+                f"cannot talk to {self.server}: {error}",
+                hint="check --server / TOPOQ_SERVER and the token",
+            ) from None
 
     def close(self) -> None:
         self._http.close()
@@ -216,17 +223,20 @@ class TopoqClient:
     ) -> Model:
         try:
             response = self._http.request(method, prefix + path, **options)
-        except httpx.TransportError as error:
+        except httpx.HTTPError as error:  # cannot connect, timed out, too many redirects, …
             raise ClientError(
                 f"cannot reach the topoq server at {self.server}: {error}",
                 hint="start it with `topoq server`, or point --server / TOPOQ_SERVER at it",
             ) from None
         if response.is_error:
             raise _error(response)
-        payload = response.json()
-        if isinstance(model, type) and issubclass(model, BaseModel):
-            return model.model_validate(payload)  # type: ignore[return-value]  # Model is model
-        result: Model = TypeAdapter(model).validate_python(payload)
+        try:
+            payload = response.json()
+            if isinstance(model, type) and issubclass(model, BaseModel):
+                return model.model_validate(payload)  # type: ignore[return-value]  # Model is model
+            result: Model = TypeAdapter(model).validate_python(payload)
+        except ValueError as error:  # not JSON, or not the answer of this API (ValidationError)
+            raise _not_topoq(response, error) from None
         return result
 
 
@@ -237,11 +247,24 @@ def segment(value: str) -> str:
     return quote(value, safe="").replace(".", "%2E")
 
 
+def _not_topoq(response: httpx.Response, error: ValueError) -> ClientError:
+    """An answer that is not topoq's: ``status`` None, as for a server that cannot be
+    reached, since what answers at that address is not a topoq server of this version."""
+    kind = response.headers.get("content-type", "no content type").split(";")[0]
+    reason = "not JSON" if isinstance(error, json.JSONDecodeError) else "not this API's answer"
+    return ClientError(
+        f"the server at {response.url.copy_with(query=None)} answered {response.status_code} "
+        f"with {kind}, {reason}: is it a topoq server (of a version this CLI knows)?",
+        hint="point --server / TOPOQ_SERVER at topoq's URL (http://HOST:PORT, no path)",
+    )
+
+
 def _error(response: httpx.Response) -> ClientError:
     try:
-        detail = response.json().get("detail")
+        body = response.json()
     except ValueError:
-        detail = None
+        body = None
+    detail = body.get("detail") if isinstance(body, dict) else None
     if isinstance(detail, dict):
         return ClientError(
             str(detail.get("message", response.reason_phrase)),

@@ -51,6 +51,7 @@ ALLOWED_URLS = (
     "use postgresql://USER:PASSWORD@HOST:PORT/DATABASE, or sqlite:///PATH/TO/FILE.db, "
     "or leave the database out for the embedded SQLite file in the data directory"
 )
+POSTGRES_EXTRA = "install it with: pip install 'topoq[postgres]'"
 _PASSWORD = re.compile(r"(//[^:/@]*):[^@/]*@")
 
 
@@ -146,7 +147,15 @@ def connect(url: URL) -> Database:
         lock = ProcessWriteLock(lock_file) if lock_file is not None else threading.Lock()
         querier = engine.execution_options(**{NO_TRANSACTION_OPTION: True})
         return Database(engine, engine, writer, querier, write_lock=lock)
-    engine = _postgres_engine(url, isolation_level="REPEATABLE READ")  # reads: one snapshot
+    try:
+        engine = _postgres_engine(url, isolation_level="REPEATABLE READ")  # reads: one snapshot
+    except ImportError as error:  # create_engine imports the driver
+        raise InvalidInputError(
+            f"a PostgreSQL database needs the psycopg driver, which cannot be imported "
+            f"({first_line(error)})",
+            where="--database / TOPOQ_DATABASE_URL",
+            hint=POSTGRES_EXTRA,
+        ) from None
     writer = engine.execution_options(isolation_level="READ COMMITTED")
     autocommit = _postgres_engine(url, isolation_level="AUTOCOMMIT", pool_reset_on_return=None)
     return Database(engine, engine, writer, autocommit)

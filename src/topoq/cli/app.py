@@ -502,7 +502,9 @@ def demo(
     ] = None,
     port: Annotated[
         int | None,
-        typer.Option(help="The server's port (default: a free one).", show_default=False),
+        typer.Option(
+            min=1, max=65535, help="The server's port (default: a free one).", show_default=False
+        ),
     ] = None,
     executor: Annotated[
         str,

@@ -67,7 +67,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     @app.command()
     def server(
         host: str = "127.0.0.1",
-        port: int = 8750,
+        port: Annotated[int, typer.Option(min=0, max=65535, help="The port to listen on.")] = 8750,
         database: Annotated[
             str | None,
             typer.Option(

@@ -381,3 +381,17 @@ def test_what_a_step_leaves_is_frozen_and_the_whole_heap_collected_now_and_then(
         assert frozen_then() is None, "the periodic full collection did"
     finally:
         gc.unfreeze()
+
+
+@pytest.mark.parametrize("option", ["--api-workers", "--api-spares"])
+def test_more_api_processes_than_a_server_starts_is_one_line(tmp_path: Path, option: str) -> None:
+    """A huge count once tried to start that many processes and hung the shell."""
+    run = subprocess.run(
+        [sys.executable, "-m", "topoq", "server", "--port", "0",
+         "--data-dir", str(tmp_path), option, "99999999999999999999"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert run.returncode == 2, run.stderr
+    assert "Traceback" not in run.stderr
+    assert f"{option} 99999999999999999999 is more processes than a server starts" in run.stderr
+    assert not list(tmp_path.glob("*.sqlite*"))  # refused before anything was made

@@ -596,7 +596,19 @@ def started_event(
     )
 
 
+MAX_API_PROCESSES = 64
+"""The most API processes (and, apart, warmed spares) a server starts: more only exhausts the
+machine (each is a Python process of ~60 MiB)."""
+
+
 def _check_process_counts(api_workers: int, api_spares: int) -> None:
+    for option, count in (("--api-workers", api_workers), ("--api-spares", api_spares)):
+        if count > MAX_API_PROCESSES:
+            raise InvalidInputError(
+                f"{option} {count} is more processes than a server starts",
+                where=option,
+                hint=f"give at most {MAX_API_PROCESSES}",
+            )
     if api_workers < 1:
         raise InvalidInputError(
             f"--api-workers {api_workers} serves nothing",

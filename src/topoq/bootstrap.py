@@ -65,7 +65,7 @@ from topoq.core.policy_gate import policy_warnings
 from topoq.core.policy_lint import lint_policy
 from topoq.discovery.policy import load_policy
 from topoq.discovery.sources import LoadedCluster, load_cluster
-from topoq.domain.errors import InvalidInputError
+from topoq.domain.errors import InvalidInputError, TopoqError
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.identity import next_admin_token_name
 from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
@@ -772,6 +772,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL)
     parser.add_argument("--access-log", action="store_true")
     args = parser.parse_args(argv)
+    try:
+        _run(args)
+    except (TopoqError, OSError) as error:  # bad input at start: one line, never a traceback
+        sys.stderr.write(f"error: {error_line(error)}\n")
+        raise SystemExit(EXIT_BAD_INPUT) from None
+
+
+EXIT_BAD_INPUT = 2
+"""What ``python -m topoq.bootstrap`` (and ``topoq server``) exit with when the start is refused:
+a bad option, cluster, policy or data directory, a port in use (docs/cli.md's exit codes)."""
+
+
+def error_line(error: BaseException) -> str:
+    """An error refusing the start as one line: a ``TopoqError``'s message (which says where and
+    how to fix it), or an ``OSError``'s file and reason; control characters (from a quoted bad
+    file) escaped."""
+    if isinstance(error, OSError) and error.strerror:
+        text = f"{error.filename}: {error.strerror}" if error.filename else error.strerror
+    else:
+        text = str(error)
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _run(args: argparse.Namespace) -> None:
     log_settings = LogSettings(args.log_format, args.log_level, args.access_log)
     access = ClusterAccess(
         Path(args.kubeconfig).resolve() if args.kubeconfig else None,

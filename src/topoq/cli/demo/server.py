@@ -36,6 +36,15 @@ class DemoServerError(TopoqError):
     """The demo server did not start (the message carries the end of its log)."""
 
 
+class DemoServerRefused(TopoqError):
+    """The demo server refused to start on bad input (a port in use, say): its one ``error:``
+    line, which ``topoq demo`` ends with (exit 2) as any verb ends on bad input."""
+
+
+REFUSED_EXIT_CODE = 2
+"""What the server exits with when it refuses to start (``topoq.bootstrap.EXIT_BAD_INPUT``)."""
+
+
 class DemoServer:
     def __init__(
         self,
@@ -101,6 +110,9 @@ class DemoServer:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if not self.alive():
+                refusal = self._refusal()
+                if refusal is not None:
+                    raise DemoServerRefused(refusal)
                 raise DemoServerError(f"the demo server exited at start:\n{self.log_tail()}")
             if self.token_path.exists() and self._healthy():
                 return
@@ -108,6 +120,13 @@ class DemoServer:
         raise DemoServerError(
             f"the demo server did not answer within {timeout_s:g} s:\n{self.log_tail()}"
         )
+
+    def _refusal(self) -> str | None:
+        """The server's ``error:`` line when it exited refusing to start, else None."""
+        if self._process is None or self._process.poll() != REFUSED_EXIT_CODE:
+            return None
+        errors = [line for line in self.log_tail().splitlines() if line.startswith("error: ")]
+        return errors[-1].removeprefix("error: ") if errors else None
 
     def _healthy(self) -> bool:
         try:

@@ -16,7 +16,7 @@ others are limited by physical capacity alone):
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 
 from topoq.core.cohort_tree import CohortTree, Flow, PathFlow, closest_common, levels
@@ -59,15 +59,68 @@ class QuotaVerdict(StrEnum):
         return self in (QuotaVerdict.WITHIN_GUARANTEE, QuotaVerdict.BORROWING)
 
 
-@dataclass(frozen=True)
 class QuotaCheck:
-    verdict: QuotaVerdict
-    message: str
-    numbers: Mapping[str, int | str] = field(default_factory=dict)
-    team_only: bool = field(default=False, compare=False)
-    """Whether the answer (verdict, message and numbers) follows from the policy and the
-    team's own usage of the flavor alone (``QuotaBook.team_figures``), not from other teams'
-    usage: a team that may not borrow or would borrow over its own limit."""
+    """A quota check's answer: its verdict, and the message and numbers that explain it.
+
+    The message and numbers are written out when first read, from the figures as they stood
+    at the check (``explain``: a function of values that never change): most checks of a cycle
+    are never explained (a wait that keeps its reason keeps its diagnostic, ADR 0007), and
+    writing them out was a third of a check's cost. Equal as the frozen dataclass it was:
+    verdict, message and numbers."""
+
+    __slots__ = ("_explain", "_message", "_numbers", "team_only", "verdict")
+
+    def __init__(
+        self,
+        verdict: QuotaVerdict,
+        message: str = "",
+        numbers: Mapping[str, int | str] | None = None,
+        team_only: bool = False,
+        *,
+        explain: Callable[[], tuple[str, Mapping[str, int | str]]] | None = None,
+    ) -> None:
+        self.verdict = verdict
+        self.team_only = team_only
+        """Whether the answer (verdict, message and numbers) follows from the policy and the
+        team's own usage of the flavor alone (``QuotaBook.team_figures``), not from other
+        teams' usage: a team that may not borrow or would borrow over its own limit."""
+        self._message = message
+        self._numbers: Mapping[str, int | str] = {} if numbers is None else numbers
+        self._explain = explain
+
+    def _written(self) -> None:
+        explain = self._explain
+        if explain is not None:
+            self._message, self._numbers = explain()
+            self._explain = None
+
+    @property
+    def message(self) -> str:
+        self._written()
+        return self._message
+
+    @property
+    def numbers(self) -> Mapping[str, int | str]:
+        self._written()
+        return self._numbers
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuotaCheck):
+            return NotImplemented
+        return (self.verdict, self.message, self.numbers) == (
+            other.verdict,
+            other.message,
+            other.numbers,
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.verdict, self.message))
+
+    def __repr__(self) -> str:
+        return (
+            f"QuotaCheck(verdict={self.verdict!r}, message={self.message!r}, "
+            f"numbers={self.numbers!r}, team_only={self.team_only!r})"
+        )
 
 
 def positive(resources: Resources) -> Resources:
@@ -600,116 +653,189 @@ class QuotaBook:
         known = self.memo.get(key)
         if isinstance(known, QuotaCheck):
             return known
-        after = plus(book.used.get(team, book.terms.zero), asked)
+        used = book.used.get(team, book.terms.zero)
+        after = plus(used, asked)
         guarantee = book.terms.guarantee[team]
         if fits(after, guarantee):
-            answer = self._balanced(spec, flavor, asked, QuotaVerdict.WITHIN_GUARANTEE)
+            answer = self._balanced(spec, flavor, asked, used, QuotaVerdict.WITHIN_GUARANTEE)
         else:
-            answer = self._borrowing(spec, flavor, asked, above_zero(minus(after, guarantee)))
+            over = above_zero(minus(after, guarantee))
+            answer = self._borrowing(spec, flavor, asked, used, over)
         self.memo[key] = answer
         return answer
 
     def _borrowing(
-        self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, over: Amounts
+        self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, used: Amounts, over: Amounts
     ) -> QuotaCheck:
         terms = self._book(flavor).terms
         if not spec.sharing.borrows:
             return QuotaCheck(
                 QuotaVerdict.NO_QUOTA,
-                f"team {spec.name} {self.describe(spec.name, flavor)}; it needs "
-                f"{_fmt(terms.resources(over))} more and may not borrow ({spec.sharing.value})",
-                self._numbers(spec.name, flavor, demand),
                 team_only=True,
+                explain=self._explaining(
+                    terms,
+                    spec,
+                    flavor,
+                    demand,
+                    used,
+                    lambda: (
+                        f"it needs {_fmt(terms.resources(over))} more and may not borrow "
+                        f"({spec.sharing.value})",
+                        {},
+                    ),
+                ),
             )
         if not fits(over, terms.borrow_limit[spec.name]):
-            quota = spec.quota_for(flavor)
-            limit = quota.borrow_limit if quota is not None else Resources()
+
+            def over_limit() -> tuple[str, dict[str, int | str]]:
+                quota = spec.quota_for(flavor)
+                limit = quota.borrow_limit if quota is not None else Resources()
+                return (
+                    f"it would borrow {_fmt(terms.resources(over))}, over its borrow limit of "
+                    f"{_fmt(limit) or 'nothing'}",
+                    {},
+                )
+
             return QuotaCheck(
                 QuotaVerdict.BORROW_LIMIT,
-                f"team {spec.name} {self.describe(spec.name, flavor)}; it would borrow "
-                f"{_fmt(terms.resources(over))}, over its borrow limit of "
-                f"{_fmt(limit) or 'nothing'}",
-                self._numbers(spec.name, flavor, demand),
                 team_only=True,
+                explain=self._explaining(terms, spec, flavor, demand, used, over_limit),
             )
-        return self._balanced(spec, flavor, demand, QuotaVerdict.BORROWING)
+        return self._balanced(spec, flavor, demand, used, QuotaVerdict.BORROWING)
 
     def _balanced(
-        self, spec: TeamSpec, flavor: FlavorName, demand: Amounts, verdict: QuotaVerdict
+        self,
+        spec: TeamSpec,
+        flavor: FlavorName,
+        demand: Amounts,
+        used: Amounts,
+        verdict: QuotaVerdict,
     ) -> QuotaCheck:
         """The verdict unless taking ``demand`` would make the books worse: a cohort on the
         team's path over its borrowing limit (even for work within the team's guarantee: the
         lender takes back what its cohort's members borrowed, so they must be reclaimed), or,
-        for borrowing, more than lenders and idle capacity can serve."""
-        book, team = self._book(flavor), spec.name
+        for borrowing, more than lenders and idle capacity can serve (``used``: the team's
+        usage now, which the message names)."""
+        book = self._book(flavor)
+        terms = book.terms
         before, after = self._settlement(book), self._path_after(spec, book, demand)
         for level in reversed(levels(spec.cohort)):
             if any(above_zero(minus(after.over_limit[level], before.over_limit[level]))):
-                return self._cohort_limit(team, flavor, demand, level, after)
+                return self._cohort_limit(spec, flavor, demand, used, level, after)
         missing = above_zero(minus(after.unserved, before.unserved))
         if any(missing) and verdict is QuotaVerdict.BORROWING:
-            shown = _fmt(book.terms.resources(missing))
+
+            def no_lender() -> tuple[str, dict[str, int | str]]:
+                shown = _fmt(terms.resources(missing))
+                wanted = _fmt(terms.resources(demand))
+                return f"it needs {wanted} and no lender has room for {shown} of it", {
+                    "missing": shown
+                }
+
             return QuotaCheck(
                 QuotaVerdict.NO_LENDER,
-                f"team {team} {self.describe(team, flavor)}; it needs "
-                f"{_fmt(book.terms.resources(demand))} and no lender has room for {shown} of it",
-                self._numbers(team, flavor, demand) | {"missing": shown},
+                explain=self._explaining(terms, spec, flavor, demand, used, no_lender),
             )
-        message = f"team {team} {self.describe(team, flavor)}"
-        return QuotaCheck(verdict, message, self._numbers(team, flavor, demand))
+        return QuotaCheck(verdict, explain=self._explaining(terms, spec, flavor, demand, used))
 
     def _cohort_limit(
         self,
-        team: TeamName,
+        spec: TeamSpec,
         flavor: FlavorName,
         demand: Amounts,
+        used: Amounts,
         path: CohortPath,
         after: PathSettlement,
     ) -> QuotaCheck:
-        quota = self.tree.quota(path, flavor)
-        limit = quota.borrow_limit if quota is not None else Resources()
-        wanted = self._book(flavor).terms.resources(plus(after.need[path], after.over_limit[path]))
-        name = "/".join(path)
+        terms = self._book(flavor).terms
+        wanted = plus(after.need[path], after.over_limit[path])
+
+        def over_cohort_limit() -> tuple[str, dict[str, int | str]]:
+            quota = self.tree.quota(path, flavor)
+            limit = quota.borrow_limit if quota is not None else Resources()
+            name = "/".join(path)
+            return (
+                f"cohort {name} would take {_fmt(terms.resources(wanted))} from outside it, "
+                f"over its borrow limit of {_fmt(limit) or 'nothing'}",
+                {"cohort": name},
+            )
+
         return QuotaCheck(
             QuotaVerdict.BORROW_LIMIT,
-            f"team {team} {self.describe(team, flavor)}; cohort {name} would take "
-            f"{_fmt(wanted)} from outside it, over its borrow limit of {_fmt(limit) or 'nothing'}",
-            self._numbers(team, flavor, demand) | {"cohort": name},
+            explain=self._explaining(terms, spec, flavor, demand, used, over_cohort_limit),
         )
+
+    def _explaining(
+        self,
+        terms: FlavorTerms,
+        spec: TeamSpec,
+        flavor: FlavorName,
+        demand: Amounts,
+        used: Amounts,
+        why: Callable[[], tuple[str, dict[str, int | str]]] | None = None,
+    ) -> Callable[[], tuple[str, Mapping[str, int | str]]]:
+        """A check's ``explain``: ``team T uses …`` of a team that used ``used`` of the flavor
+        and asked for ``demand``, then what ``why()`` adds (the rest of the message, more
+        numbers), all worked out when first read from these values, which never change."""
+
+        def explain() -> tuple[str, Mapping[str, int | str]]:
+            message = f"team {spec.name} {self._described(terms, spec, flavor, used)}"
+            numbers = _numbers(terms, spec.name, flavor, demand, used)
+            if why is None:
+                return message, numbers
+            rest, more = why()
+            return f"{message}; {rest}", numbers | more
+
+        return explain
 
     def describe(self, team: TeamName, flavor: FlavorName) -> str:
         """``uses 64/64 nvidia.com/gpu of its p5.48xlarge guarantee and 32/32 borrowed``."""
-        terms, name, had, given = self._headline(team, flavor, None)
-        text = f"uses {min(had, given)}/{given} {name} of its {flavor} guarantee"
-        spec = self.policy.by_team.get(team)
-        if spec is not None and spec.sharing.borrows:
-            limit = _amount_of(terms, terms.borrow_limit[team], name)
-            text += f" and {max(had - given, 0)}/{limit} borrowed"
-        return text
-
-    def _numbers(self, team: TeamName, flavor: FlavorName, demand: Amounts) -> dict[str, int | str]:
-        terms, name, had, given = self._headline(team, flavor, demand)
-        return {
-            "flavor": str(flavor),
-            "resource": name,
-            "requested": _amount_of(terms, demand, name),
-            "used": had,
-            "guarantee": given,
-            "borrowed": max(had - given, 0),
-        }
-
-    def _headline(
-        self, team: TeamName, flavor: FlavorName, demand: Amounts | None
-    ) -> tuple[FlavorTerms, str, int, int]:
-        """The resource a message leads with — of the team's guarantee, else of ``demand``
-        (of its usage when None) — and what the team uses and is guaranteed of it."""
         book = self._book(flavor)
-        terms = book.terms
-        used = book.used.get(team, terms.zero)
-        guarantee = terms.guarantee.get(team, terms.zero)
-        shown = guarantee if any(guarantee) else used if demand is None else demand
-        name = _headline_in(terms.names, shown)
-        return terms, name, _amount_of(terms, used, name), _amount_of(terms, guarantee, name)
+        spec = self.policy.by_team.get(team)
+        used = book.used.get(team, book.terms.zero)
+        return _described_as(book.terms, team, spec, flavor, used)
+
+    def _described(
+        self, terms: FlavorTerms, spec: TeamSpec, flavor: FlavorName, used: Amounts
+    ) -> str:
+        return _described_as(terms, spec.name, spec, flavor, used)
+
+
+def _described_as(
+    terms: FlavorTerms, team: TeamName, spec: TeamSpec | None, flavor: FlavorName, used: Amounts
+) -> str:
+    """``QuotaBook.describe`` of a team using ``used`` of the flavor."""
+    name, had, given = _headline(terms, team, used, None)
+    text = f"uses {min(had, given)}/{given} {name} of its {flavor} guarantee"
+    if spec is not None and spec.sharing.borrows:
+        limit = _amount_of(terms, terms.borrow_limit[team], name)
+        text += f" and {max(had - given, 0)}/{limit} borrowed"
+    return text
+
+
+def _numbers(
+    terms: FlavorTerms, team: TeamName, flavor: FlavorName, demand: Amounts, used: Amounts
+) -> dict[str, int | str]:
+    name, had, given = _headline(terms, team, used, demand)
+    return {
+        "flavor": str(flavor),
+        "resource": name,
+        "requested": _amount_of(terms, demand, name),
+        "used": had,
+        "guarantee": given,
+        "borrowed": max(had - given, 0),
+    }
+
+
+def _headline(
+    terms: FlavorTerms, team: TeamName, used: Amounts, demand: Amounts | None
+) -> tuple[str, int, int]:
+    """The resource a message leads with — of the team's guarantee, else of ``demand`` (of its
+    usage ``used`` when None) — and what the team uses and is guaranteed of it."""
+    guarantee = terms.guarantee.get(team, terms.zero)
+    shown = guarantee if any(guarantee) else used if demand is None else demand
+    name = _headline_in(terms.names, shown)
+    return name, _amount_of(terms, used, name), _amount_of(terms, guarantee, name)
 
 
 def _need(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:

@@ -6,7 +6,7 @@ hint a job kept out of held capacity gets. The rules: ``topoq.core.backfill``, A
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Mapping
 from dataclasses import replace
 from typing import Protocol
 
@@ -150,7 +150,7 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 def hold_for_starving(
     cycle: HoldingCycle,
-    starving: Iterable[list[tuple[tuple[float, str], JobView]]],
+    starving: Mapping[Hashable, list[tuple[tuple[float, str], JobView]]],
 ) -> None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
@@ -160,7 +160,7 @@ def hold_for_starving(
     capacity its placement takes at its expected start once its quota allows it. It is
     admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
     overriding fair share: of two starving teams, the one fair share serves first is held for.
-    ``starving``: the starving jobs grouped by kind, each group in submission order
+    ``starving``: the starving jobs of each kind, in submission order
     (``ordering.Lineup.starving``)."""
     holding = 0
     policy, usage = cycle.policy, cycle.snapshot.fair_share_usage

@@ -96,6 +96,22 @@ def _standing(
     return (0 if within else 1, -priority_of(policy, job), share)
 
 
+def _standing_of(
+    book: QuotaBook, job: JobView, kind: Hashable, usage: Mapping[TeamName, float]
+) -> _Standing:
+    """``_standing`` of ``job``, of ``kind`` (``OrderFacts.kind``: all a standing depends on
+    of the job), memoized on the books as they stand (``QuotaBook.memo``, cleared by every
+    change) for ``usage``: the starvation guard's groups and the teams' queues ask for the
+    same kinds on the same books as a cycle starts."""
+    key = ("standing", kind)
+    known = book.memo.get(key)
+    if isinstance(known, tuple) and known[0] is usage:
+        return known[1]  # type: ignore[no-any-return]
+    standing = _standing(book, job, total_demand(job), usage)
+    book.memo[key] = (usage, standing)
+    return standing
+
+
 def _within_guarantee(book: QuotaBook, job: JobView, demand: Resources) -> bool:
     """Whether the job's demand fits its team's guarantee in one of its flavors, memoized on
     the books as they stand (``QuotaBook.memo``, cleared by every change): the jobs of each
@@ -409,8 +425,8 @@ class _TeamQueue:
         facts, job = self.queued[position]
         standing = standings.get(facts.kind)
         if standing is None:
-            standing = standings[facts.kind] = _standing(
-                self._book, job, total_demand(job), self._usage
+            standing = standings[facts.kind] = _standing_of(
+                self._book, job, facts.kind, self._usage
             )
         return standing + facts.submission
 
@@ -433,8 +449,8 @@ class _TeamQueue:
             facts, job = queued[position]
             kind = standings.get(facts.kind)
             if kind is None:
-                kind = standings[facts.kind] = _standing(
-                    self._book, job, total_demand(job), self._usage
+                kind = standings[facts.kind] = _standing_of(
+                    self._book, job, facts.kind, self._usage
                 )
             key = kind + facts.submission
             if standing is None or standing < key:
@@ -487,18 +503,19 @@ def in_key_order(
     for job in jobs:
         known = facts_of(job)
         groups.setdefault(known.kind, []).append((known.submission, job))
-    return groups_in_key_order([sorted(group) for group in groups.values()], book, usage)
+    return groups_in_key_order({kind: sorted(group) for kind, group in groups.items()}, book, usage)
 
 
 def groups_in_key_order(
-    groups: Iterable[list[tuple[tuple[float, str], JobView]]],
+    groups: Mapping[Hashable, list[tuple[tuple[float, str], JobView]]],
     book: QuotaBook,
     usage: Mapping[TeamName, float] = NO_USAGE,
 ) -> Iterator[JobView]:
-    """``in_key_order`` of jobs already grouped by kind, each group in submission order."""
+    """``in_key_order`` of jobs already grouped by kind (``OrderFacts.kind``), each group in
+    submission order."""
     alike = [
-        (_standing(book, group[0][1], total_demand(group[0][1]), usage), group)
-        for group in groups
+        (_standing_of(book, group[0][1], kind, usage), group)
+        for kind, group in groups.items()
         if group
     ]  # worked out now: the books may change before the last job is handed out
     return _merged(alike)

@@ -57,7 +57,8 @@ def consider(cycle: CycleState, job: JobView, job_class: int | None = None) -> N
             )
         )
         return
-    job_class = cycle.class_number(job)
+    if job_class is None:
+        job_class = cycle.class_number(job)
     known = cycle.known_failure(job_class)
     if known is None:
         failure = _first_try(cycle, job)
@@ -81,7 +82,7 @@ def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
         if parked is not None:
             cycle.share_held_back(held_back, parked)
             return parked
-    attempts = cycle.attempts(job, cycle.book_for(job), capacity)
+    attempts = cycle.attempts(job, cycle.book_for(job, holds), capacity)
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
         cycle.admit(job, admitted.allocation)

@@ -474,12 +474,15 @@ class CycleState:
             if hold.binds(job) and not self._backfills(job, hold.expected_start)
         ]
 
-    def book_for(self, job: JobView) -> QuotaBook:
-        """The books as ``job`` must see them: with the quota held from it taken."""
-        holds = self.quota_holds_on(job)
+    def book_for(self, job: JobView, holds: list[QuotaHold] | None = None) -> QuotaBook:
+        """The books as ``job`` must see them: with the quota held from it taken (``holds``:
+        ``quota_holds_on(job)`` when the caller has it)."""
+        if holds is None:
+            holds = self.quota_holds_on(job)
         if not holds:
             return self.book
-        return self.shared(("book", *holds), lambda: _with_holds(self.book, holds), booked=True)
+        key = ("book", *map(id, holds))  # every hold is kept (``_holds_made``): ids stay theirs
+        return self.shared(key, lambda: _with_holds(self.book, holds), booked=True)
 
     # --- trying a job -----------------------------------------------------------------------
     def attempts(
@@ -778,8 +781,9 @@ class CycleState:
         if self.holds_anything_for(job):
             return HeldBack(None, None)
         team, _, shape, limit = self.facts_of(job)[1]
-        starts = tuple(hold.expected_start for hold in holds)  # not in a hold's equality
-        key = ("held-back", team, shape, limit, job.previous_nodes, *holds, starts, id(capacity))
+        # the holds by identity (every hold is kept, ``_holds_made``, so an id stays its own;
+        # two holds alike are never made in a cycle), which names their expected starts too
+        key = ("held-back", team, shape, limit, job.previous_nodes, *map(id, holds), id(capacity))
         found = self._booked_answer(key)
         return HeldBack((key, capacity), found)  # type: ignore[arg-type]
 

@@ -15,10 +15,13 @@ gang the store says runs refuses to start, nothing changed (without ``cluster_fi
 stored nodes stay). A policy file, when given and different from the stored policy, becomes a
 new policy version — unless the policy lint finds an error in it on the inventory: then the
 start is refused. The lint's findings about the policy in force are logged. After a
-restart, gangs the store says were running are requeued (their processes did not survive).
-An API process dies with the controller process (Linux parent-death signal); one that dies
-alone is replaced by a warmed spare (``topoq.api_workers``). The data directory is private to
-the server's user and the database URL stays off command lines (``topoq.server_environment``).
+restart, the gangs the store says hold capacity are adopted where their pods still run (the
+local executor's outlive a crash, and a clean stop with ``keep_pods_on_exit``; a Kubernetes
+cluster's always): they keep their pods and attempt and end as their pods do. Only a gang that
+lost a pod while no server watched is requeued (``Controller.recover``). An API process
+dies with the controller process (Linux parent-death signal); one that dies alone is replaced
+by a warmed spare (``topoq.api_workers``). The data directory is private to the server's user
+and the database URL stays off command lines (``topoq.server_environment``).
 """
 
 from __future__ import annotations
@@ -333,7 +336,11 @@ def build_server(
     executor_name: str = DEFAULT_EXECUTOR,
     pod_log_limit_bytes: int | None = None,
     access: ClusterAccess | None = None,
+    keep_pods_on_exit: bool = False,
 ) -> Server:
+    """The controller process's parts. ``keep_pods_on_exit``: the local executor's ``close``
+    (a clean stop) leaves running pods running for the next server to adopt (the Kubernetes
+    executor's pods always outlive it)."""
     access = access or ClusterAccess()
     found = plugin(executor_name, where="--executor")
     make_private(data_dir)
@@ -352,6 +359,8 @@ def build_server(
     options = _executor_options(executor_name, data_dir, access)
     if pod_log_limit_bytes is not None and executor_name == "local":
         options["pod_log_limit_bytes"] = pod_log_limit_bytes
+    if keep_pods_on_exit and executor_name == "local":
+        options["pods_outlive_executor"] = True
     try:
         executor = make_executor(executor_name, **options)
     except BaseException:
@@ -499,8 +508,11 @@ def serve(
     pod_log_limit: str | None = None,
     access: ClusterAccess | None = None,
     log_settings: LogSettings | None = None,
+    keep_pods_on_exit: bool = False,
 ) -> None:
-    """Run the server until SIGINT or SIGTERM."""
+    """Run the server until SIGINT or SIGTERM, which stop every pod it runs — unless
+    ``keep_pods_on_exit``: then running pods run on, for the next server on the same data
+    directory to adopt (an upgrade without stopping the work)."""
     access = access or ClusterAccess()
     log_settings = log_settings or LogSettings()
     configure_logging(log_settings)
@@ -518,6 +530,7 @@ def serve(
         executor_name=executor_name,
         pod_log_limit_bytes=log_limit_bytes,
         access=access,
+        keep_pods_on_exit=keep_pods_on_exit,
     )
     command = [
         sys.executable, "-m", "topoq.bootstrap", "--api-process",
@@ -563,7 +576,9 @@ def serve(
         listener.close()
         server.close()
     name = signal.Signals(termination.signum).name
-    write_event(log, ServerEvent("server_stopped", f"stopped on {name}", {"signal": name}))
+    write_event(
+        log, stopped_event(name, pods_kept=server.executor.capabilities.pods_outlive_executor)
+    )
     raise SystemExit(128 + termination.signum)
 
 
@@ -593,6 +608,17 @@ def started_event(
             "api_workers": api_workers,
             "policy_version": policy_version or None,
         },
+    )
+
+
+def stopped_event(signal_name: str, *, pods_kept: bool) -> ServerEvent:
+    """The last line: the signal that stopped the server, and whether running pods were left
+    running for the next server to adopt."""
+    kept = "; running pods left running for the next server to adopt" if pods_kept else ""
+    return ServerEvent(
+        "server_stopped",
+        f"stopped on {signal_name}{kept}",
+        {"signal": signal_name, "pods_kept": pods_kept},
     )
 
 
@@ -771,6 +797,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL)
     parser.add_argument("--access-log", action="store_true")
+    parser.add_argument(
+        "--keep-pods-on-exit",
+        action="store_true",
+        help="a clean stop (SIGTERM, Ctrl-C) leaves running pods running, for the next server "
+        "on the same data directory to adopt",
+    )
     args = parser.parse_args(argv)
     try:
         _run(args)
@@ -834,6 +866,7 @@ def _run(args: argparse.Namespace) -> None:
         args.pod_log_limit,
         access,
         log_settings,
+        keep_pods_on_exit=args.keep_pods_on_exit,
     )
 
 

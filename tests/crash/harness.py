@@ -43,6 +43,8 @@ class ServerProcess:
     cluster: Path = CLUSTER_FILE
     policy: Path = POLICY_FILE
     database_url: str | None = None
+    options: tuple[str, ...] = ()
+    """More options of the next ``start`` (``--keep-pods-on-exit``)."""
     process: subprocess.Popen[bytes] | None = None
     starts: int = 0
 
@@ -58,6 +60,7 @@ class ServerProcess:
         ]  # fmt: skip
         if self.database_url is not None:
             command += ["--database", self.database_url]
+        command += self.options
         environment = os.environ | {
             RUN_MARKER: self.run_id,
             "TOPOQ_SLEEP_S": str(self.pod_sleep_s),

@@ -10,30 +10,17 @@ import contextlib
 import os
 import signal
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import httpx
-import pytest
 
-from tests.crash.harness import ServerProcess, kill_pods, live_pods
+from tests.crash.harness import ServerProcess, live_pods
 from tests.crash.test_control_plane_races import api
 from topoq.testing.server import whole_node_submission
 
 WAIT_S = 60.0
-
-
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ServerProcess]:
-    process = ServerProcess(tmp_path / "data", run_id=uuid.uuid4().hex, pod_sleep_s=600.0)
-    process.data_dir.mkdir()
-    try:
-        yield process
-    finally:
-        process.stop()
-        kill_pods(process.run_id)
 
 
 def wait_until(check: Callable[[], Any], what: str) -> Any:

@@ -188,6 +188,15 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                 "and the token's name (never the token)."
             ),
         ] = False,
+        keep_pods_on_exit: Annotated[
+            bool,
+            typer.Option(
+                "--keep-pods-on-exit",
+                help="A clean stop (SIGTERM, Ctrl-C) leaves running pods running, for the next "
+                "server on the same data directory to adopt: an upgrade without stopping the "
+                "work (the Kubernetes executor's pods always run on).",
+            ),
+        ] = False,
     ) -> None:
         """Run the control plane: store, scheduler loop, executor and REST API.
 
@@ -221,6 +230,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
                     cluster_jobs=cluster_jobs,
                 ),
                 LogSettings(log_format, log_level, access_log),
+                keep_pods_on_exit=keep_pods_on_exit,
             )
         )
 

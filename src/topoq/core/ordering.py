@@ -469,6 +469,8 @@ class _TeamQueue:
         ``before``: the jobs passed over that stood after it would be at the head still, so
         the head stands at least where they do now."""
         standings = self.standings()
+        if not self.passed:  # the usual: the head alone
+            return self.key_at(self.position, standings)
         standing: _Key | None = None
         still = []
         for key, position in self.passed:

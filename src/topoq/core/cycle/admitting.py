@@ -61,7 +61,7 @@ def consider(cycle: CycleState, job: JobView, job_class: int | None = None) -> N
         job_class = cycle.class_number(job)
     known = cycle.known_failure(job_class)
     if known is None:
-        failure = _first_try(cycle, job)
+        failure = _first_try(cycle, job, job_class)
         if failure is not None:
             cycle.remember_failure(job_class, *failure)
     else:
@@ -70,15 +70,16 @@ def consider(cycle: CycleState, job: JobView, job_class: int | None = None) -> N
         cycle.blocked_teams.add(job.team)
 
 
-def _first_try(cycle: CycleState, job: JobView) -> Failure | None:
-    """Admit the job, make room for it, or say why it waits (None: admitted or room made)."""
+def _first_try(cycle: CycleState, job: JobView, job_class: int) -> Failure | None:
+    """Admit the job (of class number ``job_class``), make room for it, or say why it waits
+    (None: admitted or room made)."""
     holds = cycle.quota_holds_on(job)
     capacity = cycle.ledger_for(job)  # no hold is made before the job waits
     held_back = cycle.held_back_alike(job, holds, capacity)
     if held_back.failure is not None:  # as a job of its team and shape (of another priority)
         return cycle.wait_alike(job, held_back.failure)
     if held_back.key is not None:  # nothing is held for it
-        parked = cycle.parked_failure(job, holds)  # it waits on its team's figures, as they were
+        parked = cycle.parked_failure(job, holds, job_class)  # on its team's figures
         if parked is not None:
             cycle.share_held_back(held_back, parked)
             return parked

@@ -799,13 +799,16 @@ class CycleState:
             self.book.team_figures(job.team, flavors), identity
         )
 
-    def parked_failure(self, job: JobView, holds: list[QuotaHold]) -> Failure | None:
+    def parked_failure(
+        self, job: JobView, holds: list[QuotaHold], number: int | None = None
+    ) -> Failure | None:
         """How a job that ``holds`` bind waits when its class was parked on figures that stand
         (a hold of its team binds it, and the team uses what it used): as it waited then —
         its first try would be held back, check the same quota with the same answers and try
         nothing else — and None otherwise, or when the job did not wait so itself (its wait
-        is diagnosed afresh)."""
-        number = self.class_number(job)
+        is diagnosed afresh). ``number``: the job's class number, when the caller has it."""
+        if number is None:
+            number = self.class_number(job)
         parked = self._carried.parked_classes.get(number)
         if parked is None:
             return None

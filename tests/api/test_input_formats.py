@@ -79,8 +79,8 @@ def test_a_policy_whose_team_name_breaks_the_rule_is_a_422_and_no_new_version(
 
 def test_a_policy_over_the_team_limit_is_refused_at_once(api: Api) -> None:
     teams = [{"name": f"team-{index}"} for index in range(20_000)]
-    started = time.process_time()
+    started = time.thread_time()
     response = api.client.put(f"{V1}/policy", json=policy_body(teams), headers=api.headers("admin"))
-    assert time.process_time() - started < 5  # the body itself is 600 kB of JSON
+    assert time.thread_time() - started < 5  # the body itself is 600 kB of JSON
     assert response.status_code == 422, response.text
     assert "20,000 teams" in response.text and "at most 1,000" in response.text

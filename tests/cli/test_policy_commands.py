@@ -123,26 +123,26 @@ def test_show_at_the_team_limit_answers_well_under_a_second(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], output: str
 ) -> None:
     policy = policy_of(1000, tmp_path / "big.json")
-    started = time.process_time()
+    started = time.thread_time()
     run_policy_show(policy, None, [], output)
-    assert time.process_time() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
+    assert time.thread_time() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
     assert "team-999" in capsys.readouterr().out
 
 
 def test_lint_at_the_team_limit_answers_well_under_a_second(tmp_path: Path) -> None:
     policy = policy_of(1000, tmp_path / "big.json")
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(typer.Exit):  # 1,000 guarantees of a p5 each: more than the example has
         run_policy_lint(policy, None, [], None, None, None, "json", [], None)
-    assert time.process_time() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
+    assert time.thread_time() - started < 2  # 0.2 s on an idle machine; 20,000 teams took minutes
 
 
 def test_a_policy_over_the_team_limit_is_refused_at_once(tmp_path: Path) -> None:
     policy = policy_of(20_000, tmp_path / "huge.json")
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(InvalidInputError, match="20,000 teams"):
         run_policy_show(policy, None, [], "table")
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
 
 
 COHORT_POLICY = """\

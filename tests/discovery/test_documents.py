@@ -60,9 +60,9 @@ def test_a_duplicate_key_in_concatenated_json_pages_is_refused() -> None:
 def test_a_yaml_alias_bomb_is_refused_at_once() -> None:
     lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 12)]
-    started = time.process_time()
+    started = time.thread_time()
     error = refusal("\n".join(lines))
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
     assert "alias" in error.message
 
 
@@ -124,11 +124,11 @@ def test_a_json_string_inside_a_document_is_read_as_strictly() -> None:
 
 def test_reading_a_large_document_stays_fast() -> None:
     items = ",".join(f'{{"name": "n{i}", "labels": {{"a": "b", "c": "d"}}}}' for i in range(50_000))
-    started = time.process_time()
+    started = time.thread_time()
     parse_document('{"items": [' + items + "]}", source="nodes.json")
     yaml_text = "".join(f"- name: n{i}\n  labels: {{a: b, c: d}}\n" for i in range(20_000))
     parse_document(yaml_text, source="nodes.yaml")
-    assert time.process_time() - started < 10  # about a second on an idle machine
+    assert time.thread_time() - started < 10  # about a second on an idle machine
 
 
 @pytest.mark.parametrize("value", [1, 2.5, True, ["a"], {"a": "b"}])

@@ -188,10 +188,10 @@ def test_compress_round_trips_arbitrary_names_with_digits_anywhere(names: list[s
 def test_an_expansion_to_more_names_than_the_limit_is_refused_before_it_is_built(
     expr: str,
 ) -> None:
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(InvalidInputError, match="more than 1000000 names"):
         expand_hostlist(expr)
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
 
 
 def test_an_error_about_a_long_expression_quotes_only_its_start() -> None:

@@ -526,10 +526,10 @@ def test_more_teams_than_the_limit_are_refused_before_any_is_read() -> None:
 def test_a_policy_at_the_team_limit_reads_in_well_under_a_second() -> None:
     quota = [{"flavor": "p5.48xlarge", "instances": 1}]
     teams = [{"name": f"team-{index}", "cohort": ["org"], "quotas": quota} for index in range(1000)]
-    started = time.process_time()
+    started = time.thread_time()
     policy = read(with_change("teams", teams))
     assert len(policy.teams) == 1000
-    assert time.process_time() - started < 2  # 0.1 s on an idle machine
+    assert time.thread_time() - started < 2  # 0.1 s on an idle machine
 
 
 def test_a_document_that_is_not_a_mapping_is_an_error() -> None:

@@ -661,10 +661,10 @@ def test_a_tree_of_sixteen_tiers_is_read() -> None:
 
 
 def _reading_s(text: str) -> float:
-    started = time.process_time()
+    started = time.thread_time()
     with contextlib.suppress(TopologyError):
         parse_topology_conf(text)
-    return time.process_time() - started
+    return time.thread_time() - started
 
 
 @pytest.mark.parametrize("depth", [17, 2000, 19_000])
@@ -679,10 +679,10 @@ def test_a_switch_chain_deeper_than_sixteen_tiers_is_refused_at_once(depth: int)
 
 def test_a_line_longer_than_the_limit_is_refused_naming_its_number() -> None:
     text = "SwitchName=s1 Nodes=n1\nSwitchName=s2 Nodes=" + "n," * 5_000_000 + "n\n"
-    started = time.process_time()
+    started = time.thread_time()
     with pytest.raises(TopologyError, match=r"topology.conf:2: .*longer than 65,536") as raised:
         parse_topology_conf(text)
-    assert time.process_time() - started < 1
+    assert time.thread_time() - started < 1
     assert len(raised.value.render()) < 300
 
 

@@ -3,17 +3,17 @@ in-process API's logs across a rotation and into the next attempt."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from functools import partial
 from pathlib import Path
 
-import httpx
 import pytest
 from fastapi.testclient import TestClient
 
 from tests.api.conftest import TEAM, Api, make_api, small_job
 from topoq.cli.log_commands import LogOptions, PodLines, follow_logs
 from topoq.client import TopoqClient
+from topoq.client.http import Answer
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.ports import ExecutorEventKind
 from topoq.executors.environment import PodPlan
@@ -97,17 +97,18 @@ def running_job(tmp_path: Path) -> Iterator[tuple[Api, TopoqClient, Path]]:
         )
 
 
-class _ThroughTestClient(httpx.BaseTransport):
-    """Sends the SDK's requests to the app in this process."""
+class _ThroughTestClient:
+    """Sends the SDK's requests to the app in this process (a ``client.http.Transport``)."""
 
     def __init__(self, client: TestClient) -> None:
         self.client = client
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        answer = self.client.request(
-            request.method, str(request.url), headers=request.headers, content=request.read()
-        )
-        return httpx.Response(answer.status_code, headers=answer.headers, content=answer.content)
+    def __call__(
+        self, method: str, target: str, headers: Mapping[str, str], body: bytes | None
+    ) -> Answer:
+        answer = self.client.request(method, target, headers=dict(headers), content=body)
+        kind = answer.headers.get("content-type", "")
+        return Answer(answer.status_code, answer.reason_phrase, kind, answer.content)
 
 
 def test_following_reads_on_across_a_rotation_and_into_the_next_attempt(

@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any, get_args, get_type_hints
 
 import pytest
 import typer
@@ -73,8 +73,8 @@ def _kind(annotation: Any) -> Any:
     return _kind(inner[0]) if inner else annotation
 
 
-def _param(raw: Any) -> Param:
-    annotation = getattr(raw.type_descriptor, "annotation", str)
+def _param(raw: Any, hints: dict[str, Any]) -> Param:
+    annotation = hints.get(raw.name, str)
     return Param(
         name=raw.name,
         opts=tuple(raw.opts),
@@ -89,7 +89,8 @@ def _param(raw: Any) -> Param:
 def _walk(command: Any, path: tuple[str, ...]) -> Iterator[Verb]:
     children = getattr(command, "commands", None)
     if children is None:
-        yield Verb(path, tuple(_param(raw) for raw in command.params))
+        hints = get_type_hints(command.callback) if command.callback else {}
+        yield Verb(path, tuple(_param(raw, hints) for raw in command.params))
         return
     for name, child in sorted(children.items()):
         yield from _walk(child, (*path, name))

@@ -1,7 +1,9 @@
-"""The ``topoq`` command. Heavy modules are imported inside each command, so start-up stays fast."""
+"""The ``topoq`` command. Heavy modules are imported inside each command, so start-up stays fast
+(docs/cli.md, Start-up; ``benchmarks/startup.py``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from enum import StrEnum
@@ -15,6 +17,12 @@ from topoq.cli.output import Output, OutputOption, print_as
 from topoq.cli.server_app import ServerOption, TokenOption
 
 EXIT_BAD_INPUT = 2
+
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+"""numpy's OpenBLAS starts a thread per core when it is imported, and their start costs a verb
+that places ~0.1 s of CPU; topoq does no linear algebra (placement sums and compares arrays),
+so one thread is all it uses. Set here, before any verb imports numpy; a value the user set
+stays."""
 
 
 class QuietPipeGroup(TyperGroup):
@@ -42,7 +50,6 @@ class QuietPipeGroup(TyperGroup):
 def _quiet_stdout() -> None:
     """Point standard output at /dev/null, so that flushing what is left of it at exit does
     not fail again on the closed pipe."""
-    import os
 
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())

@@ -8,10 +8,9 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
+from topoq.cli.console import emit, make_console
 from topoq.cli.output import Output, counted, print_document
 from topoq.cli.render import (
-    emit,
-    make_console,
     placement_document,
     print_placement,
     topology_document,

@@ -73,7 +73,7 @@ def utc(seconds: float | None) -> str:
 
 
 def table_of(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    from topoq.cli.render import text_table
+    from topoq.cli.console import text_table
 
     return text_table(columns, rows)
 

@@ -17,7 +17,7 @@ import yaml
 from rich.console import Console
 
 from topoq.cli.commands import warn_about
-from topoq.cli.render import emit, make_console, text_table
+from topoq.cli.console import emit, make_console, text_table
 from topoq.core.policy_lint import lint_policy
 from topoq.discovery.jobfile import load_workload
 from topoq.discovery.policy import load_policy, policy_document

@@ -1,9 +1,10 @@
-"""Placement results and topology trees as JSON documents and as Rich tables."""
+"""Placement results and topology trees as JSON documents and as Rich tables (numpy and the
+core's ledger: only the offline verbs that place import this; the console and plain tables every
+verb uses are ``topoq.cli.console``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -19,54 +20,6 @@ from topoq.domain.placement import DomainAssignment, PlacementResult, PodSetOutc
 from topoq.domain.quantity import NEURON_DEVICE, NVIDIA_GPU
 
 MAX_NODE_LIST_WIDTH = 40
-PIPE_WIDTH = 120
-"""Columns used when output goes to a file or a pipe, where Rich would assume 80."""
-
-
-def emit(text: str, out: Path | None) -> None:
-    """``text`` to the file ``out``, or to standard output when there is none."""
-    if out is None:
-        print(text, end="")
-    else:
-        out.write_text(text, encoding="utf-8")
-
-
-def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns aligned with spaces under a rule; a cell may hold several lines. Linear in the
-    cells, for tables as long as a policy's teams (Rich measures and wraps every cell, about a
-    millisecond a row)."""
-    split = [[cell.split("\n") for cell in row] for row in rows]
-    widths = [len(header) for header in headers]
-    for row in split:
-        for column, lines in enumerate(row):
-            widths[column] = max(widths[column], *(len(line) for line in lines))
-    out = [_aligned(headers, widths), _aligned(["-" * width for width in widths], widths)]
-    for row in split:
-        for index in range(max(len(lines) for lines in row)):
-            out.append(
-                _aligned([lines[index] if index < len(lines) else "" for lines in row], widths)
-            )
-    return "\n".join(out)
-
-
-def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
-    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
-
-
-class CliConsole(Console):
-    """A Rich console whose closed pipe (``topoq … | head``) is the CLI's to handle, in one
-    place (``topoq.cli.app``: exit 0), instead of Rich's exit 1."""
-
-    def on_broken_pipe(self) -> None:
-        self.quiet = True
-        raise BrokenPipeError
-
-
-def make_console(*, stderr: bool = False) -> Console:
-    console = CliConsole(highlight=False, stderr=stderr, soft_wrap=stderr)
-    if not console.is_terminal:
-        console.width = PIPE_WIDTH
-    return console
 
 
 def placement_document(result: PlacementResult) -> dict[str, Any]:

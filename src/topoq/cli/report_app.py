@@ -45,7 +45,7 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
     ) -> None:
         """GPU-hours per team per UTC day, inside the guarantee and borrowed, with jobs run and
         preemptions suffered (and per job with --jobs)."""
-        from topoq.cli.render import make_console
+        from topoq.cli.console import make_console
         from topoq.cli.server_commands import (
             connected,
             job_usage_table,
@@ -81,7 +81,7 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
     ) -> None:
         """The running server's topology tree with free and used GPUs per domain, failed and
         cordoned nodes marked (-o json|yaml: the API's topology)."""
-        from topoq.cli.render import make_console
+        from topoq.cli.console import make_console
         from topoq.cli.server_commands import (
             STATE_LEGEND,
             connected,

@@ -317,8 +317,8 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     ) -> None:
         """Jobs, newest first (like squeue): team, user, priority, phase, GPUs, age, placement
         span per level, and why pending jobs wait (-o json|yaml: the page the API answered)."""
+        from topoq.cli.console import make_console
         from topoq.cli.output import counted
-        from topoq.cli.render import make_console
         from topoq.cli.server_commands import connected, jobs_table, waiting_reason
 
         chosen = chosen_output(output, as_json)
@@ -454,7 +454,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
     ) -> None:
         """Nodes: state (ready, cordoned or failed), GPUs in use, CPUs and memory, the jobs on
         them."""
-        from topoq.cli.render import make_console
+        from topoq.cli.console import make_console
         from topoq.cli.server_commands import connected, nodes_table
 
         chosen = chosen_output(output, as_json)
@@ -478,7 +478,7 @@ def register(app: typer.Typer, node_app: typer.Typer, policy_app: typer.Typer) -
         as_json: JsonAliasOption = False,
     ) -> None:
         """Per team and flavor: GPUs guaranteed, used, borrowed and lent."""
-        from topoq.cli.render import make_console
+        from topoq.cli.console import make_console
         from topoq.cli.server_commands import connected, teams_table
 
         chosen = chosen_output(output, as_json)

@@ -17,10 +17,6 @@ from rich.tree import Tree
 
 from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
-from topoq.discovery.batch_jobs import is_batch_job
-from topoq.discovery.documents import read_document
-from topoq.discovery.pod_groups import is_pod_group
-from topoq.discovery.training_jobs import is_training_job
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import DependencyKind, DependencyStatus
@@ -87,6 +83,10 @@ def in_cli_terms(message: str) -> str:
 
 # --- jobs ---------------------------------------------------------------------------------
 def detect_format(document: object, source: str) -> JobFormat:
+    from topoq.discovery.batch_jobs import is_batch_job  # the readers: for submit alone
+    from topoq.discovery.pod_groups import is_pod_group
+    from topoq.discovery.training_jobs import is_training_job
+
     if isinstance(document, dict):
         if str(document.get("apiVersion", "")).startswith("topoq.io/"):
             return JobFormat.TOPOQ
@@ -126,6 +126,8 @@ def submission(
     after: Mapping[DependencyKind, Sequence[str]],
     time_limit: str | None = None,
 ) -> SubmitJobRequest:
+    from topoq.discovery.documents import read_document
+
     named = job_format(form) if form else None
     document = read_document(path)
     chosen = named or detect_format(document, str(path))

@@ -10,7 +10,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from topoq.cli.render import make_console
+from topoq.cli.console import make_console
 from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, run_scenario
 
 

@@ -1,4 +1,4 @@
-"""A small typed client of topoq's REST API (httpx + the wire models)."""
+"""A small typed client of topoq's REST API (http.client and the wire models)."""
 
 from topoq.client.config import ClientSettings, resolve_settings
 from topoq.client.http import ClientError, TopoqClient

@@ -20,8 +20,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import yaml
-
 from topoq.domain.errors import InvalidInputError
 
 DEFAULT_SERVER = "http://127.0.0.1:8750"
@@ -169,6 +167,10 @@ def _config_file(env: Mapping[str, str]) -> _ConfigFile:
 def config_values(text: str, where: str) -> dict[str, str]:
     """The settings of a config file's ``text``: a YAML mapping of ``server``, ``token`` and
     ``token_file``, each a string."""
+    if not text.strip():
+        return {}
+    import yaml  # only when there is a config file: most commands read none
+
     try:
         loaded = yaml.safe_load(text)
     except yaml.YAMLError as error:
@@ -202,7 +204,7 @@ def config_values(text: str, where: str) -> dict[str, str]:
     return values
 
 
-def _yaml_problem(error: yaml.YAMLError) -> str:
+def _yaml_problem(error: Exception) -> str:
     """One line out of PyYAML's several: the problem and where it is."""
     problem = getattr(error, "problem", None) or str(error).splitlines()[0]
     mark = getattr(error, "problem_mark", None)

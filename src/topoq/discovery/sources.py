@@ -13,7 +13,6 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
 
-from topoq.discovery.aws import cluster_from_instance_topology
 from topoq.discovery.clusterfile import cluster_from_document, load_example_cluster
 from topoq.discovery.documents import (
     documents_in_text,
@@ -21,9 +20,6 @@ from topoq.discovery.documents import (
     read_document,
     read_text_file,
 )
-from topoq.discovery.instance_types import find_instance_type, known_instance_types
-from topoq.discovery.kubernetes import nodes_from_nodelist, topology_from_kueue, usage_from_podlist
-from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
 from topoq.domain.resources import Resources
@@ -64,9 +60,13 @@ def load_cluster(
     if topology is None and cluster.format is ClusterFormat.KUBERNETES:
         cluster = replace(cluster, warnings=(*cluster.warnings, _guessed_levels_warning(cluster)))
     if topology is not None:
+        from topoq.discovery.kubernetes import topology_from_kueue
+
         spec = topology_from_kueue(read_document(topology), source=str(topology))
         cluster = replace(cluster, topology=spec)
     if pods is not None:
+        from topoq.discovery.kubernetes import usage_from_podlist
+
         usage = dict(cluster.used)
         for node, resources in usage_from_podlist(read_document(pods), source=str(pods)).items():
             usage[node] = usage.get(node, Resources()) + resources
@@ -95,6 +95,8 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
     )
     first = documents[0] if documents else None
     if isinstance(first, list) or (isinstance(first, Mapping) and "Instances" in first):
+        from topoq.discovery.aws import cluster_from_instance_topology
+
         imported = cluster_from_instance_topology(documents, source=source)
         return LoadedCluster(
             name, ClusterFormat.AWS, imported.nodes, imported.topology, warnings=imported.warnings
@@ -102,6 +104,8 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
     kind = first.get("kind") if isinstance(first, Mapping) else None
     kind = kind if isinstance(kind, str) else None
     if kind in _NODE_KINDS:
+        from topoq.discovery.kubernetes import nodes_from_nodelist
+
         nodes = nodes_from_nodelist(first, source=source)
         spec = _levels_from_labels(nodes)
         return LoadedCluster(name, ClusterFormat.KUBERNETES, tuple(nodes), spec)
@@ -119,6 +123,9 @@ def _read_cluster(path: Path | str, slurm_instance_type: str | None) -> LoadedCl
 
 
 def _slurm(text: str, source: str, name: str, instance_type: str | None) -> LoadedCluster:
+    from topoq.discovery.instance_types import find_instance_type, known_instance_types
+    from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
+
     chosen = instance_type or DEFAULT_SLURM_INSTANCE_TYPE
     instance = find_instance_type(chosen)
     if instance is None:

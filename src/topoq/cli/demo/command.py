@@ -22,10 +22,10 @@ from typing import NoReturn
 
 from rich.console import Console
 
+from topoq.cli.console import make_console
 from topoq.cli.demo.server import DemoServer, DemoServerError
 from topoq.cli.demo.stage import DEFAULT_PACE, QUICK_PACE, SceneStopped, Stage
 from topoq.cli.demo.story import SCENES, Scene, StoryState
-from topoq.cli.render import make_console
 from topoq.client import ClientError, TopoqClient
 from topoq.domain.errors import InvalidInputError
 from topoq.executors.local.processes import free_port

@@ -7,7 +7,8 @@ from importlib.resources import files
 
 from rich.rule import Rule
 
-from topoq.cli.render import make_console, print_placement, topology_tree
+from topoq.cli.console import make_console
+from topoq.cli.render import print_placement, topology_tree
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.tree import build_tree

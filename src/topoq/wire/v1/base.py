@@ -1,5 +1,7 @@
 """The base of every v1 wire model: camelCase on the wire, snake_case in Python, unknown
-fields rejected (a typo must not silently drop a field)."""
+fields rejected (a typo must not silently drop a field). A model's validator and serializer
+are built when it is first used (``defer_build``), not when it is imported: a CLI verb that reads
+one answer pays for that answer's models, not for all of the API's (docs/cli.md, Start-up)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ class WireModel(BaseModel):
         serialize_by_alias=True,
         extra="forbid",
         frozen=True,
+        defer_build=True,
     )
 
 

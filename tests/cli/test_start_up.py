@@ -1,0 +1,75 @@
+"""A verb imports what it uses (docs/adr/0010): ``--help`` and ``version`` neither numpy, the
+core, a job-format reader nor pydantic; the server verbs no numpy, core, reader or httpx (the
+CLI's client speaks HTTP with the standard library); ``place`` reads its workload without the
+Slurm, AWS or Kubernetes cluster readers. Checked on the modules each verb's process really
+imported (``python -X importtime``), not on timings: benchmarks/startup.py measures those."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_server_cli import server
+
+ROOT = Path(__file__).resolve().parents[2]
+__all__ = ["server"]
+
+EVERY_VERB_MUST_NOT = ("numpy", "topoq.core", "topoq.discovery", "httpx", "yaml")
+OFFLINE_MUST_NOT = (*EVERY_VERB_MUST_NOT, "pydantic", "topoq.wire")
+CLUSTER_READERS = ("topoq.discovery.slurm", "topoq.discovery.aws", "topoq.discovery.kubernetes")
+
+
+def imported_by(env: dict[str, str], *args: str, exit_code: int = 0) -> set[str]:
+    """The modules ``python -m topoq ARGS`` imported (it must exit ``exit_code``)."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | env
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "topoq", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == exit_code, done.stderr[-2000:]
+    return {
+        line.rsplit("|", 1)[1].strip()
+        for line in done.stderr.splitlines()
+        if line.startswith("import time:") and line.count("|") == 2
+    }
+
+
+def offending(modules: set[str], forbidden: tuple[str, ...]) -> list[str]:
+    return sorted(
+        name for name in modules if any(name == f or name.startswith(f"{f}.") for f in forbidden)
+    )
+
+
+@pytest.mark.parametrize("args", [("--help",), ("version",), ("submit", "--help")])
+def test_help_and_version_import_no_placement_reader_or_pydantic(args: tuple[str, ...]) -> None:
+    modules = imported_by({}, *args)
+    assert "topoq.cli.app" in modules  # the listing is real
+    assert offending(modules, OFFLINE_MUST_NOT) == []
+
+
+@pytest.mark.parametrize(
+    "args", [("list",), ("nodes",), ("teams",), ("events",), ("describe", "no-such-job")]
+)
+def test_server_verbs_import_no_placement_reader_or_httpx(
+    server: dict[str, str], args: tuple[str, ...]
+) -> None:
+    rejected = args[0] == "describe"  # a job that does not exist: exit 2, a real answer
+    modules = imported_by(server, *args, exit_code=2 if rejected else 0)
+    assert "topoq.client.http" in modules and "topoq.wire.v1" in modules
+    assert offending(modules, EVERY_VERB_MUST_NOT) == []
+
+
+def test_place_reads_a_topoq_workload_without_the_cluster_readers_it_does_not_need() -> None:
+    modules = imported_by({}, "place", "--workload", "src/topoq/data/demo/1-llama-pretrain.yaml")
+    assert "numpy" in modules and "topoq.core.placement" in modules
+    assert offending(modules, CLUSTER_READERS) == []
+    assert offending(modules, ("httpx", "topoq.client")) == []

@@ -1,4 +1,4 @@
-"""The contract every executor passes (DESIGN.md rule 5).
+"""The contract every executor passes (docs/architecture.md, rule 5).
 
 Subclass ``ExecutorContract`` in a ``test_*.py`` module as ``Test<Name>Contract`` and override
 the ``executor_factory`` fixture (``work_dir → Executor``). Pods run short Python programs

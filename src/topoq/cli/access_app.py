@@ -9,8 +9,8 @@ from typing import Annotated, Any
 
 import typer
 
+from topoq.cli.common import ServerOption, TokenOption
 from topoq.cli.output import Output, OutputOption, print_as, table_of, utc
-from topoq.cli.server_app import ServerOption, TokenOption
 
 ROLES = ("admin", "team-admin", "member", "viewer")
 
@@ -52,7 +52,7 @@ def _register_tokens(app: typer.Typer) -> None:
     ) -> None:
         """Create an API token. Its secret is printed once, on standard output alone; keep it
         (only a hash of it is stored)."""
-        from topoq.cli.app import fail
+        from topoq.cli.common import fail
         from topoq.cli.server_commands import connected
 
         if role not in ROLES:
@@ -105,7 +105,7 @@ def _register_tokens(app: typer.Typer) -> None:
         token: TokenOption = None,
     ) -> None:
         """Revoke an API token at once: requests with it are refused from now on."""
-        from topoq.cli.app import fail
+        from topoq.cli.common import fail
         from topoq.cli.server_commands import connected
 
         with connected(server, token) as client:
@@ -163,7 +163,7 @@ def _register_records(app: typer.Typer) -> None:
         """The audit log, newest first: who changed what (admins only)."""
         import time
 
-        from topoq.cli.app import guarded
+        from topoq.cli.common import guarded
         from topoq.cli.server_commands import connected
         from topoq.domain.durations import moment_since
 

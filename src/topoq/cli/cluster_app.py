@@ -1,8 +1,9 @@
-"""Typer definition of ``topoq cluster apply FILE [--drain] [--dry-run] [-o table|json|yaml]``:
-make a cluster file the server's inventory and print what changed — nodes added, removed
-(with the gangs on them), changed (what, before and after) and the gangs requeued. The file
-is any format ``topoq place`` reads, read here (its errors name its lines) and sent as a topoq
-cluster file (``POST /cluster/apply``)."""
+"""The cluster verbs of a running server: ``topoq teams`` (each team against its quota),
+``topoq events`` (recent phase changes), and ``topoq cluster apply FILE [--drain] [--dry-run]``,
+which makes a cluster file the server's inventory and prints what changed — nodes added,
+removed (with the gangs on them), changed (what, before and after) and the gangs requeued. The
+file is any format ``topoq place`` reads, read here (its errors name its lines) and sent as a
+topoq cluster file (``POST /cluster/apply``)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from topoq.cli.output import Output, OutputOption, print_as, table_of
-from topoq.cli.server_app import ServerOption, TokenOption
+from topoq.cli.common import ServerOption, TokenOption, guarded
+from topoq.cli.output import (
+    JsonAliasOption,
+    Output,
+    OutputOption,
+    chosen_output,
+    print_as,
+    table_of,
+)
 
 if TYPE_CHECKING:
     from topoq.wire.v1 import ChangedNodeModel, ClusterApplyResult
@@ -21,11 +29,44 @@ COLUMNS = ("CHANGE", "NODE", "WHAT", "GANGS")
 
 
 def register(app: typer.Typer) -> None:
-    """Add ``cluster apply`` to the CLI."""
+    """Add ``teams``, ``events`` and ``cluster apply`` to the CLI."""
     cluster_app = typer.Typer(
         help="The server's inventory: apply a cluster file to it.", no_args_is_help=True
     )
     app.add_typer(cluster_app, name="cluster")
+
+    @app.command()
+    def teams(
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
+    ) -> None:
+        """Per team and flavor: GPUs guaranteed, used, borrowed and lent."""
+        from topoq.cli.console import make_console
+        from topoq.cli.server_commands import connected, teams_table
+
+        chosen = chosen_output(output, as_json)
+        with connected(server, token) as client:
+            found = client.teams()
+        if chosen is Output.TABLE:
+            make_console().print(teams_table(found))
+        else:
+            print_as(chosen, found, None)
+
+    @app.command()
+    def events(
+        limit: int = 50,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+    ) -> None:
+        """Recent job phase changes, newest first."""
+        from topoq.cli.server_commands import connected, events_table
+
+        with connected(server, token) as client:
+            found = client.events(limit)
+        print_as(output, found, lambda: events_table(found))
 
     @cluster_app.command("apply")
     def cluster_apply(
@@ -53,7 +94,6 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Make FILE the server's nodes (admins): nodes added, removed and changed in one
         step, audited. A node's cordon and health stay as they are."""
-        from topoq.cli.app import guarded
         from topoq.cli.server_commands import connected
 
         def run() -> None:

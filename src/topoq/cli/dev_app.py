@@ -10,7 +10,7 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    from topoq.cli.app import guarded
+    from topoq.cli.common import guarded
 
     dev_app = typer.Typer(
         help="Test beds: real outside systems brought up on this machine.", no_args_is_help=True

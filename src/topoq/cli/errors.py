@@ -38,7 +38,7 @@ def one_line_usage_errors() -> Iterator[None]:
 def usage_line(error: Any) -> str:
     """``invalid value for '--format': 'x' is not one of 'yaml', 'json' (see topoq policy
     convert --help)``."""
-    from topoq.cli.app import one_line
+    from topoq.cli.common import one_line
 
     message = str(error.format_message()).replace("Value error, ", "").strip()
     message = message[:1].lower() + message[1:]
@@ -48,7 +48,7 @@ def usage_line(error: Any) -> str:
 
 def os_error_line(error: OSError) -> str:
     """A file a verb could not read or write: ``out.yaml: Is a directory``."""
-    from topoq.cli.app import one_line
+    from topoq.cli.common import one_line
 
     reason = error.strerror or type(error).__name__
     if error.filename is None:

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from topoq.cli.common import ServerOption, TokenOption
 from topoq.cli.output import Output, OutputOption, print_as, table_of, utc
-from topoq.cli.server_app import ServerOption, TokenOption
 
 if TYPE_CHECKING:
     from topoq.client.http import TopoqClient

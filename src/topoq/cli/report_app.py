@@ -1,5 +1,5 @@
-"""Typer definitions of the server's read-only views: ``topoq report usage`` and ``topoq
-topology live``; the rendering is in :mod:`topoq.cli.server_commands`."""
+"""Typer definition of ``topoq report usage``, the server's usage report; the rendering is in
+:mod:`topoq.cli.server_commands`."""
 
 from __future__ import annotations
 
@@ -7,12 +7,12 @@ from typing import Annotated
 
 import typer
 
+from topoq.cli.common import ServerOption, TokenOption
 from topoq.cli.output import JsonAliasOption, Output, OutputOption, chosen_output, print_as
-from topoq.cli.server_app import ServerOption, TokenOption
 
 
-def register(app: typer.Typer, topology_app: typer.Typer) -> None:
-    """Add ``report usage`` to the CLI and ``live`` to ``topoq topology``."""
+def register(app: typer.Typer) -> None:
+    """Add ``report usage`` to the CLI."""
     report_app = typer.Typer(help="Reports from a running server.", no_args_is_help=True)
     app.add_typer(report_app, name="report")
 
@@ -68,38 +68,3 @@ def register(app: typer.Typer, topology_app: typer.Typer) -> None:
         if jobs and report.jobs:
             console.print()
             console.print(job_usage_table(report))
-
-    @topology_app.command("live")
-    def topology_live(
-        depth: Annotated[
-            int | None, typer.Option(min=1, help="Levels to draw (default: all).")
-        ] = None,
-        server: ServerOption = None,
-        token: TokenOption = None,
-        output: OutputOption = Output.TABLE,
-        as_json: JsonAliasOption = False,
-    ) -> None:
-        """The running server's topology tree with free and used GPUs per domain, failed and
-        cordoned nodes marked (-o json|yaml: the API's topology)."""
-        from topoq.cli.console import make_console
-        from topoq.cli.server_commands import (
-            STATE_LEGEND,
-            connected,
-            node_states,
-            outside_lines,
-            topology_tree,
-        )
-
-        chosen = chosen_output(output, as_json)
-        with connected(server, token) as client:
-            topology = client.topology()
-            if chosen is not Output.TABLE:
-                print_as(chosen, topology, None)
-                return
-            marked = node_states(topology, client.nodes())
-        console = make_console()
-        console.print(topology_tree(topology, depth or len(topology.levels), marked))
-        for line in outside_lines(topology):
-            console.print(line, markup=False)
-        if marked:
-            console.print(STATE_LEGEND, style="dim", markup=False)

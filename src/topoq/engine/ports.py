@@ -2,7 +2,7 @@
 nodes and the audit log durable, and an executor that runs placed gangs.
 
 ``store/`` and ``executors/`` implement these; the engine and the simulator depend only on
-them (DESIGN.md rule 5)."""
+them (docs/architecture.md, rule 5)."""
 
 from __future__ import annotations
 
@@ -185,6 +185,10 @@ class ExecutorCapabilities:
     reports_inventory: bool = False
     """Whether the executor knows the cluster's nodes (``Executor.inventory_changes``), so
     that the server takes its inventory from there instead of a cluster file."""
+    runs_containers: bool = False
+    """Whether each pod runs in a container of its pod set's ``image`` (the executor's own
+    image when the pod set names none). One that does not runs the command on its host and
+    ignores the image; a submission naming one is accepted with a warning."""
 
 
 @dataclass(frozen=True)

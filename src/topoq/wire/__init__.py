@@ -1,4 +1,4 @@
-"""The models that cross the wire between the server and its clients (DESIGN.md rule 7).
+"""The models that cross the wire between the server and its clients (docs/architecture.md, rule 7).
 
 One versioned package per API version: ``topoq.wire.v1`` is what ``/api/v1`` speaks. The
 models speak of the domain only (an import-linter contract keeps it so), so the API and the

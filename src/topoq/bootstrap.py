@@ -697,6 +697,7 @@ def serve_api(
         wake=lambda: wake_controller(wake_fd),
         metrics=MetricsFile(data_dir / METRICS_FILE),
         inventory_from_executor=plugin(executor_name).capabilities.reports_inventory,
+        executor=plugin(executor_name).capabilities,
     )
     listener = socket.socket(fileno=listen_fd)
     app = create_app(service, access_log=log_settings.access_log)

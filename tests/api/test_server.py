@@ -118,6 +118,30 @@ def test_each_format_is_accepted_and_explained(
     assert cancelled.status_code == 200 and cancelled.json()["phase"] == "cancelled"
 
 
+def test_a_hyperpod_jobs_image_is_accepted_with_a_warning_by_the_local_executor(
+    admin: httpx.Client, member: httpx.Client
+) -> None:
+    document = fitted_example("hyperpod", example("hyperpod-pytorch-job.yaml"))
+    image = document["image"]
+    document |= {"job_name": "imaged"}
+    response = member.post("/jobs", json={"format": "hyperpod", "document": document})
+    assert response.status_code == 201, response.text
+    assert response.json()["warnings"] == [
+        f"pod set 'worker' names image {image!r} that is not run: the local executor runs "
+        "each pod's command as a process on its host, not in a container (start the server "
+        "with --executor kubernetes to run images)"
+    ]
+    described = member.get("/jobs/imaged").json()
+    assert described["workload"]["podSets"][0]["image"] == image
+    assert described["warnings"] == []
+    [entry] = [e for e in admin.get("/audit").json() if e["target"] == "imaged"]
+    assert entry["detail"]["warnings"] == response.json()["warnings"]
+    plain = member.post("/jobs", json=small_job("no-image")).json()
+    assert plain["warnings"] == [] and plain["workload"]["podSets"][0]["image"] is None
+    for job_id in ("imaged", "no-image"):
+        assert member.post(f"/jobs/{job_id}/cancel").status_code == 200
+
+
 @pytest.mark.parametrize(
     ("job_format", "file", "key", "value", "where"),
     [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import strategies as st
 
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
@@ -44,6 +46,8 @@ from topoq.testing.governance import team
 
 names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-./", min_size=1, max_size=12)
 texts = st.text(max_size=20)
+images = st.from_regex(r"[a-z0-9][a-z0-9./:@_-]{0,60}", fullmatch=True)
+"""Container image references (``registry:5000/team/trainer:1``)."""
 times = st.floats(min_value=0, max_value=4e9, allow_nan=False, allow_infinity=False)
 resource_names = st.sampled_from(["cpu", "memory", "nvidia.com/gpu", "pods", "example.com/x"])
 resources = st.dictionaries(resource_names, st.integers(-(2**62), 2**62)).map(Resources)
@@ -71,7 +75,7 @@ def pod_sets(draw: st.DrawFn, name: str | None = None) -> PodSetSpec:
     slice_size = draw(st.sampled_from([1, 2, 4]))
     count = slice_size * draw(st.integers(1, 8))
     level = draw(names)
-    return pod_set(
+    built = pod_set(
         name or draw(names),
         count,
         {"nvidia.com/gpu": draw(st.integers(0, 8)), "cpu": f"{draw(st.integers(0, 9999))}m"},
@@ -84,6 +88,7 @@ def pod_sets(draw: st.DrawFn, name: str | None = None) -> PodSetSpec:
         group=draw(st.none() | names),
         spread=draw(st.none() | st.tuples(names, st.integers(1, 4))),
     )
+    return replace(built, image=draw(st.none() | images))
 
 
 def _term(requirement_list: list[SelectorRequirement]) -> NodeSelectorTerm:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from hypothesis import given, settings
@@ -87,3 +88,22 @@ def test_documents_written_before_optional_fields_existed_still_decode(data: st.
     decoded = codec.decode_job_spec(document)
     assert (decoded.id, decoded.workload) == (spec.id, spec.workload)
     assert decoded.dependencies == () and decoded.max_retry == 0
+
+
+@given(strategies.job_specs)
+def test_a_job_stored_before_pod_sets_had_images_loads_with_none(spec: JobSpec) -> None:
+    document = codec.encode_job_spec(spec)
+    for pod_set in document["workload"]["pod_sets"]:
+        pod_set.pop("image", None)
+    decoded = codec.decode_job_spec(json.loads(json.dumps(document)))
+    assert [p.image for p in decoded.workload.pod_sets] == [None] * len(spec.workload.pod_sets)
+    assert [p.name for p in decoded.workload.pod_sets] == [p.name for p in spec.workload.pod_sets]
+
+
+def test_a_pod_sets_image_is_stored_only_when_it_names_one() -> None:
+    spec = job("train", "llm", pods=2).spec
+    named = replace(spec.workload.pod_sets[0], image="pytorch/pytorch:2.3")
+    with_image = replace(spec, workload=replace(spec.workload, pod_sets=(named,)))
+    assert "image" not in codec.encode_job_spec(spec)["workload"]["pod_sets"][0]
+    stored = through_json(with_image, codec.encode_job_spec, codec.decode_job_spec)
+    assert stored.workload.pod_sets[0].image == "pytorch/pytorch:2.3"

@@ -13,6 +13,7 @@ from topoq.api.log_query import LogQuery, log_request
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.api.submission import job_from_request
+from topoq.api.submission_warnings import unrun_images
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.limits import MAX_LOG_READ_BYTES
@@ -41,7 +42,9 @@ MAX_TAIL_LINES = 1_000_000
 @router.post("", status_code=201, summary="Submit a job")
 def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep) -> JobDetail:
     """Submit a topoq job file, a HyperPod PyTorch job or a Kueue Workload (422 naming the
-    field when it cannot be scheduled as written; 409 when the id is taken)."""
+    field when it cannot be scheduled as written; 409 when the id is taken). The answer's
+    `warnings` say what of an accepted job the server will not do (an image its executor
+    does not run)."""
     spec = job_from_request(
         body,
         policy=service.store.policy(),
@@ -53,9 +56,10 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
     )
     require_team(principal, spec.team, "submit")
     service.limits.check(spec)  # a job the cluster could never hold is refused, naming why
-    view = service.intake.submit(spec, actor=principal.name)
+    warnings = unrun_images(spec.workload, service.executor)
+    view = service.intake.submit(spec, actor=principal.name, warnings=warnings)
     service.wake()
-    return job_detail(view)
+    return job_detail(view).model_copy(update={"warnings": warnings})
 
 
 @router.get("", summary="List jobs")

@@ -25,7 +25,7 @@ from topoq.domain.topology import TopologySpec
 from topoq.engine.event_log import MAX_LISTED_NODES, ServerEvent, requeued, write_event
 from topoq.engine.intake import Intake
 from topoq.engine.metrics import MetricsSource
-from topoq.engine.ports import AuditEntry, LogReader, Store
+from topoq.engine.ports import AuditEntry, ExecutorCapabilities, LogReader, Store
 from topoq.engine.tree_cache import TreeCache
 from topoq.store.records import JobEvent, PolicyVersion, TokenRecord
 from topoq.store.sql_store import InventoryWrite
@@ -149,6 +149,9 @@ class Service:
     """What ``GET /metrics`` serves (the controller's latest published metrics)."""
     inventory_from_executor: bool = False
     """The executor reports the cluster's nodes (Kubernetes): no cluster file is applied."""
+    executor: ExecutorCapabilities | None = None
+    """What the server's executor can do (None: not known, nothing is warned about): a
+    submission naming an image one that runs no containers ignores is told so."""
     intake: Intake = field(init=False)
     trees: TreeCache = field(init=False)
     node_sizes: NodeSizes = field(init=False)

@@ -11,9 +11,10 @@ type as written (``ml.p5.48xlarge`` on HyperPod), plus ``label_selector``, plus
 ``sagemaker.amazonaws.com/deep-health-check-status: Passed`` when
 ``deep_health_check_passed_nodes_only`` is true (below). HyperPod sets no tolerations;
 the pods get those EKS's ExtendedResourceToleration admission plugin adds for the extended
-resources they request (``nvidia.com/gpu`` …). ``command``/``args`` and ``environment`` are
-what the pods run; the other fields of the HyperPod CLI's job (``image``, ``volume``, the
-elastic-training fields, …) are accepted and not used. A key that is none of these is refused
+resources they request (``nvidia.com/gpu`` …). ``command``/``args``, ``environment`` and
+``image`` are what the pods run (the image by an executor that runs containers); the other
+fields of the HyperPod CLI's job (``pull_policy``, ``volume``, the elastic-training fields, …)
+are accepted and not used. A key that is none of these is refused
 with the closest one (``did you mean 'node_count'?``), as the HyperPod CLI (whose job model
 forbids extra fields) and topoq's own job file refuse it.
 
@@ -36,6 +37,7 @@ from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     extended_resource_tolerations,
     namespace_name,
+    optional_image,
     optional_name,
 )
 from topoq.domain.errors import InvalidInputError
@@ -58,6 +60,7 @@ HYPERPOD_READ_FIELDS = (
     "command",
     "args",
     "environment",
+    "image",
     "instance_type",
     *REPLICA_COUNT_FIELDS,
     "accelerators",
@@ -75,7 +78,6 @@ HYPERPOD_READ_FIELDS = (
 )
 """The fields topoq reads (``max_retry`` at submission, the ``after_*`` in job_dependencies)."""
 HYPERPOD_UNUSED_FIELDS = (
-    "image",
     "pull_policy",
     "tasks_per_node",
     "scheduler_type",
@@ -111,7 +113,7 @@ def workload_from_hyperpod_job(doc: object, *, source: str) -> WorkloadSpec:
 def _workload(fields: Fields) -> WorkloadSpec:
     fields.reject_unknown_keys(
         (*HYPERPOD_READ_FIELDS, *HYPERPOD_UNUSED_FIELDS),
-        listed=(*HYPERPOD_READ_FIELDS, "and the HyperPod CLI's others (image, volume, …)"),
+        listed=(*HYPERPOD_READ_FIELDS, "and the HyperPod CLI's others (pull_policy, volume, …)"),
     )
     name = dns_label(fields, HYPERPOD_JOB_NAME_FIELD)
     topology = TopologyRequest(
@@ -128,6 +130,7 @@ def _workload(fields: Fields) -> WorkloadSpec:
         topology=topology,
         command=argv(fields, "command") + argv(fields, "args"),
         environment=fields.string_map("environment"),
+        image=optional_image(fields, "image"),
     )
     return WorkloadSpec(
         name=name,

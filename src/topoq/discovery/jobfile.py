@@ -26,6 +26,9 @@ topoq's job file (YAML or JSON; snake_case keys are accepted as well as camelCas
           group: llama
           spread: {level: kubernetes.io/hostname, maxPodsPerDomain: 1}
           # unconstrained: true   (no required or preferred level)
+        command: [torchrun, train.py]      # optional; also args, environment
+        image: pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime  # optional: run by the kubernetes
+                                           # executor; the local one runs the command on its host
 
 ``instanceType`` only sizes the requests; add a ``nodeSelector`` to pin the pods to that type.
 Unknown keys are rejected (with the allowed ones) so that a typo does not silently drop a
@@ -51,6 +54,7 @@ from topoq.discovery.job_dependencies import (
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
     namespace_name,
+    optional_image,
     optional_name,
     pod_set_name,
     resource_amounts,
@@ -103,6 +107,7 @@ _POD_SET_KEYS = (
     "command",
     "args",
     "environment",
+    "image",
 )
 _TOPOLOGY_KEYS = ("required", "preferred", "unconstrained", "slices", "group", "spread")
 _SLICE_KEYS = ("level", "size")
@@ -233,9 +238,10 @@ def _pod_set(record: Fields) -> PodSetSpec:
     topology = _topology(record.mapping("topology"))
     command = argv(record, "command") + argv(record, "args")
     environment = record.string_map("environment")
+    image = optional_image(record, "image")
     try:
         return PodSetSpec(
-            name, count, requests, selector, (), tolerated, topology, command, environment
+            name, count, requests, selector, (), tolerated, topology, command, environment, image
         )
     except InvalidInputError as error:
         raise error.located(record.where) from None

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping
 from enum import StrEnum
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from topoq.discovery.documents import Fields, argv
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.launch import check_image
 from topoq.domain.names import check_job_id, check_label_name, check_subdomain_name
 from topoq.domain.node import TaintEffect
 from topoq.domain.resources import Resources
@@ -71,6 +72,14 @@ def optional_name(fields: Fields, key: str, what: str) -> str | None:
 def namespace_name(fields: Fields, key: str, default: str) -> str:
     """A namespace (it names the team): a DNS-1123 label, as in Kubernetes."""
     return check_label_name(fields.text(key, default), what="namespace", where=fields.path(key))
+
+
+def optional_image(fields: Fields, key: str) -> str | None:
+    """A container image, when given (``domain.launch.check_image``: not empty, no spaces)."""
+    image = fields.optional_text(key)
+    if image is not None:
+        check_image(image, where=fields.path(key))
+    return image
 
 
 def pod_set_name(fields: Fields, key: str, default: str | None = None) -> str:
@@ -231,16 +240,25 @@ def extended_resource_tolerations(requests: Mapping[str, int]) -> tuple[Tolerati
     )
 
 
-def main_container_command(pod_spec: Fields) -> tuple[tuple[str, ...], dict[str, str]]:
-    """The first container's command + args and its literal environment (``env[].value``;
-    values from secrets or fields cannot be resolved here and are left out)."""
+class MainContainer(NamedTuple):
+    """What the pods of a template run: their first container's."""
+
+    command: tuple[str, ...]
+    environment: dict[str, str]
+    image: str | None
+
+
+def main_container(pod_spec: Fields) -> MainContainer:
+    """The first container's command + args, its literal environment (``env[].value``;
+    values from secrets or fields cannot be resolved here and are left out) and its image."""
     containers = pod_spec.records("containers")
     if not containers:
-        return (), {}
+        return MainContainer((), {}, None)
     main = containers[0]
     environment = {
         item.text("name"): item.text("value", "")
         for item in main.records("env")
         if item.has("name") and not item.has("valueFrom")
     }
-    return argv(main, "command") + argv(main, "args"), environment
+    command = argv(main, "command") + argv(main, "args")
+    return MainContainer(command, environment, optional_image(main, "image"))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from topoq.discovery.documents import Fields, parse_json_text
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
-    main_container_command,
+    main_container,
     namespace_name,
     optional_name,
     pod_requests,
@@ -141,10 +141,19 @@ def _pod_set(record: Fields) -> PodSetSpec:
     requests, selector = pod_requests(pod_spec), pod_spec.string_map("nodeSelector")
     affinity, tolerated = required_affinity_terms(pod_spec), tolerations(pod_spec)
     topology = pod_set_topology(annotations, record.mapping("topologyRequest"))
-    command, environment = main_container_command(pod_spec)
+    command, environment, image = main_container(pod_spec)
     try:
         return PodSetSpec(
-            name, count, requests, selector, affinity, tolerated, topology, command, environment
+            name,
+            count,
+            requests,
+            selector,
+            affinity,
+            tolerated,
+            topology,
+            command,
+            environment,
+            image,
         )
     except InvalidInputError as error:
         raise error.located(record.where) from None

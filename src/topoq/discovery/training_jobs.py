@@ -16,7 +16,7 @@ from __future__ import annotations
 from topoq.discovery.documents import Fields
 from topoq.discovery.kubernetes_objects import (
     DEFAULT_NAMESPACE,
-    main_container_command,
+    main_container,
     namespace_name,
     pod_requests,
     required_affinity_terms,
@@ -92,7 +92,7 @@ def template_pod_set(name: str, count: int, template: Fields, annotations: Field
     """A pod set of ``count`` pods, each as the pod ``template`` asks, placed as the Kueue
     topology ``annotations`` say."""
     pod_spec = template.mapping("spec")
-    command, environment = main_container_command(pod_spec)
+    command, environment, image = main_container(pod_spec)
     return PodSetSpec(
         name,
         count,
@@ -103,4 +103,5 @@ def template_pod_set(name: str, count: int, template: Fields, annotations: Field
         pod_set_topology(annotations, Fields({}, "")),
         command,
         environment,
+        image,
     )

@@ -1,5 +1,5 @@
 """What a pod may be launched with: the fields of a pod set that reach a process, its
-environment or a name the executor derives from them.
+environment, its container image or a name the executor derives from them.
 
 An executor starts every pod of an admitted gang; a field it cannot use (an environment
 variable named ``A=B``, a NUL in an argument, an argument longer than the kernel takes) would
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 
-from topoq.domain.errors import InvalidInputError
+from topoq.domain.errors import InvalidInputError, InvalidRequestError
 
 MAX_ARGUMENTS = 1024
 """Words of a pod's command (``command`` and ``args`` together)."""
@@ -27,6 +27,10 @@ MAX_VARIABLE_CHARS = 32 * 1024
 """One environment variable's value."""
 MAX_LAUNCH_BYTES = 1024 * 1024
 """A pod's command and environment together, in UTF-8 (half of Linux's ``ARG_MAX``)."""
+MAX_IMAGE_CHARS = 4096
+"""A container image reference (``registry/repository:tag@sha256:…``); real ones are far
+shorter, the bound keeps a pasted document out of every pod."""
+IMAGE_RULE = "an image reference such as pytorch/pytorch:2.3.0-cuda12.1-cudnn8-runtime"
 
 VARIABLE_NAME_RULE = (
     "an environment variable name is a POSIX name, [A-Za-z_][A-Za-z0-9_]*, e.g. NCCL_DEBUG"
@@ -84,6 +88,27 @@ def check_launch_size(
             f"the command and environment take {size:,} bytes",
             where=where,
             hint=f"together they are at most {MAX_LAUNCH_BYTES // 1024:,} KiB",
+        )
+
+
+def check_image(image: str, *, where: str) -> None:
+    """A container image reference: not empty, bounded, no whitespace or control character.
+    Its grammar (registry, repository, tag, digest) is the container runtime's to check."""
+    if not image:
+        raise InvalidRequestError(
+            "the image is empty", where=where, hint=f"name {IMAGE_RULE}, or leave it out"
+        )
+    if len(image) > MAX_IMAGE_CHARS:
+        raise InvalidRequestError(
+            f"an image of {len(image):,} characters",
+            where=where,
+            hint=f"an image reference is at most {MAX_IMAGE_CHARS:,} characters",
+        )
+    if any(char.isspace() or not char.isprintable() for char in image):
+        raise InvalidRequestError(
+            f"the image {image!r:.80} holds whitespace or a control character",
+            where=where,
+            hint=f"write {IMAGE_RULE}, without spaces",
         )
 
 

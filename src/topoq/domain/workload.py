@@ -10,6 +10,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from topoq.domain.errors import InvalidRequestError
+from topoq.domain.launch import check_image
 from topoq.domain.node import Taint
 from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
@@ -145,6 +146,9 @@ class PodSetSpec:
     """What every pod runs (argv); empty means the executor's default workload."""
     environment: Mapping[str, str] = field(default_factory=dict)
     """Variables set in every pod of the pod set."""
+    image: str | None = None
+    """The container image the pods run; None: the executor's default. An executor that runs
+    no containers (the local one) runs the command on its host and ignores it."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "node_selector", MappingProxyType(dict(self.node_selector)))
@@ -164,6 +168,8 @@ class PodSetSpec:
                 where=where,
                 hint="max pods per domain must be >= 1",
             )
+        if self.image is not None:
+            check_image(self.image, where=f"{where}, image")
 
     def __hash__(self) -> int:
         return hash((self.name, self.count, self.requests, self.topology))

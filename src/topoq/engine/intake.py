@@ -12,7 +12,7 @@ stale copy.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import TypeVar
 
@@ -46,10 +46,14 @@ class Intake:
         self.clock = clock
 
     # --- jobs ---------------------------------------------------------------------------
-    def submit(self, spec: JobSpec, *, actor: str) -> JobView:
-        """Store the job as pending (its submit time is now). Raises DuplicateJob."""
+    def submit(self, spec: JobSpec, *, actor: str, warnings: Sequence[str] = ()) -> JobView:
+        """Store the job as pending (its submit time is now); its audit entry keeps the
+        ``warnings`` the submitter was given. Raises DuplicateJob."""
         now = self.clock()
-        entry = AuditEntry(now, actor, "submit", spec.id, {"team": spec.team})
+        detail: dict[str, object] = {"team": spec.team}
+        if warnings:
+            detail["warnings"] = list(warnings)
+        entry = AuditEntry(now, actor, "submit", spec.id, detail)
         return self.store.add_job(
             replace(spec, submitted_at=now), actor=actor, now=now, audit=entry
         )

@@ -122,6 +122,7 @@ def _encode_pod_set(pod_set: PodSetSpec) -> Document:
         "topology": _encode_topology(pod_set.topology),
         "command": list(pod_set.command),
         "environment": dict(pod_set.environment),
+        **({"image": pod_set.image} if pod_set.image is not None else {}),
     }
 
 
@@ -139,6 +140,7 @@ def _decode_pod_set(data: Mapping[str, Any]) -> PodSetSpec:
         topology=_decode_topology(data.get("topology", {})),
         command=tuple(str(part) for part in data.get("command", ())),
         environment={str(k): str(v) for k, v in data.get("environment", {}).items()},
+        image=data.get("image"),  # jobs stored before images were kept have none
     )
 
 

@@ -6,9 +6,10 @@ Names are deterministic — ``<job>-a<attempt>-<rank>`` after the job id is made
 second. Each pod carries topoq's scheduler name (kube-scheduler leaves it alone; topoq binds
 it to its placed node through ``pods/binding``), the labels that find it again (job, attempt,
 rank, team; ``app.kubernetes.io/managed-by: topoq``), the exact job id and team as
-annotations, the GPUs and other resources of its pod set as requests and limits, and the
-variables the local executor sets (``topoq.executors.environment``) with ``MASTER_ADDR`` the
-DNS name of rank 0 under the Service.
+annotations, the GPUs and other resources of its pod set as requests and limits, its pod
+set's image (else ``PodOptions.image``), and the variables the local executor sets
+(``topoq.executors.environment``) with ``MASTER_ADDR`` the DNS name of rank 0 under the
+Service.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from topoq.domain.job import JobId
 from topoq.domain.kube_names import DNS_LABEL_LIMIT, kube_name
-from topoq.domain.workload import Toleration
+from topoq.domain.workload import PodSetSpec, Toleration
 from topoq.engine.ports import ExecutorStartFailed, GangLaunch
 from topoq.executors.environment import (
     GangContext,
@@ -73,7 +74,7 @@ class PodOptions:
     namespace_pattern: str = "{team}"
     """The team's namespace; ``{team}`` is the team's name as a DNS label."""
     image: str = DEFAULT_IMAGE
-    """The image of pods whose pod set names a command, and of the default workload."""
+    """The image of pods whose pod set names none (their command, or the default workload)."""
     default_command: tuple[str, ...] = ("python3", "-c")
     """How the default workload runs: this, then the workload's source."""
     service_account: str | None = None
@@ -141,10 +142,7 @@ def gang_manifests(launch: GangLaunch, options: PodOptions, default_workload: st
         del variables["CUDA_VISIBLE_DEVICES"]  # the device plugin sets it
         variables |= {"MASTER_ADDR": master, "SM_NUM_GPUS": str(plan.gpus)}
         environment |= variables
-        command = launch.commands.get(plan.pod_set) or (
-            *options.default_command,
-            default_workload,
-        )
+        command = pod_command(launch, pod_set, options, default_workload)
         _check_startable(environment, command, f"pod set {plan.pod_set!r}")
         name = f"{stem}-{plan.rank}"
         amounts = pod_set.requests.formatted()
@@ -161,8 +159,8 @@ def gang_manifests(launch: GangLaunch, options: PodOptions, default_workload: st
             "containers": [
                 {
                     "name": CONTAINER_NAME,
-                    "image": options.image,
-                    "command": list(command),
+                    "image": pod_set.image or options.image,
+                    **({"command": list(command)} if command else {}),
                     "env": [{"name": k, "value": v} for k, v in sorted(environment.items())],
                     "resources": resources,
                 }
@@ -207,6 +205,20 @@ def gang_manifests(launch: GangLaunch, options: PodOptions, default_workload: st
     return GangManifests(namespace, service, tuple(pods))
 
 
+def pod_command(
+    launch: GangLaunch, pod_set: PodSetSpec, options: PodOptions, default_workload: str
+) -> tuple[str, ...]:
+    """What a pod's container runs: its pod set's command; without one, the entrypoint of the
+    pod set's own image (empty: no command is written, as in any Kubernetes manifest), else
+    the default workload in the executor's image."""
+    command = launch.commands.get(pod_set.name)
+    if command:
+        return command
+    if pod_set.image is not None:
+        return ()
+    return (*options.default_command, default_workload)
+
+
 def _toleration(toleration: Toleration) -> dict[str, Any]:
     found = {
         "key": toleration.key,
@@ -229,11 +241,13 @@ def _check_startable(environment: Mapping[str, str], command: Sequence[str], whe
             raise ExecutorStartFailed(
                 f"environment variable {name!r} holds a NUL", where=where, hint="remove it"
             )
-    if not command or any("\0" in part for part in command):
+    if any("\0" in part for part in command) or (command and not command[0]):
         raise ExecutorStartFailed(
-            "the command is empty or holds a NUL", where=where, hint="give a plain argv"
+            "the command's program is empty or it holds a NUL",
+            where=where,
+            hint="give a plain argv",
         )
-    if any(len(part.encode()) > NAME_LIMIT_BYTES for part in command[0].split("/")):
+    if command and any(len(part.encode()) > NAME_LIMIT_BYTES for part in command[0].split("/")):
         raise ExecutorStartFailed(
             f"the program name is longer than {NAME_LIMIT_BYTES} bytes",
             where=where,

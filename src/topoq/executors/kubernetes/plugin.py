@@ -19,6 +19,7 @@ KUBERNETES_CAPABILITIES = ExecutorCapabilities(
     captures_logs=False,
     pods_outlive_executor=True,
     reports_inventory=True,
+    runs_containers=True,
 )
 MISSING_CLIENT_HINT = "pip install 'topoq[kubernetes]'"
 """What to do when the official client (the ``kubernetes`` extra) is not installed."""

@@ -100,6 +100,7 @@ def _pod_set_model(pod_set: PodSetSpec) -> PodSetModel:
         requests=amounts(pod_set.requests),
         node_selector=dict(pod_set.node_selector),
         topology=_topology_model(pod_set.topology),
+        image=pod_set.image,
     )
 
 

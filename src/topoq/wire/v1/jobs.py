@@ -81,6 +81,11 @@ class PodSetModel(WireModel):
     requests: ResourceAmounts
     node_selector: dict[str, str] = Field(default_factory=dict)
     topology: TopologyRequestModel
+    image: str | None = Field(
+        default=None,
+        description="The container image the pods run (null: the executor's default). Only "
+        "an executor that runs containers (kubernetes) runs it.",
+    )
 
 
 class WorkloadModel(WireModel):
@@ -150,6 +155,12 @@ class JobDetail(JobSummary):
         default=None,
         description="When a pending job is expected to start (seconds since the epoch), "
         "where the time limits of running jobs allow computing it.",
+    )
+    warnings: list[str] = Field(
+        default_factory=list,
+        description="In the submit answer: what of the job, accepted as written, the server "
+        "will not do (a pod set's image, under an executor that runs no containers). Empty "
+        "in the other answers.",
     )
 
 

@@ -103,3 +103,26 @@ def test_a_hyperpod_class_name_is_charged_to_the_policys_class(server: dict[str,
         timeout=10,
     ).json()
     assert job["priorityClass"] == "training", job
+
+
+def test_an_image_the_local_executor_does_not_run_is_said_on_submit(
+    server: dict[str, str],
+) -> None:
+    """The README's server runs pods as local processes: the HyperPod job's image is accepted
+    (the job runs its command on the host) and ``topoq submit`` says so on stderr."""
+    path = EXAMPLES / "workloads" / "hyperpod-pytorch-job.yaml"
+    submitted = topoq(server, "submit", path, "--id", "image-said")
+    assert submitted.returncode == 0, submitted.stderr
+    assert SUBMITTED.match(submitted.stdout.strip()), submitted.stdout
+    [warning] = submitted.stderr.strip().splitlines()
+    assert warning.startswith("warning: pod set 'worker' names image '123456789012.dkr.ecr"), (
+        warning
+    )
+    assert "runs each pod's command as a process on its host" in warning
+    assert "--executor kubernetes" in warning
+    # a job file without an image submits with nothing on stderr
+    plain = topoq(
+        server, "submit", EXAMPLES / "workloads" / "llama-70b-job.yaml", "--id", "no-image"
+    )
+    assert plain.returncode == 0, plain.stderr
+    assert "warning" not in plain.stderr, plain.stderr

@@ -9,7 +9,7 @@ from typing import Annotated, Any
 
 import typer
 
-from topoq.cli.common import ServerOption, TokenOption, guarded
+from topoq.cli.common import ServerOption, TokenOption, guarded, one_line
 from topoq.cli.output import JsonAliasOption, Output, OutputOption, chosen_output, print_as
 from topoq.domain.limits import DEFAULT_LOG_READ_BYTES, MAX_LOG_READ_BYTES
 
@@ -95,6 +95,8 @@ def register(app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per ve
                 job,
                 lambda: f"{job.id} submitted to team {job.team} ({job.phase.value})",
             )
+            for warning in job.warnings:  # accepted as written, but the user should know
+                typer.echo(f"warning: {one_line(warning)}", err=True)
 
         guarded(run)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -27,8 +28,10 @@ from topoq.engine.ports import Executor
 from topoq.executors.kubernetes.executor import KubernetesExecutor
 from topoq.executors.kubernetes.manifests import MANAGED_SELECTOR, job_selector
 from topoq.testbeds.kubernetes import KubernetesBed
+from topoq.testing.builders import gpu_pods
 
 NAMESPACE = "t"  # the contract's team
+TRAINER = "trainer:1"
 
 
 class TestKubernetesContract(ExecutorContract):
@@ -103,7 +106,7 @@ class TestKubernetesContract(ExecutorContract):
 def test_pods_land_on_exactly_the_placed_nodes_with_ranks_and_environment(
     k8s_bed: KubernetesBed, contract_nodes: list[str]
 ) -> None:
-    placed = place(gang("land"))
+    placed = place(gang("land", replace(gpu_pods(2, gpus=8), image=TRAINER)))
     core = client.CoreV1Api(k8s_bed.api_client())
     with KubernetesExecutor(
         api_client=k8s_bed.api_client(), node_selector="=".join(CONTRACT_SET)
@@ -138,6 +141,7 @@ def test_pods_land_on_exactly_the_placed_nodes_with_ranks_and_environment(
             assert env["MINE"] == "x"
             assert "CUDA_VISIBLE_DEVICES" not in env
             assert pod.spec.scheduler_name == "topoq"
+            assert pod.spec.containers[0].image == TRAINER  # the pod set's, not the default
             assert pod.spec.containers[0].resources.limits["nvidia.com/gpu"] == "8"
         service = core.read_namespaced_service("land-a1", "t")
         assert service.spec.cluster_ip == "None"

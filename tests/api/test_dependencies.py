@@ -201,3 +201,34 @@ def test_a_dependency_annotation_on_a_pod_template_is_refused(api: Api) -> None:
 def test_explain_of_a_job_without_dependencies_lists_none(api: Api) -> None:
     submit(api, topoq_job("alone"))
     assert explain(api, "alone")["dependencies"] == []
+
+
+def listed(api: Api, who: str) -> dict[str, dict[str, Any]]:
+    response = api.client.get(f"{V1}/jobs", headers=api.headers(who))
+    assert response.status_code == 200, response.text
+    return {row["id"]: row for row in response.json()["items"]}
+
+
+def test_the_job_list_says_why_each_pending_job_waits_and_on_what(api: Api) -> None:
+    """What ``topoq list`` prints comes from the list alone, not an ``explain`` per row."""
+    assert submit(api, topoq_job("prep")).status_code == 201
+    assert submit(api, topoq_job("train", afterOk=["prep"])).status_code == 201
+    assert listed(api, "viewer")["train"]["reason"] is None  # no cycle has seen it yet
+    api.controller.step()
+    rows = listed(api, "viewer")
+    assert rows["train"]["reason"] == "WAITING_ON_DEPENDENCY"
+    assert rows["train"]["waitingOn"] == [{"kind": "after-ok", "job": "prep"}]
+    assert rows["train"]["reason"] == explain(api, "train")["reason"]
+    assert rows["prep"]["reason"] is None and rows["prep"]["waitingOn"] is None  # admitted
+    # a team that does not act for the job's team sees neither the reason nor the dependencies
+    other = listed(api, "outsider")["train"]
+    assert other["visible"] is False
+    assert other["reason"] is None and other["waitingOn"] is None and other["etaAt"] is None
+    # GET /jobs/{id} answers the same
+    one = api.client.get(f"{V1}/jobs/train", headers=api.headers("viewer")).json()
+    assert (
+        one["reason"] == "WAITING_ON_DEPENDENCY" and one["waitingOn"] == rows["train"]["waitingOn"]
+    )
+    finish(api, "prep", exit_code=0)  # the cycle after prep succeeded admits train
+    after = listed(api, "viewer")["train"]
+    assert after["phase"] == "admitted" and after["reason"] is None and after["waitingOn"] is None

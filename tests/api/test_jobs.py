@@ -211,6 +211,9 @@ def test_other_teams_jobs_show_only_id_team_phase_and_gpus(api: Api) -> None:
         "submittedAt": None,
         "span": None,
         "timeLimitS": None,
+        "reason": None,
+        "waitingOn": None,
+        "etaAt": None,
     }
     assert api.client.get(f"{V1}/jobs/theirs", headers=api.headers("member")).status_code == 403
 

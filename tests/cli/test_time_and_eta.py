@@ -23,9 +23,13 @@ def test_eta_text_is_relative_to_now() -> None:
 
 
 def test_the_job_list_has_an_eta_column() -> None:
-    rows = [JobSummary(id="gang", team="a", phase=JobPhase.PENDING, gpus=64)]
+    rows = [
+        JobSummary(
+            id="gang", team="a", phase=JobPhase.PENDING, gpus=64, reason="WAITING", eta_at=4e9
+        )
+    ]
     out = StringIO()
-    Console(file=out, width=200).print(jobs_table(rows, {"gang": "WAITING"}, {"gang": 4e9}))
+    Console(file=out, width=200).print(jobs_table(rows))
     header, line = out.getvalue().splitlines()[:2]
     assert "ETA" in header and "in " in line and "WAITING" in line
 

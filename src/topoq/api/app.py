@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
@@ -13,6 +15,16 @@ from topoq.api.request_body import BodySizeLimit
 from topoq.api.service import Service
 from topoq.domain.limits import MAX_REQUEST_BYTES
 from topoq.wire.v1 import ErrorBody
+
+warnings.filterwarnings(
+    "ignore",
+    message=r"The 'alias' attribute with value '\w+' was provided to the `Field\(\)` function",
+    category=UserWarning,
+)
+"""FastAPI passes a body parameter to pydantic as ``Annotated[Model, Body(alias=name)]`` and
+keeps the alias itself; with the wire models' validators built on first use
+(``defer_build``, ADR 0010) pydantic warns, when it builds them, that the alias has no effect
+there — true and harmless, and it would be a line of noise in the server log."""
 
 API_PREFIX = "/api/v1"
 DOCS_ASSETS = "/docs/assets"

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
+from typing import TypeVar
 
 from topoq.api.service import Service
 from topoq.core.cycle import Snapshot, schedule_until
@@ -20,9 +21,15 @@ from topoq.core.fair_share import estimated_usage, kept_half_life_s, standings
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
-from topoq.domain.job import JobPhase, JobView
+from topoq.domain.job import DependencyStatus, JobPhase, JobView
 from topoq.engine.upstream import upstream_phases
-from topoq.wire.v1 import DependencyStatusModel, Explanation, FairShareStandingModel
+from topoq.wire.v1 import (
+    DependencyModel,
+    DependencyStatusModel,
+    Explanation,
+    FairShareStandingModel,
+    JobSummary,
+)
 
 MAX_STANDINGS = 50
 """Teams listed in a fair-share section at most (the job's own team always among them)."""
@@ -48,6 +55,41 @@ def dependency_statuses(service: Service, view: JobView) -> list[DependencyStatu
         )
         for dep in view.spec.dependencies
     ]
+
+
+Row = TypeVar("Row", bound=JobSummary)
+
+
+def with_waits(service: Service, rows: Sequence[tuple[JobView, Row]]) -> list[Row]:
+    """Each row, a pending job the caller sees with why it waits (``reason``, ``waitingOn``,
+    ``etaAt``) as its latest cycle left it: two store queries for the whole page, however
+    many jobs wait, instead of an ``explain`` per job."""
+    waiting = [view for view, row in rows if row.visible and view.phase is JobPhase.PENDING]
+    if not waiting:
+        return [row for _, row in rows]
+    diagnostics = service.store.diagnostics([view.id for view in waiting])
+    upstream = service.store.phases_of({d.job for v in waiting for d in v.spec.dependencies})
+    answered = []
+    for view, row in rows:
+        if not row.visible or view.phase is not JobPhase.PENDING:
+            answered.append(row)
+            continue
+        diagnostic = diagnostics.get(view.id)
+        still_open = [
+            DependencyModel(kind=dep.kind, job=dep.job)
+            for dep in view.spec.dependencies
+            if dependency_status(dep, upstream.get(dep.job)) is DependencyStatus.OPEN
+        ]
+        answered.append(
+            row.model_copy(
+                update={
+                    "reason": None if diagnostic is None else diagnostic.reason.value,
+                    "waiting_on": still_open,
+                    "eta_at": eta_of(diagnostic),
+                }
+            )
+        )
+    return answered
 
 
 def _explanation(service: Service, view: JobView, *, fresh: bool) -> Explanation:

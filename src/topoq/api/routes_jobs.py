@@ -8,7 +8,7 @@ from fastapi import APIRouter, Query
 
 from topoq.api.auth import Anyone, JobWriter, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError, conflict
-from topoq.api.explain import eta_of, explain_job
+from topoq.api.explain import explain_job, with_waits
 from topoq.api.log_query import LogQuery, log_request
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
@@ -73,14 +73,19 @@ def list_jobs(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
 ) -> JobList:
     """Newest first. Jobs of teams the token does not act for show id, team, phase and GPUs
-    only; filtering by user shows only jobs the token may see in full."""
+    only; filtering by user shows only jobs the token may see in full. A pending job the
+    token sees carries why it waits (``reason``, ``waitingOn``, ``etaAt``), as its latest
+    cycle left it."""
     teams: str | list[str] | None = team
     if user is not None and not principal.is_admin:
         teams = [t for t in principal.teams if team is None or t == team]
     store = service.store
     views = store.list_jobs(team=teams, phase=phase, user=user, limit=limit, offset=offset)
     return JobList(
-        items=[job_summary(view, visible=principal.acts_for(view.team)) for view in views],
+        items=with_waits(
+            service,
+            [(view, job_summary(view, visible=principal.acts_for(view.team))) for view in views],
+        ),
         total=store.count_jobs(team=teams, phase=phase, user=user),
         limit=limit,
         offset=offset,
@@ -90,9 +95,7 @@ def list_jobs(
 @router.get("/{job_id}", summary="One job in full")
 def get_job(job_id: str, principal: Anyone, service: ServiceDep) -> JobDetail:
     view = _visible_job(service, principal, job_id, "see")
-    detail = job_detail(view)
-    if view.phase is JobPhase.PENDING:
-        return detail.model_copy(update={"eta_at": eta_of(service.store.diagnostic(view.id))})
+    [detail] = with_waits(service, [(view, job_detail(view))])
     return detail
 
 

@@ -115,22 +115,15 @@ def register(app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per ve
         span per level, and why pending jobs wait (-o json|yaml: the page the API answered)."""
         from topoq.cli.console import make_console
         from topoq.cli.output import counted
-        from topoq.cli.server_commands import connected, jobs_table, waiting_reason
+        from topoq.cli.server_commands import connected, jobs_table
 
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             page = client.jobs(team=team, phase=phase, user=user, limit=limit)
-            if chosen is not Output.TABLE:
-                print_as(chosen, page, None)
-                return
-            explained = {
-                row.id: client.explain(row.id)
-                for row in page.items
-                if row.phase.value == "pending" and row.visible
-            }
-        reasons = {job: waiting_reason(answer) for job, answer in explained.items()}
-        etas = {job: a.eta_at for job, a in explained.items() if a.eta_at is not None}
-        make_console().print(jobs_table(page.items, reasons, etas))
+        if chosen is not Output.TABLE:
+            print_as(chosen, page, None)
+            return
+        make_console().print(jobs_table(page.items))
         typer.echo(f"{len(page.items)} of {counted(page.total, 'job')}")
 
     @app.command()

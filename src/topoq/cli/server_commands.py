@@ -19,7 +19,7 @@ from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import DependencyKind, DependencyStatus
+from topoq.domain.job import DependencyKind
 from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
 from topoq.wire.v1.base import ResourceAmounts
 from topoq.wire.v1.cluster import (
@@ -155,14 +155,13 @@ def age(seconds: float | None) -> str:
     return f"{span}s"
 
 
-def waiting_reason(answer: Explanation) -> str:
+def waiting_reason(row: JobSummary) -> str:
     """The reason a pending job waits, with the dependencies still open
-    (``WAITING_ON_DEPENDENCY: after-ok prep``)."""
-    reason = answer.reason or ""
-    still_open = [d for d in answer.dependencies if d.status is DependencyStatus.OPEN]
-    if not still_open:
+    (``WAITING_ON_DEPENDENCY: after-ok prep``), as the job list answered them."""
+    reason = row.reason or ""
+    if not row.waiting_on:
         return reason
-    return f"{reason}: " + ", ".join(f"{d.kind.value} {d.job}" for d in still_open)
+    return f"{reason}: " + ", ".join(f"{d.kind.value} {d.job}" for d in row.waiting_on)
 
 
 def dependency_lines(answer: Explanation) -> list[str]:
@@ -175,9 +174,9 @@ def dependency_lines(answer: Explanation) -> list[str]:
     ]
 
 
-def jobs_table(
-    rows: list[JobSummary], reasons: dict[str, str], etas: dict[str, float] | None = None
-) -> Table:
+def jobs_table(rows: list[JobSummary]) -> Table:
+    """The job list as ``topoq list`` prints it; a pending job's reason and ETA are the ones
+    the list answered with (``JobSummary.reason``, ``waitingOn``, ``etaAt``)."""
     table = Table(box=None, header_style="bold")
     columns = ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "ETA", "REASON")
     for column in columns:
@@ -193,8 +192,8 @@ def jobs_table(
             str(row.gpus),
             age(row.submitted_at),
             span,
-            eta_text((etas or {}).get(row.id)),
-            reasons.get(row.id, ""),
+            eta_text(row.eta_at),
+            waiting_reason(row),
         )
     return table
 

@@ -138,12 +138,7 @@ class Stage:
         rows = [
             row for row in self.client.jobs(limit=500).items if wanted is None or row.id in wanted
         ]
-        reasons = {
-            row.id: self.client.explain(row.id).reason or ""
-            for row in rows
-            if row.phase.value == "pending"
-        }
-        self.console.print(jobs_table(rows, reasons))
+        self.console.print(jobs_table(rows))
 
     def show_explain(self, job: str) -> None:
         """What `topoq explain JOB` prints."""

@@ -136,6 +136,21 @@ class JobSummary(WireModel):
     time_limit_s: float | None = Field(
         default=None, description="The job's own time limit (null: its class's, or none)."
     )
+    reason: str | None = Field(
+        default=None,
+        description="A pending job's reason to wait, as its latest cycle gave it (the code "
+        "`explain` answers with; null before its first cycle, and for jobs not pending).",
+    )
+    waiting_on: list[DependencyModel] | None = Field(
+        default=None,
+        description="A pending job's dependencies still open (`explain` says where every "
+        "dependency stands); null for a job not pending, and for other teams' jobs.",
+    )
+    eta_at: float | None = Field(
+        default=None,
+        description="When a pending job is expected to start (seconds since the epoch), "
+        "where the time limits of running jobs allow computing it.",
+    )
 
 
 class JobDetail(JobSummary):
@@ -151,11 +166,6 @@ class JobDetail(JobSummary):
     )
     max_retry: int = 0
     dependencies: list[DependencyModel] = Field(default_factory=list)
-    eta_at: float | None = Field(
-        default=None,
-        description="When a pending job is expected to start (seconds since the epoch), "
-        "where the time limits of running jobs allow computing it.",
-    )
     warnings: list[str] = Field(
         default_factory=list,
         description="In the submit answer: what of the job, accepted as written, the server "

@@ -9,9 +9,10 @@ revision in the same run.
 **What runs**: ``python -m topoq VERB …`` as a user runs it, each a process of its own, timed
 as its CPU seconds (user + system, from ``wait4``: what the process and the threads it
 started cost, whatever else the machine is doing). The verbs: ``--help``; ``version``; the
-server verbs ``list``, ``nodes`` and ``describe`` against a real ``topoq server`` that both
-revisions talk to (started once by this runner on a temporary data directory with the
-README's cluster and policy, five jobs submitted); and the offline ``place`` on the README's
+server verbs ``list``, ``nodes`` and ``describe`` against a real ``topoq server`` of the same
+revision (one per revision, started by this runner on a temporary data directory with the
+README's cluster and policy, five one-node jobs submitted and twenty of the whole
+cluster waiting behind them); and the offline ``place`` on the README's
 example workload. Two reference rows give the floor every verb pays: the interpreter alone
 (``python -c pass``) and importing Typer, the CLI framework (``python -c "import typer"``).
 
@@ -19,7 +20,12 @@ example workload. Two reference rows give the floor every verb pays: the interpr
 (``benchmarks.cycle.extract``) and put first on the child's ``PYTHONPATH``; their runs are
 interleaved, so a machine that slows down slows both. Each row reports the fastest run (the
 cost without interference) and the median. ``OPENBLAS_NUM_THREADS`` is removed from the
-children's environment, so neither revision is helped by the caller's.
+children's environment, so neither revision is helped by the caller's, and so is
+``PYTHONDONTWRITEBYTECODE``: a verb runs from cached bytecode, as an installed topoq does (pip
+compiles a wheel's modules at install; an editable install writes them on its first run), and
+the first run of each verb and revision, which writes it, is not counted. With
+``PYTHONDONTWRITEBYTECODE=1`` every verb also compiles the topoq modules it imports
+(~0.1–0.2 s).
 
 **Targets** (issue 11): ``place`` under 0.3 s, ``list`` and ``--help`` under 0.2 s. A
 benchmark, not a timed test: it prints numbers and never fails on them.
@@ -28,11 +34,13 @@ benchmark, not a timed test: it prints numbers and never fails on them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +56,10 @@ BASELINE_REVISION = "d3b3002"
 EXAMPLE_WORKLOAD = "src/topoq/data/demo/1-llama-pretrain.yaml"
 README_CLUSTER = "examples/clusters/hyperpod.yaml"
 README_POLICY = "examples/policies/policy.yaml"
+CLUSTER_NODES = 64
+"""Nodes of the README's cluster."""
+WAITING_JOBS = 20
+"""Pending jobs on the list (``topoq list`` shows why each waits)."""
 TARGETS_S = {"--help": 0.2, "list": 0.2, "place": 0.3}
 REFERENCE = "reference"
 
@@ -110,7 +122,7 @@ def child_environment(source: Path | None, server: tuple[str, Path] | None) -> d
     environment = {
         key: value
         for key, value in os.environ.items()
-        if key not in ("OPENBLAS_NUM_THREADS", "PYTHONPATH")
+        if key not in ("OPENBLAS_NUM_THREADS", "PYTHONPATH", "PYTHONDONTWRITEBYTECODE")
     }
     environment["PYTHONPATH"] = os.pathsep.join([str(source or REPO / "src")])
     environment["TOPOQ_CONFIG"] = os.devnull
@@ -124,17 +136,23 @@ def command_of(verb: Verb) -> list[str]:
     return [sys.executable, *(("-m", "topoq") if verb.module else ()), *verb.arguments]
 
 
-def measure(revisions: dict[str, Path | None], server: tuple[str, Path], runs: int) -> list[Row]:
-    """Every verb ``runs`` times per revision, the revisions' runs interleaved."""
+Server = tuple[str, Path]
+"""A running server's URL and its admin token file."""
+
+
+def measure(revisions: dict[str, Path | None], servers: dict[str, Server], runs: int) -> list[Row]:
+    """Every verb ``runs`` times per revision, the revisions' runs interleaved; a revision's
+    server verbs talk to the server of that revision."""
     rows: list[Row] = []
     for verb in VERBS:
         chosen = revisions if verb.module else {REFERENCE: None}
         times: dict[str, list[float]] = {revision: [] for revision in chosen}
-        for _ in range(runs):
+        for _ in range(runs + 1):  # the first run of each writes the bytecode; not counted
             for revision, source in chosen.items():
-                environment = child_environment(source, server if verb.needs_server else None)
+                server = servers[revision] if verb.needs_server else None
+                environment = child_environment(source, server)
                 times[revision].append(cpu_seconds(command_of(verb), environment))
-        rows += [Row(verb.name, revision, tuple(found)) for revision, found in times.items()]
+        rows += [Row(verb.name, revision, tuple(found[1:])) for revision, found in times.items()]
     return rows
 
 
@@ -196,14 +214,37 @@ def ratios(rows: Sequence[Row], today: str, baseline: str) -> list[str]:
     return lines
 
 
-def submitted_jobs(url: str, token_file: Path, count: int) -> None:
-    """``count`` one-node jobs (``startup-1`` …), so that list and describe have rows."""
+def submitted_jobs(url: str, token_file: Path, count: int, waiting: int) -> None:
+    """``count`` one-node jobs (``startup-1`` …), so that list and describe have rows, and
+    ``waiting`` jobs of every node of the cluster (``startup-wait-1`` …), which wait with a
+    reason the list shows."""
     token = token_file.read_text().strip()
     headers = {"Authorization": f"Bearer {token}"}
-    for number in range(1, count + 1):
-        body = whole_node_submission(f"startup-{number}", "nlp")
+    bodies = [whole_node_submission(f"startup-{number}", "nlp") for number in range(1, count + 1)]
+    for number in range(1, waiting + 1):
+        body = whole_node_submission(f"startup-wait-{number}", "nlp")
+        body["document"]["spec"]["podSets"][0]["count"] = CLUSTER_NODES  # type: ignore[index]
+        bodies.append(body)
+    for body in bodies:
         answer = httpx.post(f"{url}/api/v1/jobs", json=body, headers=headers, timeout=10)
         answer.raise_for_status()
+
+
+def started_server(stack: contextlib.ExitStack, data_dir: Path, source: Path | None) -> Server:
+    """A server of the revision whose ``src/`` is ``source`` (None: today's) on the README's
+    cluster and policy, with the jobs ``submitted_jobs`` makes; stopped when ``stack`` closes.
+    Each revision's CLI talks to its own revision's server, as a user's does."""
+    server = stack.enter_context(
+        running_server(
+            data_dir,
+            cluster=REPO / README_CLUSTER,
+            policy=REPO / README_POLICY,
+            environment=child_environment(source, None),
+        )
+    )
+    token_file = server.data_dir / "admin-token"
+    submitted_jobs(server.url, token_file, 5, WAITING_JOBS)
+    return server.url, token_file
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -218,14 +259,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         revisions: dict[str, Path | None] = {"today": None}
         if options.baseline != "none":
             revisions[options.baseline] = extract(options.baseline, Path(scratch) / "baseline")
-        with running_server(
-            Path(scratch) / "data", cluster=REPO / README_CLUSTER, policy=REPO / README_POLICY
-        ) as server:
-            token_file = server.data_dir / "admin-token"
-            submitted_jobs(server.url, token_file, 5)
-            rows = measure(revisions, (server.url, token_file), options.runs)
+        with contextlib.ExitStack() as stack:
+            servers = {
+                revision: started_server(stack, Path(scratch) / f"data-{number}", source)
+                for number, (revision, source) in enumerate(revisions.items())
+            }
+            time.sleep(2)  # a cycle gives the waiting jobs their reason
+            rows = measure(revisions, servers, options.runs)
             imports = (
-                {verb.name: costliest_imports(verb, (server.url, token_file)) for verb in VERBS}
+                {verb.name: costliest_imports(verb, servers["today"]) for verb in VERBS}
                 if options.imports
                 else {}
             )

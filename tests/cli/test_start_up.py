@@ -12,8 +12,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from typer.main import get_command
 
 from tests.cli.test_server_cli import server
+from topoq.cli.app import app, only_the_invoked
 
 ROOT = Path(__file__).resolve().parents[2]
 __all__ = ["server"]
@@ -73,3 +75,49 @@ def test_place_reads_a_topoq_workload_without_the_cluster_readers_it_does_not_ne
     assert "numpy" in modules and "topoq.core.placement" in modules
     assert offending(modules, CLUSTER_READERS) == []
     assert offending(modules, ("httpx", "topoq.client")) == []
+
+
+def test_only_the_verb_or_group_named_is_built() -> None:
+    """Typer builds every verb it holds before it parses; main runs one holding the named verb
+    or group alone, and all of topoq when the line names none (help, a typo's suggestions)."""
+
+    def verbs(arguments: list[str]) -> set[str]:
+        return set(get_command(only_the_invoked(arguments)).commands)  # type: ignore[attr-defined]
+
+    everything = verbs([])
+    assert {"list", "submit", "policy", "topology", "server", "version"} <= everything
+    assert verbs(["list", "--team", "nlp"]) == {"list"}
+    assert verbs(["policy", "lint", "--policy", "p.yaml"]) == {"policy"}
+    assert set(get_command(only_the_invoked(["policy"])).commands["policy"].commands) >= {  # type: ignore[attr-defined]
+        "lint",
+        "apply",
+        "history",
+    }
+    for nothing_named in (["--help"], ["lst"], []):
+        assert only_the_invoked(nothing_named) is app
+
+
+def test_a_verb_run_alone_reads_its_line_as_before(server: dict[str, str]) -> None:
+    """``topoq list --help`` names the verb; a bad option names the verb's help."""
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | server
+    helped = subprocess.run(
+        [sys.executable, "-m", "topoq", "list", "--help"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
+    assert helped.returncode == 0 and "topoq list [OPTIONS]" in helped.stdout.splitlines()[0]
+    bad = subprocess.run(
+        [sys.executable, "-m", "topoq", "list", "--bogus"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=environment,
+        timeout=120,
+        check=False,
+    )
+    assert bad.returncode == 2
+    assert bad.stderr.strip().endswith("topoq list --help)"), bad.stderr

@@ -4,6 +4,7 @@ that says so (no ``status``: the CLI exits 3, as for a server it cannot reach)."
 from __future__ import annotations
 
 import http.server
+import json
 import threading
 from collections.abc import Iterator
 from typing import Any
@@ -65,6 +66,18 @@ def test_an_answer_that_is_not_topoqs_says_so(
         answering(200, content, kind).teams()
     assert expected in str(raised.value) and raised.value.status is None
     assert "is it a topoq server" in str(raised.value)
+
+
+def test_fields_a_newer_server_added_to_an_answer_are_ignored(answering: Any) -> None:
+    """A CLI keeps working against a server that answers with more than it knows."""
+    row = {"id": "a", "team": "nlp", "phase": "pending", "gpus": 8, "addedLater": {"x": 1}}
+    page = {"items": [row], "total": 1, "limit": 100, "offset": 0, "cursor": "later"}
+    found = answering(200, json.dumps(page).encode(), "application/json").jobs()
+    assert [(item.id, item.gpus) for item in found.items] == [("a", 8)]
+    # a field it knows, of the wrong kind, is still not this API's answer
+    broken = {**page, "items": [{**row, "gpus": "eight"}]}
+    with pytest.raises(ClientError, match="not this API's answer"):
+        answering(200, json.dumps(broken).encode(), "application/json").jobs()
 
 
 @pytest.mark.parametrize("content", [b"[]", b"<h1>oops</h1>", b'"text"'])

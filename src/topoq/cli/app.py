@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
@@ -20,6 +21,10 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 that places ~0.1 s of CPU; topoq does no linear algebra (placement sums and compares arrays),
 so one thread is all it uses. Set here, before any verb imports numpy; a value the user set
 stays."""
+os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+"""pydantic looks for plugins among every installed package's entry points when it first
+validates (~4 ms of a verb that reads an answer); topoq uses none. A value the user set
+stays (an empty one lets pydantic load its plugins)."""
 
 
 class QuietPipeGroup(TyperGroup):
@@ -53,15 +58,20 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-app = typer.Typer(
-    cls=QuietPipeGroup,
-    name="topoq",
-    help="Topology-aware gang placement and governance for shared GPU clusters.",
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode=None,
-    add_completion=False,
-)
+def _root() -> typer.Typer:
+    return typer.Typer(
+        cls=QuietPipeGroup,
+        name="topoq",
+        help="Topology-aware gang placement and governance for shared GPU clusters.",
+        no_args_is_help=True,
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,
+        add_completion=False,
+    )
+
+
+app = _root()
+"""Every verb and group of topoq (``--help`` lists them; tests walk them)."""
 
 
 def _register_command_groups() -> None:
@@ -203,11 +213,37 @@ def version(output: OutputOption = Output.TABLE) -> None:
     print_as(output, {"version": __version__}, lambda: __version__)
 
 
+def only_the_invoked(arguments: Sequence[str]) -> typer.Typer:
+    """The command to run for ``arguments``: the verb or group they name alone, or all of
+    topoq when they name none of them (``--help``, a typo, for the suggestions). Typer builds
+    the click command of every verb it holds before it parses the command line — ~45 ms of a
+    verb's start-up for topoq's 44 verbs, ~1 ms for one (docs/adr/0010-cli-start-up.md)."""
+    from typer.main import get_command_name
+
+    named = next((word for word in arguments if not word.startswith("-")), None)
+    commands = [
+        command
+        for command in app.registered_commands
+        if named == (command.name or get_command_name(command.callback.__name__))  # type: ignore[union-attr]
+    ]
+    groups = [group for group in app.registered_groups if group.name == named]
+    if not commands and not groups:
+        return app
+    one = _root()
+    one.registered_commands, one.registered_groups = commands, groups
+    one.callback()(_no_options)  # a group even for one verb (Typer would make it the root)
+    return one
+
+
+def _no_options() -> None:
+    """Topology-aware gang placement and governance for shared GPU clusters."""
+
+
 def main() -> None:
     from topoq.domain.errors import TopoqError
 
     try:
-        app()
+        only_the_invoked(sys.argv[1:])()
     except SystemExit as done:
         _flush_stdout()
         raise done from None

@@ -52,7 +52,7 @@ class CliConsole(Console):
 
 
 def make_console(*, stderr: bool = False) -> Console:
-    console = CliConsole(highlight=False, stderr=stderr, soft_wrap=stderr)
+    console = CliConsole(highlight=False, emoji=False, stderr=stderr, soft_wrap=stderr)
     if not console.is_terminal:
         console.width = PIPE_WIDTH
     return console

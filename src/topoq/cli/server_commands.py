@@ -19,7 +19,7 @@ from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.job import DependencyKind
+from topoq.domain.phases import DependencyKind
 from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
 from topoq.wire.v1.base import ResourceAmounts
 from topoq.wire.v1.cluster import (

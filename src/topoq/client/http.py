@@ -375,12 +375,15 @@ class TopoqClient:
 
 def _validated(model: Any, payload: Any) -> Any:
     """``payload`` as ``model`` (a wire model, or ``list[...]`` of one); pydantic is imported
-    here, when an answer arrives, and a model's validator is built when first used."""
+    here, when an answer arrives, and a model's validator is built when first used. Fields of
+    an answer that this client does not know are ignored: a newer server may add fields (what
+    the server reads stays strict, and removing or changing a field is a breaking change that
+    the OpenAPI golden file makes deliberate), so a user's older CLI keeps working."""
     from pydantic import BaseModel, TypeAdapter
 
     if isinstance(model, type) and issubclass(model, BaseModel):
-        return model.model_validate(payload)
-    return TypeAdapter(model).validate_python(payload)
+        return model.model_validate(payload, extra="ignore")
+    return TypeAdapter(model).validate_python(payload, extra="ignore")
 
 
 def _query_value(value: object) -> str:

@@ -11,36 +11,26 @@ from types import MappingProxyType
 from typing import NewType
 
 from topoq.domain.governance import FlavorName, TeamName
+from topoq.domain.phases import (
+    FINISHED_PHASES,
+    HOLDING_PHASES,
+    DependencyKind,
+    DependencyStatus,
+    JobPhase,
+)
 from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
 from topoq.domain.workload import WorkloadSpec
 
+__all__ = [  # the phase words live in domain.phases; importers keep reading them here
+    "FINISHED_PHASES",
+    "HOLDING_PHASES",
+    "DependencyKind",
+    "DependencyStatus",
+    "JobPhase",
+]
+
 JobId = NewType("JobId", str)
-
-
-class JobPhase(StrEnum):
-    PENDING = "pending"
-    ADMITTED = "admitted"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    PREEMPTING = "preempting"
-    """Evicted by a cycle and being stopped: it keeps its nodes (and the cycle keeps its quota
-    promised to the job it is evicted for) until the executor reports its pods gone."""
-    CANCELLED = "cancelled"
-
-    @property
-    def finished(self) -> bool:
-        return self in FINISHED_PHASES
-
-    @property
-    def holds_capacity(self) -> bool:
-        return self in HOLDING_PHASES
-
-
-FINISHED_PHASES = frozenset({JobPhase.SUCCEEDED, JobPhase.FAILED, JobPhase.CANCELLED})
-HOLDING_PHASES = frozenset({JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING})
-"""The phases in which a job holds capacity (its nodes and its quota)."""
 
 
 class FailureReason(StrEnum):
@@ -152,30 +142,10 @@ def render_state_machine() -> str:
     return "\n".join(lines)
 
 
-class DependencyKind(StrEnum):
-    AFTER_OK = "after-ok"
-    """Start only after the other job succeeded; cancelled if it fails or is cancelled."""
-    AFTER_ANY = "after-any"
-    """Start after the other job finished, however it ended."""
-    AFTER_FAILED = "after-failed"
-    """Start only after the other job failed; cancelled if it succeeds."""
-
-
 @dataclass(frozen=True)
 class Dependency:
     kind: DependencyKind
     job: JobId
-
-
-class DependencyStatus(StrEnum):
-    """Where a dependency stands, by its upstream job's phase (``core.dependencies``)."""
-
-    OPEN = "open"
-    """The upstream job has not finished yet: the dependent job waits."""
-    MET = "met"
-    """The upstream job ended as the kind asks: the dependent job may run."""
-    BROKEN = "broken"
-    """The upstream job ended otherwise, or no job has its id: the dependent job is cancelled."""
 
 
 @dataclass(frozen=True)

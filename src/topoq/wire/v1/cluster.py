@@ -7,7 +7,7 @@ from typing import Any
 
 from pydantic import Field
 
-from topoq.domain.job import JobPhase
+from topoq.domain.phases import JobPhase
 from topoq.wire.v1.base import ResourceAmounts, WireModel
 
 

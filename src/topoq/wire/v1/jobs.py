@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
 from topoq.domain.durations import MAX_DURATION_S
-from topoq.domain.job import DependencyKind, DependencyStatus, JobPhase
+from topoq.domain.phases import DependencyKind, DependencyStatus, JobPhase
 from topoq.wire.v1.base import ResourceAmounts, WireModel
 
 MAX_RETRY_LIMIT = 100

@@ -100,24 +100,21 @@ def test_only_the_verb_or_group_named_is_built() -> None:
 def test_a_verb_run_alone_reads_its_line_as_before(server: dict[str, str]) -> None:
     """``topoq list --help`` names the verb; a bad option names the verb's help."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | server
-    helped = subprocess.run(
-        [sys.executable, "-m", "topoq", "list", "--help"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=environment,
-        timeout=120,
-        check=False,
-    )
+
+    def topoq(*args: str) -> subprocess.CompletedProcess[str]:
+        command = [sys.executable, "-m", "topoq", *args]
+        return subprocess.run(
+            command,
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            env=environment,
+            timeout=120,
+            check=False,
+        )
+
+    helped = topoq("list", "--help")
     assert helped.returncode == 0 and "topoq list [OPTIONS]" in helped.stdout.splitlines()[0]
-    bad = subprocess.run(
-        [sys.executable, "-m", "topoq", "list", "--bogus"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        env=environment,
-        timeout=120,
-        check=False,
-    )
+    bad = topoq("list", "--bogus")
     assert bad.returncode == 2
     assert bad.stderr.strip().endswith("topoq list --help)"), bad.stderr

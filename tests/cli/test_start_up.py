@@ -68,6 +68,8 @@ def test_server_verbs_import_no_placement_reader_or_httpx(
     modules = imported_by(server, *args, exit_code=2 if rejected else 0)
     assert "topoq.client.http" in modules and "topoq.wire.v1" in modules
     assert offending(modules, EVERY_VERB_MUST_NOT) == []
+    if args[0] in ("list", "nodes", "teams", "events"):  # plain tables: no Rich to load
+        assert offending(modules, ("rich",)) == []
 
 
 def test_place_reads_a_topoq_workload_without_the_cluster_readers_it_does_not_need() -> None:

@@ -43,14 +43,13 @@ def register(app: typer.Typer) -> None:
         as_json: JsonAliasOption = False,
     ) -> None:
         """Per team and flavor: GPUs guaranteed, used, borrowed and lent."""
-        from topoq.cli.console import make_console
         from topoq.cli.server_commands import connected, teams_table
 
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.teams()
         if chosen is Output.TABLE:
-            make_console().print(teams_table(found))
+            typer.echo(teams_table(found))
         else:
             print_as(chosen, found, None)
 

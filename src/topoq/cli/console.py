@@ -1,9 +1,8 @@
-"""The CLI's console and plain tables: what every verb prints with, cheap to import (no numpy,
-no core): ``topoq list`` and ``topoq --help`` must not pay for placement's imports."""
+"""The CLI's Rich console, for the verbs that draw trees and styled tables (plain tables are
+``output.table_of``, which needs no Rich): cheap to import, no numpy and no core."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from rich.console import Console
@@ -18,28 +17,6 @@ def emit(text: str, out: Path | None) -> None:
         print(text, end="")
     else:
         out.write_text(text, encoding="utf-8")
-
-
-def text_table(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    """Columns aligned with spaces under a rule; a cell may hold several lines. Linear in the
-    cells, for tables as long as a policy's teams (Rich measures and wraps every cell, about a
-    millisecond a row)."""
-    split = [[cell.split("\n") for cell in row] for row in rows]
-    widths = [len(header) for header in headers]
-    for row in split:
-        for column, lines in enumerate(row):
-            widths[column] = max(widths[column], *(len(line) for line in lines))
-    out = [_aligned(headers, widths), _aligned(["-" * width for width in widths], widths)]
-    for row in split:
-        for index in range(max(len(lines) for lines in row)):
-            out.append(
-                _aligned([lines[index] if index < len(lines) else "" for lines in row], widths)
-            )
-    return "\n".join(out)
-
-
-def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
-    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
 class CliConsole(Console):

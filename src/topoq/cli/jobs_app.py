@@ -26,7 +26,7 @@ def log_bytes_option(what: str) -> Any:
     )
 
 
-def register(app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per verb
+def register(app: typer.Typer) -> None:
     """Add the job verbs to the CLI."""
 
     @app.command()
@@ -113,7 +113,6 @@ def register(app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per ve
     ) -> None:
         """Jobs, newest first (like squeue): team, user, priority, phase, GPUs, age, placement
         span per level, and why pending jobs wait (-o json|yaml: the page the API answered)."""
-        from topoq.cli.console import make_console
         from topoq.cli.output import counted
         from topoq.cli.server_commands import connected, jobs_table
 
@@ -123,7 +122,7 @@ def register(app: typer.Typer) -> None:  # noqa: PLR0915 - one definition per ve
         if chosen is not Output.TABLE:
             print_as(chosen, page, None)
             return
-        make_console().print(jobs_table(page.items))
+        typer.echo(jobs_table(page.items))
         typer.echo(f"{len(page.items)} of {counted(page.total, 'job')}")
 
     @app.command()

@@ -29,14 +29,13 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Nodes: state (ready, cordoned or failed), GPUs in use, CPUs and memory, the jobs on
         them."""
-        from topoq.cli.console import make_console
         from topoq.cli.server_commands import connected, nodes_table
 
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.nodes()
         if chosen is Output.TABLE:
-            make_console().print(nodes_table(found))
+            typer.echo(nodes_table(found))
         else:
             print_as(chosen, found, None)
 

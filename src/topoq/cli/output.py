@@ -4,7 +4,7 @@ and byte amounts as Kubernetes quantities."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Annotated, Any
@@ -72,10 +72,26 @@ def utc(seconds: float | None) -> str:
     return datetime.fromtimestamp(seconds, tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-def table_of(columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    from topoq.cli.console import text_table
+def table_of(headers: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    """Columns aligned with spaces under a rule; a cell may hold several lines. Linear in the
+    cells, for tables as long as a policy's teams (Rich measures and wraps every cell, about a
+    millisecond a row)."""
+    split = [[cell.split("\n") for cell in row] for row in rows]
+    widths = [len(header) for header in headers]
+    for row in split:
+        for column, lines in enumerate(row):
+            widths[column] = max(widths[column], *(len(line) for line in lines))
+    out = [_aligned(headers, widths), _aligned(["-" * width for width in widths], widths)]
+    for row in split:
+        for index in range(max(len(lines) for lines in row)):
+            out.append(
+                _aligned([lines[index] if index < len(lines) else "" for lines in row], widths)
+            )
+    return "\n".join(out)
 
-    return text_table(columns, rows)
+
+def _aligned(cells: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=True)).rstrip()
 
 
 def counted(count: int, noun: str, plural: str | None = None) -> str:

@@ -17,7 +17,8 @@ import yaml
 from rich.console import Console
 
 from topoq.cli.commands import warn_about
-from topoq.cli.console import emit, make_console, text_table
+from topoq.cli.console import emit, make_console
+from topoq.cli.output import table_of
 from topoq.core.policy_lint import lint_policy
 from topoq.discovery.jobfile import load_workload
 from topoq.discovery.policy import load_policy, policy_document
@@ -228,11 +229,11 @@ def print_policy(console: Console, policy: ClusterPolicy) -> None:
         console.print(f"fair-share usage history: {history}")
     headers = ("team", "sharing", "weight", "flavor", "guarantee", "borrow limit", "lends")
     rows = [row for team in policy.teams for row in _team_rows(team)]
-    console.file.write(text_table(headers, rows) + "\n")
+    console.file.write(table_of(headers, rows) + "\n")
     if policy.cohorts:
         titles = ("cohort", "weight", "flavor", "guarantee", "takes in", "lends out")
         lines = [row for cohort in policy.cohorts for row in _cohort_rows(cohort)]
-        console.file.write("\n" + text_table(titles, lines) + "\n")
+        console.file.write("\n" + table_of(titles, lines) + "\n")
 
 
 def _cohort_rows(cohort: CohortSpec) -> Iterator[tuple[str, ...]]:

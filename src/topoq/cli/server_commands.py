@@ -8,12 +8,9 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from datetime import time as dt_time
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
-from rich.markup import escape
-from rich.table import Table
-from rich.tree import Tree
 
 from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
@@ -32,6 +29,10 @@ from topoq.wire.v1.cluster import (
 )
 from topoq.wire.v1.jobs import DependencyModel
 from topoq.wire.v1.reports import UsageReportModel
+
+if TYPE_CHECKING:
+    from rich.table import Table
+    from rich.tree import Tree
 
 EXIT_REJECTED = 2
 EXIT_UNREACHABLE = 3
@@ -174,28 +175,32 @@ def dependency_lines(answer: Explanation) -> list[str]:
     ]
 
 
-def jobs_table(rows: list[JobSummary]) -> Table:
-    """The job list as ``topoq list`` prints it; a pending job's reason and ETA are the ones
-    the list answered with (``JobSummary.reason``, ``waitingOn``, ``etaAt``)."""
-    table = Table(box=None, header_style="bold")
-    columns = ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "ETA", "REASON")
-    for column in columns:
-        table.add_column(column, justify="right" if column == "GPUS" else "left")
-    for row in rows:
-        span = "/".join(str(count) for count in (row.span or {}).values()) or "-"
-        table.add_row(
-            row.id,
-            row.team,
-            row.user or "-",
-            row.priority_class or "-",
-            row.phase.value + (" (held)" if row.held else ""),
-            str(row.gpus),
-            age(row.submitted_at),
-            span,
-            eta_text(row.eta_at),
-            waiting_reason(row),
-        )
-    return table
+JOB_COLUMNS = ("JOB", "TEAM", "USER", "PRIORITY", "PHASE", "GPUS", "AGE", "SPAN", "ETA", "REASON")
+
+
+def jobs_table(rows: list[JobSummary]) -> str:
+    """The job list as ``topoq list`` prints it, in plain aligned columns (as squeue and
+    kubectl do: one line per job, whatever the terminal's width); a pending job's reason and
+    ETA are the ones the list answered with (``JobSummary.reason``, ``waitingOn``,
+    ``etaAt``)."""
+    return table_of(
+        JOB_COLUMNS,
+        [
+            (
+                row.id,
+                row.team,
+                row.user or "-",
+                row.priority_class or "-",
+                row.phase.value + (" (held)" if row.held else ""),
+                str(row.gpus),
+                age(row.submitted_at),
+                "/".join(str(count) for count in (row.span or {}).values()) or "-",
+                eta_text(row.eta_at),
+                waiting_reason(row),
+            )
+            for row in rows
+        ],
+    )
 
 
 def readable_amounts(amounts: ResourceAmounts) -> str:
@@ -289,21 +294,22 @@ def node_state(node: NodeModel) -> str:
     return CORDONED if node.cordoned else READY
 
 
-def nodes_table(found: list[NodeModel]) -> Table:
+def nodes_table(found: list[NodeModel]) -> str:
     """Per node: its state, GPUs in use, CPUs and memory, and the jobs on it."""
-    table = Table(box=None, header_style="bold")
-    for column in ("NODE", "STATE", "GPUS USED", "CPU", "MEMORY", "JOBS"):
-        table.add_column(column, justify="right" if column in ("CPU", "MEMORY") else "left")
-    for node in found:
-        table.add_row(
-            escape(node.name),
-            node_state(node),
-            f"{node.gpus_used}/{node.gpus}",
-            node.allocatable.get("cpu", "-"),
-            readable_quantity("memory", node.allocatable.get("memory", "-")),
-            escape(", ".join(node.jobs)) or "-",
-        )
-    return table
+    return table_of(
+        ("NODE", "STATE", "GPUS USED", "CPU", "MEMORY", "JOBS"),
+        [
+            (
+                node.name,
+                node_state(node),
+                f"{node.gpus_used}/{node.gpus}",
+                node.allocatable.get("cpu", "-"),
+                readable_quantity("memory", node.allocatable.get("memory", "-")),
+                ", ".join(node.jobs) or "-",
+            )
+            for node in found
+        ],
+    )
 
 
 def node_action_line(verb: str, result: NodeAction) -> str:
@@ -318,25 +324,24 @@ def node_action_line(verb: str, result: NodeAction) -> str:
     return line
 
 
-def teams_table(found: list[TeamModel]) -> Table:
+def teams_table(found: list[TeamModel]) -> str:
     """Per team and flavor: GPUs guaranteed, used, borrowed and lent, and its jobs by phase."""
-    table = Table(box=None, header_style="bold")
-    numbers = ("GUARANTEE", "USED", "BORROWED", "LENT")
-    for column in ("TEAM", "FLAVOR", *numbers, "JOBS"):
-        table.add_column(column, justify="right" if column in numbers else "left")
+    rows = []
     for team in found:
         jobs = ", ".join(f"{count} {phase.value}" for phase, count in team.jobs.items()) or "-"
-        for flavor in team.flavors:
-            table.add_row(
-                escape(team.name),
-                escape(flavor.flavor),
+        rows += [
+            (
+                team.name,
+                flavor.flavor,
                 str(flavor.guarantee_gpus),
                 str(flavor.used_gpus),
                 str(flavor.borrowed_gpus),
                 str(flavor.lent_gpus),
-                escape(jobs),
+                jobs,
             )
-    return table
+            for flavor in team.flavors
+        ]
+    return table_of(("TEAM", "FLAVOR", "GUARANTEE", "USED", "BORROWED", "LENT", "JOBS"), rows)
 
 
 def events_table(found: list[EventModel]) -> str:
@@ -377,6 +382,9 @@ def topology_tree(
 ) -> Tree:
     """The server's topology, top level first, down to ``depth`` levels: free and used GPUs
     per domain (free counts schedulable nodes only), failed and cordoned nodes marked."""
+    from rich.markup import escape
+    from rich.tree import Tree
+
     marked = marked or {}
     root = Tree(
         f"[bold]{escape(topology.name)}[/]: {topology.gpus_free}/{topology.gpus} GPUs free, "
@@ -419,6 +427,9 @@ def utc_time(seconds: float) -> str:
 
 def usage_table(report: UsageReportModel) -> Table:
     """Per team per UTC day: GPU-hours in guarantee and borrowed, jobs, preemptions."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     numbers = ("GPU-H IN GUARANTEE", "GPU-H BORROWED", "JOBS", "PREEMPTIONS")
     for column in ("TEAM", "DAY", *numbers):
@@ -437,6 +448,9 @@ def usage_table(report: UsageReportModel) -> Table:
 
 def job_usage_table(report: UsageReportModel) -> Table:
     """Per job: GPU-hours, borrowed GPU-hours, wall time holding GPUs, attempts."""
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(box=None, header_style="bold")
     numbers = ("GPU-H", "BORROWED GPU-H", "WALL TIME", "ATTEMPTS")
     for column in ("JOB", "TEAM", *numbers):

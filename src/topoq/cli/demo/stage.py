@@ -138,7 +138,7 @@ class Stage:
         rows = [
             row for row in self.client.jobs(limit=500).items if wanted is None or row.id in wanted
         ]
-        self.console.print(jobs_table(rows))
+        self.console.print(jobs_table(rows), markup=False, highlight=False)
 
     def show_explain(self, job: str) -> None:
         """What `topoq explain JOB` prints."""

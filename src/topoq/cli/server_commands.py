@@ -17,22 +17,22 @@ from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.domain.durations import duration_s, format_duration
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.phases import DependencyKind
-from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
-from topoq.wire.v1.base import ResourceAmounts
-from topoq.wire.v1.cluster import (
-    EventModel,
-    NodeAction,
-    NodeModel,
-    TeamModel,
-    TopologyDomainModel,
-    TopologyModel,
-)
-from topoq.wire.v1.jobs import DependencyModel
-from topoq.wire.v1.reports import UsageReportModel
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # a verb loads the wire models of the answers it reads, when it reads them
     from rich.table import Table
     from rich.tree import Tree
+
+    from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
+    from topoq.wire.v1.base import ResourceAmounts
+    from topoq.wire.v1.cluster import (
+        EventModel,
+        NodeAction,
+        NodeModel,
+        TeamModel,
+        TopologyDomainModel,
+        TopologyModel,
+    )
+    from topoq.wire.v1.reports import UsageReportModel
 
 EXIT_REJECTED = 2
 EXIT_UNREACHABLE = 3
@@ -87,6 +87,7 @@ def detect_format(document: object, source: str) -> JobFormat:
     from topoq.discovery.batch_jobs import is_batch_job  # the readers: for submit alone
     from topoq.discovery.pod_groups import is_pod_group
     from topoq.discovery.training_jobs import is_training_job
+    from topoq.wire.v1.jobs import JobFormat
 
     if isinstance(document, dict):
         if str(document.get("apiVersion", "")).startswith("topoq.io/"):
@@ -108,6 +109,8 @@ def detect_format(document: object, source: str) -> JobFormat:
 
 def job_format(name: str) -> JobFormat:
     """The ``--format`` a user named; one they mistyped is bad input that lists the choices."""
+    from topoq.wire.v1.jobs import JobFormat
+
     try:
         return JobFormat(name.strip().lower())
     except ValueError:
@@ -128,6 +131,7 @@ def submission(
     time_limit: str | None = None,
 ) -> SubmitJobRequest:
     from topoq.discovery.documents import read_document
+    from topoq.wire.v1.jobs import DependencyModel, SubmitJobRequest
 
     named = job_format(form) if form else None
     document = read_document(path)

@@ -25,11 +25,11 @@ OFFLINE_MUST_NOT = (*EVERY_VERB_MUST_NOT, "pydantic", "topoq.wire")
 CLUSTER_READERS = ("topoq.discovery.slurm", "topoq.discovery.aws", "topoq.discovery.kubernetes")
 
 
-def imported_by(env: dict[str, str], *args: str, exit_code: int = 0) -> set[str]:
-    """The modules ``python -m topoq ARGS`` imported (it must exit ``exit_code``)."""
+def run_topoq(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    """``python ARGS`` (``-m topoq …``) with the TOPOQ_ settings of ``env`` alone."""
     environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | env
-    done = subprocess.run(
-        [sys.executable, "-X", "importtime", "-m", "topoq", *args],
+    return subprocess.run(
+        [sys.executable, *args],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -37,6 +37,11 @@ def imported_by(env: dict[str, str], *args: str, exit_code: int = 0) -> set[str]
         timeout=120,
         check=False,
     )
+
+
+def imported_by(env: dict[str, str], *args: str, exit_code: int = 0) -> set[str]:
+    """The modules ``python -m topoq ARGS`` imported (it must exit ``exit_code``)."""
+    done = run_topoq(env, "-X", "importtime", "-m", "topoq", *args)
     assert done.returncode == exit_code, done.stderr[-2000:]
     return {
         line.rsplit("|", 1)[1].strip()
@@ -101,22 +106,8 @@ def test_only_the_verb_or_group_named_is_built() -> None:
 
 def test_a_verb_run_alone_reads_its_line_as_before(server: dict[str, str]) -> None:
     """``topoq list --help`` names the verb; a bad option names the verb's help."""
-    environment = {k: v for k, v in os.environ.items() if not k.startswith("TOPOQ_")} | server
-
-    def topoq(*args: str) -> subprocess.CompletedProcess[str]:
-        command = [sys.executable, "-m", "topoq", *args]
-        return subprocess.run(
-            command,
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            env=environment,
-            timeout=120,
-            check=False,
-        )
-
-    helped = topoq("list", "--help")
+    helped = run_topoq(server, "-m", "topoq", "list", "--help")
     assert helped.returncode == 0 and "topoq list [OPTIONS]" in helped.stdout.splitlines()[0]
-    bad = topoq("list", "--bogus")
+    bad = run_topoq(server, "-m", "topoq", "list", "--bogus")
     assert bad.returncode == 2
     assert bad.stderr.strip().endswith("topoq list --help)"), bad.stderr

@@ -236,7 +236,7 @@ def only_the_invoked(arguments: Sequence[str]) -> typer.Typer:
 
 
 def _no_options() -> None:
-    """Topology-aware gang placement and governance for shared GPU clusters."""
+    pass  # the root takes no options of its own; its help is the Typer's (``_root``)
 
 
 def main() -> None:

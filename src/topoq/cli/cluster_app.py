@@ -48,10 +48,7 @@ def register(app: typer.Typer) -> None:
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.teams()
-        if chosen is Output.TABLE:
-            typer.echo(teams_table(found))
-        else:
-            print_as(chosen, found, None)
+        print_as(chosen, found, lambda: teams_table(found))
 
     @app.command()
     def events(

@@ -119,11 +119,11 @@ def register(app: typer.Typer) -> None:
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             page = client.jobs(team=team, phase=phase, user=user, limit=limit)
-        if chosen is not Output.TABLE:
-            print_as(chosen, page, None)
-            return
-        typer.echo(jobs_table(page.items))
-        typer.echo(f"{len(page.items)} of {counted(page.total, 'job')}")
+        print_as(
+            chosen,
+            page,
+            lambda: f"{jobs_table(page.items)}\n{len(page.items)} of {counted(page.total, 'job')}",
+        )
 
     @app.command()
     def describe(

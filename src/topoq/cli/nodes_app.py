@@ -34,10 +34,7 @@ def register(app: typer.Typer) -> None:
         chosen = chosen_output(output, as_json)
         with connected(server, token) as client:
             found = client.nodes()
-        if chosen is Output.TABLE:
-            typer.echo(nodes_table(found))
-        else:
-            print_as(chosen, found, None)
+        print_as(chosen, found, lambda: nodes_table(found))
 
     for verb in ("cordon", "uncordon", "drain"):
         _node_action(app, verb)

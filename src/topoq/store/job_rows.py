@@ -43,6 +43,9 @@ STORED_IDS: Final = select(JobRow.id).where(JobRow.id.in_(bindparam("ids", expan
 STORED_PHASES: Final = select(JobRow.id, JobRow.phase).where(
     JobRow.id.in_(bindparam("ids", expanding=True))
 )
+STORED_DIAGNOSTICS: Final = select(JobRow.id, JobRow.diagnostic).where(
+    JobRow.id.in_(bindparam("ids", expanding=True)), JobRow.diagnostic.is_not(None)
+)
 
 VIEW_COLUMNS = (
     JobRow.id,
@@ -274,6 +277,15 @@ def stored_ids(connection: Connection, ids: Sequence[str]) -> set[str]:
     for part in chunks(ids):
         taken.update(connection.execute(STORED_IDS, {"ids": part}).scalars())
     return taken
+
+
+def diagnostics_of(connection: Connection, ids: Sequence[str]) -> dict[JobId, Any]:
+    """The stored diagnostic (as JSON) of each job among ``ids`` that has one."""
+    found: dict[JobId, Any] = {}
+    for part in chunks(ids):
+        for row in connection.execute(STORED_DIAGNOSTICS, {"ids": part}):
+            found[JobId(row.id)] = row.diagnostic
+    return found
 
 
 def phases_of(connection: Connection, ids: Sequence[str]) -> dict[JobId, JobPhase]:

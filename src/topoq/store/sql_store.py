@@ -314,15 +314,14 @@ class SqlStore:
         return None if row.diagnostic is None else decode_diagnostic(row.diagnostic)
 
     def diagnostics(self, job_ids: Collection[JobId]) -> dict[JobId, Diagnostic]:
-        """Why each of ``job_ids`` last waited, in one query (ids without a diagnostic, or of
-        no job, are left out): what a page of the job list shows beside its pending jobs."""
-        if not job_ids:
+        """Why each of ``job_ids`` last waited (ids without a diagnostic, or of no job, are left
+        out), read as ``phases_of`` reads: what a page of the job list shows beside its
+        pending jobs."""
+        wanted = sorted(set(job_ids))
+        if not wanted:
             return {}
-        query = select(JobRow.id, JobRow.diagnostic).where(
-            JobRow.id.in_(list(job_ids)), JobRow.diagnostic.is_not(None)
-        )
-        rows = self._query(lambda c: c.execute(query).all())
-        return {JobId(row.id): decode_diagnostic(row.diagnostic) for row in rows}
+        stored = self._read(lambda c: job_rows.diagnostics_of(c, wanted))
+        return {job: decode_diagnostic(data) for job, data in stored.items()}
 
     def decisions(self, *, limit: int = 100, job: JobId | None = None) -> list[DecisionRecord]:
         """The newest decisions first (of one job, if given)."""

@@ -64,16 +64,7 @@ def test_the_later_jobs_of_a_held_back_class_wait_as_the_first_and_start_in_thei
         )
 
     assert wait_for(all_held, lambda held: held), [stored_wait(admin, n) for n in LATER]
-    for name in [*LATER, "nlp-pair"]:
-        stored = stored_wait(admin, name)
-        assert stored["numbers"]["held_for"] == "nlp-head", stored
-        assert "team nlp holds quota for nlp-head" in stored["message"], stored
-        fresh = admin.get(f"/jobs/{name}/explain", params={"fresh": "true"}).json()
-        assert (fresh["reason"], fresh["message"], fresh["numbers"]) == (
-            stored["reason"],
-            stored["message"],
-            stored["numbers"],
-        )
+    held_for_head_as_worked_out_afresh(admin, [*LATER, "nlp-pair"])
     assert phase(admin, "nlp-head") == "pending"
 
     assert admin.post("/jobs/nlp-run/cancel").status_code in (200, 202)
@@ -84,3 +75,18 @@ def test_the_later_jobs_of_a_held_back_class_wait_as_the_first_and_start_in_thei
         assert phase(admin, name) == "pending"
         waiting = stored_wait(admin, name)
         assert waiting["reason"] == "BORROW_LIMIT_REACHED", waiting
+
+
+def held_for_head_as_worked_out_afresh(admin: httpx.Client, names: list[str]) -> None:
+    """Each of ``names`` waits for the quota team nlp holds for ``nlp-head``, and its stored
+    wait is what ``topoq explain`` works out afresh."""
+    for name in names:
+        stored = stored_wait(admin, name)
+        assert stored["numbers"]["held_for"] == "nlp-head", stored
+        assert "team nlp holds quota for nlp-head" in stored["message"], stored
+        fresh = admin.get(f"/jobs/{name}/explain", params={"fresh": "true"}).json()
+        assert (fresh["reason"], fresh["message"], fresh["numbers"]) == (
+            stored["reason"],
+            stored["message"],
+            stored["numbers"],
+        )

@@ -75,6 +75,7 @@ def _first_try(cycle: CycleState, job: JobView, job_class: int) -> Failure | Non
     (None: admitted or room made)."""
     holds = cycle.quota_holds_on(job)
     capacity = cycle.ledger_for(job)  # no hold is made before the job waits
+    own = next((h for h in holds if h.team == job.team), None)
     held_back = cycle.held_back_alike(job, holds, capacity)
     if held_back.failure is not None:  # as a job of its team and shape (of another priority)
         return cycle.wait_alike(job, held_back.failure)
@@ -82,16 +83,18 @@ def _first_try(cycle: CycleState, job: JobView, job_class: int) -> Failure | Non
         parked = cycle.parked_failure(job, holds, job_class)  # on its team's figures
         if parked is not None:
             cycle.share_held_back(held_back, parked)
+            cycle.held_back_at_every_priority(job, parked)
             return parked
     attempts = cycle.attempts(job, cycle.book_for(job, holds), capacity)
     admitted = next((a for a in attempts if a.allocation is not None), None)
     if admitted is not None and admitted.allocation is not None:
         cycle.admit(job, admitted.allocation)
         return None
-    own = next((h for h in holds if h.team == job.team), None)
     if own is not None or (holds and cycle.would_admit(job, cycle.book, capacity)):
         failure = _held_back(cycle, job, own or holds[0], capacity)
         cycle.share_held_back(held_back, failure)
+        if own is not None and held_back.key is not None:
+            cycle.held_back_at_every_priority(job, failure)
         return failure
     if cycle.reserved and _fits_unheld(cycle, job):
         # only held nodes stand in its way: it waits for the gang, evicting nobody

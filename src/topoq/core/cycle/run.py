@@ -50,13 +50,17 @@ def run_cycle(
     trial_placements: int = TRIAL_PLACEMENTS_PER_CYCLE,
     *,
     settle_teams: bool = True,
+    held_back_across_priorities: bool = True,
 ) -> tuple[CycleResult, Carried]:
     """The cycle, and what it hands to the next. ``carried``: what the last cycle (on the same
     policy and tree) handed on: a job that waits the same way keeps its diagnostic (ADR
     0007), and a job that is the very same object keeps its class. ``settle_teams``: a team
     whose jobs left are all of classes that failed leaves the order, its jobs waiting as their
     classes did (``CycleState.settle_rest``; the same decisions and diagnostics as handing
-    each out, listed sooner)."""
+    each out, listed sooner). ``held_back_across_priorities``: a job held back by its own
+    team's quota hold fails for its team's jobs of the same shape and time limit at every
+    priority (``CycleState.held_back_at_every_priority``; the same decisions as trying the
+    first job of each priority)."""
     jobs = _JobsByPhase(snapshot.jobs)
     holding = jobs.holding
     requeues = _requeue_lost_gangs(snapshot, holding)  # 1
@@ -80,6 +84,7 @@ def run_cycle(
         carried,
         trial_placements,
         prepared,
+        held_back_across_priorities=held_back_across_priorities,
     )
     _keep_room_for_preemptors(cycle)
     cycle.diagnostics.extend(dependencies.waiting)

@@ -124,6 +124,12 @@ class Carried:
     workloads with them."""
     shapes: Mapping[int, tuple[Hashable, WorkloadSpec]] = field(default_factory=dict)
     """Each workload's shape the cycle worked out (by ``id``, the workload kept)."""
+    priorities: dict[tuple[TeamName, Hashable, float | None], list[int]] = field(
+        default_factory=dict
+    )
+    """The numbers of the classes met of each team, shape and time limit (one per priority),
+    grown with ``class_numbers``: a job held back by its team's quota hold fails for all of
+    them (``CycleState.held_back_at_every_priority``)."""
 
 
 @dataclass(frozen=True)
@@ -157,9 +163,11 @@ class CycleState:
         carried: Carried | None = None,
         trial_placements: int = UNBOUNDED,
         prepared: PreparedLedger | None = None,
+        *,
+        held_back_across_priorities: bool = True,
     ) -> None:
         self.snapshot = snapshot
-        self._prepared = prepared
+        self.held_back_across_priorities, self._prepared = held_back_across_priorities, prepared
         self._carried = carried or Carried({}, {})
         self.previous = self._carried.waits
         """How the jobs waited after the cycle before (parked), see ``parked_wait``."""
@@ -298,7 +306,10 @@ class CycleState:
             shape = self.shape_of(job.spec.workload)
             job_class = (job.team, priority_of(self.policy, job), shape, limit)
             numbers = self._carried.class_numbers
-            number = numbers.setdefault(job_class, len(numbers))
+            number = numbers.get(job_class)
+            if number is None:
+                number = numbers[job_class] = len(numbers)
+                self._carried.priorities.setdefault((job.team, shape, limit), []).append(number)
             facts = (job, job_class, limit, order_facts(self.policy, job, number))
         self.facts[job.id] = facts
         return facts
@@ -598,6 +609,7 @@ class CycleState:
             self._parked_classes,
             self._in_flavors,
             self._shapes,
+            self._carried.priorities,
         )
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
@@ -769,6 +781,28 @@ class CycleState:
         self, job_class: int, diagnostic: Diagnostic, identity: WaitIdentity | None
     ) -> None:
         self._failed[job_class] = (diagnostic, identity)
+
+    def held_back_at_every_priority(self, job: JobView, failure: Failure) -> None:
+        """The job failed held back by its own team's quota hold: so does every class of its
+        team, shape and time limit, whatever its priority, for the rest of the cycle (until a
+        hold is let go, as any failure). Priority does not enter such a job's answer — the
+        hold binds every later job of the team alike, and a job it binds neither places nor
+        evicts — and capacity and quota only get used up within a cycle, so a later job of the
+        same team and shape is held back too. Not the classes of jobs that hold something and
+        whose turns are still to come (they may use what is held for them), nor for a team
+        that queues strict-fifo."""
+        if job.team in self.strict_teams or not self.held_back_across_priorities:
+            return
+        team, _, shape, limit = self.facts_of(job)[1]
+        numbers = self._carried.priorities.get((team, shape, limit), ())
+        if len(numbers) < 2:
+            return
+        facts = self.facts
+        to_come = {facts[held][3].alike for held in self._holders_to_come if held in facts}
+        failed = self._failed
+        for number in numbers:
+            if number not in failed and number not in to_come:
+                failed[number] = failure
 
     def held_back_alike(
         self, job: JobView, holds: list[QuotaHold], capacity: CapacityLedger

@@ -666,12 +666,22 @@ class CycleState:
         if not self._failures_stand(team):
             return None
         failed, wait_alike = self._failed, self.wait_alike
+        previous, waits, said = self.previous, self.waits, self.diagnostics.append
 
         def passes(facts: OrderFacts, job: JobView) -> bool:
             known = failed.get(facts.alike)
             if known is None:
                 return False
-            wait_alike(job, known)
+            identity = known[1]
+            if identity is None:
+                wait_alike(job, known)
+                return True
+            job_id = job.id  # wait_alike, written out: most waiting jobs are passed over
+            before = previous.get(job_id)
+            if before is None or before[0] != identity:
+                before = (identity, alike(known[0], job))
+            waits[job_id] = before
+            said(before[1])
             return True
 
         return passes

@@ -1,8 +1,9 @@
 """A job held back by its own team's quota hold fails for the team's jobs of its shape at
-every priority (ADR 0007, rule 5), through a real ``topoq server`` with the local executor:
-the team's later one-node jobs of three priorities all wait as the first of them did (the
-stored wait is what ``topoq explain`` works out afresh), and once the head starts they start
-in their turn — the highest priority first — as far as the team's quota goes."""
+every priority (ADR 0007, "Held back at every priority"), through a real ``topoq server``
+with the local executor: the team's later one-node jobs of three priorities all wait as the
+first of them did (the stored wait is what ``topoq explain`` works out afresh), and once the
+head starts they start in their turn — the highest priority first — as far as the team's
+quota goes."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """A job held back by its own team's quota hold fails for its team's jobs of the same shape
-and time limit at every priority (ADR 0007, rule 5): the same decisions as trying the first
-job of each priority, with far fewer tries."""
+and time limit at every priority (ADR 0007, "Held back at every priority"): the same
+decisions as trying the first job of each priority, with far fewer tries."""
 
 from __future__ import annotations
 

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[2]
 TOPOQ = Path(sys.executable).parent / "topoq"
 UNREACHABLE = "http://127.0.0.1:1"
 DOCUMENTED_FAILURES = frozenset({1, 2, 3, 4})
-LONG_RUNNING = frozenset({("server",), ("demo",), ("dev", "k8s", "up")})
+LONG_RUNNING = frozenset({("server",), ("demo",), ("dev", "k8s", "up"), ("dev", "slurm", "up")})
 """Verbs that, given valid input, start a server, a demo or a test bed: they only get the
 cases that must fail before anything starts (an unknown option, a missing argument, a value
 that is not a number)."""

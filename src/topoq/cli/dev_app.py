@@ -1,5 +1,5 @@
 """``topoq dev``: real outside systems on this machine for trying topoq, its tests, demos and
-benchmarks (``topoq dev k8s up|down``)."""
+benchmarks (``topoq dev k8s up|down``, ``topoq dev slurm up|down``)."""
 
 from __future__ import annotations
 
@@ -63,6 +63,50 @@ def register(app: typer.Typer) -> None:
             tear_down = _bed_functions()[3]
             stopped = tear_down(directory)
             typer.echo(f"stopped {', '.join(stopped)}" if stopped else "nothing was running there")
+
+        guarded(run)
+
+    slurm_app = typer.Typer(
+        help="A real Slurm cluster (munged, slurmctld, one slurmd per node with fake GPUs, "
+        "topology/tree) on 127.0.0.1.",
+        no_args_is_help=True,
+    )
+    dev_app.add_typer(slurm_app, name="slurm")
+
+    @slurm_app.command("up")
+    def slurm_up(
+        directory: Annotated[Path, typer.Argument(help="Where its files, logs and PIDs go.")],
+        leaves: Annotated[int, typer.Option(help="Leaf switches.")] = 4,
+        nodes_per_leaf: Annotated[int, typer.Option(help="Nodes under each leaf switch.")] = 4,
+        leaves_per_spine: Annotated[int, typer.Option(help="Leaf switches under a spine.")] = 2,
+        gpus: Annotated[int, typer.Option(help="Fake GPUs per node.")] = 8,
+    ) -> None:
+        """Start the cluster in the background and return once every node is idle (installs
+        Debian's Slurm and munge packages first when they are missing)."""
+
+        def run() -> None:
+            from topoq.testbeds.daemons import recorded
+            from topoq.testbeds.slurm import SlurmShape, bring_up, describe
+
+            shape = SlurmShape(leaves, nodes_per_leaf, leaves_per_spine, gpus)
+            bed = bring_up(directory, shape)
+            started = {name: daemon.pid for name, daemon in recorded(bed.directory).items()}
+            typer.echo(describe(bed, started))
+
+        guarded(run)
+
+    @slurm_app.command("down")
+    def slurm_down(
+        directory: Annotated[Path, typer.Argument(help="The directory given to 'up'.")],
+    ) -> None:
+        """Stop exactly what 'up' started there (by its recorded PIDs)."""
+
+        def run() -> None:
+            from topoq.testbeds.slurm import tear_down
+
+            stopped = tear_down(directory)
+            said = f"stopped {len(stopped)} daemons" if stopped else "nothing was running there"
+            typer.echo(said)
 
         guarded(run)
 

@@ -12,9 +12,10 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from topoq.domain.errors import InvalidInputError
 
@@ -199,3 +200,29 @@ def check_ports_free(ports: Mapping[str, int], what: str) -> None:
             f"127.0.0.1 port {', '.join(taken)} is in use",
             hint=f"stop the other {what} first (topoq dev k8s down DIR)",
         )
+
+
+def wait_until(ready: Callable[[], bool], deadline: float, what: str, log: Path | None) -> None:
+    """Return once ``ready()`` is true (an exception counts as not yet), else a ``BedError``
+    at ``deadline`` (``time.monotonic``) that names ``what`` it waited for and the log to read."""
+    while True:
+        try:
+            if ready():
+                return
+        except Exception:  # not ready yet: asked again until the deadline
+            pass
+        if time.monotonic() > deadline:
+            where = f"; see {log}" if log is not None else ""
+            raise BedError(f"timed out waiting for {what}{where}")
+        time.sleep(0.2)
+
+
+def read_bed_record(path: Path) -> dict[str, Any] | None:
+    """A bed's record (``bed.json``), None when there is none."""
+    try:
+        found: dict[str, Any] = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as error:
+        raise BedError(f"cannot read {path}: {error}") from None
+    return found

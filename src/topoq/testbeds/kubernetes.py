@@ -24,7 +24,7 @@ import ssl
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -43,9 +43,11 @@ from topoq.testbeds.daemons import (
     check_ports_free,
     free_listen_port,
     kill_daemon,
+    read_bed_record,
     recorded,
     start_daemon,
     stop_daemons,
+    wait_until,
 )
 from topoq.testbeds.kwok_stages import bed_stages
 
@@ -218,12 +220,9 @@ def find_assets(given: Path | str | None = None, *, kueue: bool = False) -> Path
 
 def bed_in(directory: Path) -> KubernetesBed | None:
     """The bed brought up in ``directory``, while its record is there."""
-    try:
-        found = json.loads((directory / BED_FILE).read_text())
-    except FileNotFoundError:
+    found = read_bed_record(directory / BED_FILE)
+    if found is None:
         return None
-    except (OSError, ValueError) as error:
-        raise BedError(f"cannot read {directory / BED_FILE}: {error}") from None
     return KubernetesBed(
         directory=Path(found["directory"]),
         server=found["server"],
@@ -290,7 +289,7 @@ def restart_apiserver(bed: KubernetesBed, *, timeout_s: float = 60.0) -> None:
     argv = json.loads((bed.directory / "apiserver.argv").read_text())
     kill_daemon(bed.directory, "apiserver")
     start_daemon(bed.directory, "apiserver", argv)
-    _wait_until(
+    wait_until(
         lambda: _api_ready(bed.server, bed.ca_file, bed.admin_token),
         time.monotonic() + timeout_s,
         "the API server to be ready again",
@@ -326,7 +325,7 @@ def _start_control_plane(
             "--listen-metrics-urls=",
         ],
     )
-    _wait_until(lambda: _http_ok(f"{etcd_url}/health"), deadline, "etcd", directory / "etcd.log")
+    wait_until(lambda: _http_ok(f"{etcd_url}/health"), deadline, "etcd", directory / "etcd.log")
     write_key_pair(directory / "sa.key", directory / "sa.pub")
     admin_token, topoq_token = secrets.token_hex(16), secrets.token_hex(16)
     tokens = directory / "tokens.csv"
@@ -353,7 +352,7 @@ def _start_control_plane(
     start_daemon(directory, "apiserver", argv)
     server = f"https://127.0.0.1:{ports.apiserver}"
     ca_file = certificates / "apiserver.crt"
-    _wait_until(
+    wait_until(
         lambda: _api_ready(server, ca_file, admin_token),
         deadline,
         "the API server to be ready",
@@ -431,7 +430,7 @@ def _create_nodes(bed: KubernetesBed, nodes: Sequence[NodeSpec], deadline: float
         }
         return wanted <= ready
 
-    _wait_until(all_ready, deadline, "every node to be Ready", bed.directory / "kwok.log")
+    wait_until(all_ready, deadline, "every node to be Ready", bed.directory / "kwok.log")
 
 
 def node_documents(nodes: Iterable[NodeSpec]) -> list[dict[str, Any]]:
@@ -471,7 +470,7 @@ def _start_kueue(bed: KubernetesBed, assets: Path, deadline: float) -> None:
                 return False
         return True
 
-    _wait_until(established, deadline, "Kueue's CRDs to be served", None)
+    wait_until(established, deadline, "Kueue's CRDs to be served", None)
     try:
         core: Any = client.CoreV1Api(api)
         core.create_namespace({"metadata": {"name": KUEUE_NAMESPACE}})
@@ -508,7 +507,7 @@ def _start_kueue(bed: KubernetesBed, assets: Path, deadline: float) -> None:
         [str(assets / "bin" / "kueue"), f"--config={config_file}", "--zap-log-level=2"],
         environment=environment,
     )
-    _wait_until(
+    wait_until(
         lambda: _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
         deadline,
         "Kueue to be ready",
@@ -618,19 +617,6 @@ def _api_ready(server: str, ca_file: Path, token: str) -> bool:
     if not ca_file.exists():
         return False
     return _http_ok(f"{server}/readyz", ssl.create_default_context(cafile=str(ca_file)), token)
-
-
-def _wait_until(ready: Callable[[], bool], deadline: float, what: str, log: Path | None) -> None:
-    while True:
-        try:
-            if ready():
-                return
-        except Exception:  # not ready yet: asked again until the deadline
-            pass
-        if time.monotonic() > deadline:
-            where = f"; see {log}" if log is not None else ""
-            raise BedError(f"timed out waiting for {what}{where}")
-        time.sleep(0.2)
 
 
 def describe(bed: KubernetesBed, processes: Mapping[str, int] | None = None) -> str:

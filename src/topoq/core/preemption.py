@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topoq.core.holdings import release, total_demand
+from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger, confined
 from topoq.core.placement import place_workload
 from topoq.core.placement.request import plan_search
@@ -32,6 +32,9 @@ class TrialBudget:
     def __init__(self, trials: int) -> None:
         self.left = trials
         self.spent = False
+        self.held: dict[int, _Held] = {}
+        """Each candidate's nodes and what it holds on each, as arrays (by the ``id`` of its
+        allocation, which is kept beside them): worked out once for all the cycle's searches."""
 
     def take(self) -> bool:
         if self.left <= 0:
@@ -60,19 +63,21 @@ def select_victims(
     """Fewest victims (then the least important) that make the job fit in one domain; the
     domains of the job's own search levels are tried lowest first. ``candidates`` come in
     eviction order (lowest priority, most recently started first). Each trial placement
-    takes one from ``budget``; once it is spent the search finds nothing (``budget.spent``)."""
-    if not candidates:
-        return None
+    takes one from ``budget``; once it is spent the search finds nothing (``budget.spent``),
+    and a search that starts with it spent tries nothing."""
     budget = budget or TrialBudget(UNBOUNDED)
+    if not candidates or budget.spent:
+        return None
     tree = ledger.tree
     rank = {job.id: position for position, job in enumerate(candidates)}
     needed = tree.resource_vector(search.workload.total_requests)
+    held = [_held(tree, job, budget.held) for job in candidates]
     for level in _scope_levels(tree, search.workload):
         found = []
-        for start, end in _domains(tree, level, candidates):
-            if not _could_hold(ledger, candidates, needed, start, end):
-                continue
-            chosen = _victims_in(ledger, book, search, candidates, may_evict, (start, end), budget)
+        for (start, end), local in _domains_that_could_hold(
+            ledger, level, candidates, held, needed
+        ):
+            chosen = _victims_in(ledger, book, search, local, may_evict, (start, end), budget)
             if chosen:
                 found.append(chosen)
         if budget.spent:
@@ -80,6 +85,65 @@ def select_victims(
         if found:
             return min(found, key=lambda chosen: (len(chosen), sorted(rank[j.id] for j in chosen)))
     return None
+
+
+_Held = tuple[object, IntArray, IntArray]
+"""An allocation (kept, so that its ``id`` stays its own), its node indexes, and what it holds
+on each (one row per node)."""
+
+
+def _held(tree: TopologyTree, job: JobView, known: dict[int, _Held]) -> _Held:
+    allocation = job.allocation
+    found = known.get(id(allocation))
+    if found is not None and found[0] is allocation:
+        return found
+    indexes: list[int] = []
+    vectors: list[IntArray] = []
+    if allocation is not None:
+        for name, resources in allocation.resources_on_node.items():
+            index = tree.node_index.get(NodeName(name))
+            if index is not None:
+                indexes.append(index)
+                vectors.append(tree.resource_vector(resources))
+    width = len(tree.resource_names)
+    made = (
+        allocation,
+        np.asarray(indexes, dtype=np.int64),
+        np.asarray(vectors, dtype=np.int64).reshape(len(vectors), width),
+    )
+    known[id(allocation)] = made
+    return made
+
+
+def _domains_that_could_hold(
+    ledger: CapacityLedger,
+    level: int,
+    candidates: Sequence[JobView],
+    held: Sequence[_Held],
+    needed: IntArray,
+) -> list[tuple[tuple[int, int], list[JobView]]]:
+    """The node ranges of the domains (of ``level``) where some candidate holds capacity and
+    whose free capacity plus all the candidates hold there covers what the gang needs in
+    total — a bound checked before any trial eviction (no set of victims frees more than all
+    of them, and the gang must fit inside the domain) — each with its candidates, in order."""
+    tree = ledger.tree
+    if level == WHOLE_CLUSTER:
+        domain_of_node = np.zeros(len(tree.nodes), dtype=np.int64)
+        starts = np.asarray([0, len(tree.nodes)], dtype=np.int64)
+    else:
+        index = tree.levels[level]
+        domain_of_node, starts = index.domain_of_node, index.node_start
+    room = np.add.reduceat(ledger.free, starts[:-1], axis=0) if len(tree.nodes) else None
+    local: dict[int, list[JobView]] = {}
+    for job, (_, indexes, vectors) in zip(candidates, held, strict=True):
+        if not len(indexes):
+            continue
+        domains = domain_of_node[indexes]
+        np.add.at(room, domains, vectors)  # type: ignore[arg-type]
+        for domain in dict.fromkeys(domains.tolist()):
+            local.setdefault(domain, []).append(job)
+    could = [d for d in sorted(local) if bool(np.all(room[d] >= needed))]  # type: ignore[index]
+    return [((int(starts[d]), int(starts[d + 1])), local[d]) for d in could]
 
 
 WHOLE_CLUSTER = -1
@@ -97,45 +161,6 @@ def _scope_levels(tree: TopologyTree, workload: WorkloadSpec) -> list[int]:
     return levels
 
 
-def _domains(
-    tree: TopologyTree, level: int, candidates: Sequence[JobView]
-) -> list[tuple[int, int]]:
-    """Node ranges of the domains (of ``level``) where some candidate holds capacity."""
-    if level == WHOLE_CLUSTER:
-        return [(0, len(tree.nodes))]
-    index = tree.levels[level]
-    touched: set[int] = set()
-    for job in candidates:
-        for node in _node_indexes(tree, job):
-            touched.add(int(index.domain_of_node[node]))
-    return [(int(index.node_start[d]), int(index.node_start[d + 1])) for d in sorted(touched)]
-
-
-def _could_hold(
-    ledger: CapacityLedger, candidates: Sequence[JobView], needed: IntArray, start: int, end: int
-) -> bool:
-    """Whether the domain's free capacity plus all the candidates hold there covers what the
-    gang needs in total: a bound checked before any trial eviction (no set of victims frees
-    more than all of them, and the gang must fit inside the domain)."""
-    room = ledger.free[start:end].sum(axis=0)
-    tree = ledger.tree
-    for job in candidates:
-        if job.allocation is None:
-            continue
-        for name, resources in job.allocation.resources_on_node.items():
-            index = tree.node_index.get(NodeName(name))
-            if index is not None and start <= index < end:
-                room = room + tree.resource_vector(resources)
-    return bool(np.all(room >= needed))
-
-
-def _node_indexes(tree: TopologyTree, job: JobView) -> list[int]:
-    if job.allocation is None:
-        return []
-    found = (tree.node_index.get(NodeName(name)) for name in job.allocation.resources_on_node)
-    return [index for index in found if index is not None]
-
-
 def _victims_in(
     ledger: CapacityLedger,
     book: QuotaBook,
@@ -146,20 +171,17 @@ def _victims_in(
     budget: TrialBudget,
 ) -> list[JobView] | None:
     start, end = domain
-    local = [
-        job for job in candidates if any(start <= n < end for n in _node_indexes(ledger.tree, job))
-    ]
     trial_ledger, trial_book = ledger.scratch(), book.copy()
     chosen: list[JobView] = []
-    for victim in local:
+    for victim in candidates:
         if not may_evict(victim, trial_book):
             continue
-        _evict(trial_ledger, trial_book, victim)
+        _evict(trial_ledger, trial_book, victim, budget.held)
         chosen.append(victim)
         if not budget.take():
             return None
         if _fits(trial_ledger, trial_book, search, start, end):
-            return _pruned(ledger, book, search, chosen, start, end)
+            return _pruned(ledger, book, search, chosen, domain, budget.held)
     return None
 
 
@@ -168,25 +190,30 @@ def _pruned(
     book: QuotaBook,
     search: VictimSearch,
     chosen: list[JobView],
-    start: int,
-    end: int,
+    domain: tuple[int, int],
+    held: dict[int, _Held],
 ) -> list[JobView]:
     """Drop victims (the earliest chosen first) that the job turns out not to need."""
+    start, end = domain
     kept = list(chosen)
     for victim in chosen[:-1]:
         without = [job for job in kept if job is not victim]
         trial_ledger, trial_book = ledger.scratch(), book.copy()
         for job in without:
-            _evict(trial_ledger, trial_book, job)
+            _evict(trial_ledger, trial_book, job, held)
         if _fits(trial_ledger, trial_book, search, start, end):
             kept = without
     return kept
 
 
-def _evict(ledger: CapacityLedger, book: QuotaBook, victim: JobView) -> None:
+def _evict(
+    ledger: CapacityLedger, book: QuotaBook, victim: JobView, held: dict[int, _Held]
+) -> None:
     if victim.allocation is None:
         return
-    release(ledger, victim.allocation.resources_on_node)
+    _, indexes, vectors = _held(ledger.tree, victim, held)
+    if len(indexes):
+        ledger.charge_nodes(indexes, -vectors)
     for flavor, amount in victim.allocation.usage.items():
         book.release(victim.team, flavor, amount)
 

@@ -19,7 +19,7 @@ from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, Preemptio
 from topoq.domain.governance import FlavorName, IdleAllocation, PreemptTeamTasks, TeamName
 from topoq.domain.job import JobId, JobView
 
-TRIAL_PLACEMENTS_PER_CYCLE = 4096
+TRIAL_PLACEMENTS_PER_CYCLE = 256
 """The trial placements all victim searches of one cycle may make together. With a team's
 later jobs held back behind its waiting head, a cycle searches for about one job per team,
 far below this; it caps the cost of a cycle in which many searches would each try many

@@ -21,15 +21,15 @@ from topoq.testbeds.slurm import (
 
 def test_every_node_of_the_shape_is_idle_with_eight_gpus(slurm_bed: SlurmBed) -> None:
     states = node_states(slurm_bed)
-    assert sorted(states) == [f"n{i:03d}" for i in range(1, 17)]
-    shown = run_slurm(slurm_bed, ["scontrol", "show", "node", "n016"]).stdout
+    assert sorted(states) == [f"n{i:02d}" for i in range(16)]
+    shown = run_slurm(slurm_bed, ["scontrol", "show", "node", "n15"]).stdout
     assert "Gres=gpu:8" in shown
     assert "CPUTot=32" in shown
 
 
 def test_the_topology_is_leaves_under_spines_under_a_root(slurm_bed: SlurmBed) -> None:
     shown = run_slurm(slurm_bed, ["scontrol", "show", "topology"]).stdout
-    assert "SwitchName=leaf01 Level=0" in shown and "Nodes=n[001-004]" in shown
+    assert "SwitchName=leaf01 Level=0" in shown and "Nodes=n[00-03]" in shown
     assert "SwitchName=spine02 Level=1" in shown and "Switches=leaf[03-04]" in shown
     assert "SwitchName=root Level=2" in shown
 
@@ -39,14 +39,14 @@ def test_a_pinned_job_runs_on_exactly_its_nodes(slurm_bed: SlurmBed, tmp_path: P
     submitted = run_slurm(
         slurm_bed,
         [
-            "sbatch", "--parsable", "--wait", "--nodelist=n[006-007]", "--nodes=2",
+            "sbatch", "--parsable", "--wait", "--nodelist=n[06-07]", "--nodes=2",
             "--gres=gpu:2", f"--output={out}", "--wrap",
             "srun bash -c 'echo $SLURMD_NODENAME $CUDA_VISIBLE_DEVICES'",
         ],
         timeout_s=60,
     )  # fmt: skip
     assert submitted.returncode == 0
-    assert sorted(out.read_text().split("\n")[:2]) == ["n006 0,1", "n007 0,1"]
+    assert sorted(out.read_text().split("\n")[:2]) == ["n06 0,1", "n07 0,1"]
 
 
 def test_the_record_names_the_bed_and_a_second_bring_up_there_is_refused(
@@ -61,10 +61,10 @@ def test_tear_down_stops_exactly_the_daemons_it_started(tmp_path: Path) -> None:
     root_or_skip()
     bed = bring_up(tmp_path / "bed", SlurmShape(leaves=1, nodes_per_leaf=2, gpus_per_node=0))
     daemons = recorded(bed.directory)
-    assert sorted(daemons) == ["munged", "slurmctld", "slurmd-n001", "slurmd-n002"]
+    assert sorted(daemons) == ["munged", "slurmctld", "slurmd-n00", "slurmd-n01"]
     assert all(is_alive(daemon) for daemon in daemons.values())
     stopped = tear_down(bed.directory)
-    assert stopped[:2] == ["slurmd-n001", "slurmd-n002"] and stopped[2:] == ["slurmctld", "munged"]
+    assert stopped[:2] == ["slurmd-n00", "slurmd-n01"] and stopped[2:] == ["slurmctld", "munged"]
     assert not any(is_alive(daemon) for daemon in daemons.values())
     assert bed_in(bed.directory) is None
     assert tear_down(bed.directory) == []

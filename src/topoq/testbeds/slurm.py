@@ -90,8 +90,8 @@ class SlurmShape:
         return self.leaves * self.nodes_per_leaf
 
     def node_names(self) -> list[str]:
-        width = max(3, len(str(self.nodes)))
-        return [f"{NODE_PREFIX}{index:0{width}d}" for index in range(1, self.nodes + 1)]
+        width = max(2, len(str(self.nodes - 1)))  # as topoq.testing's clusters name them
+        return [f"{NODE_PREFIX}{index:0{width}d}" for index in range(self.nodes)]
 
     def switches(self) -> list[tuple[str, str, str]]:
         """``(name, "Nodes"|"Switches", host list)`` for topology.conf, leaves first."""
@@ -352,6 +352,7 @@ JobAcctGatherType=jobacct_gather/none
 SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 SchedulerType=sched/backfill
+SchedulerParameters=bf_interval=1
 TopologyPlugin=topology/tree
 GresTypes=gpu
 ReturnToService=1

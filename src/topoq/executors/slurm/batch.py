@@ -43,18 +43,26 @@ _VARIABLE_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 MASTER_PORT_BASE, MASTER_PORT_SPAN = 29500, 2000
 
 
-def comment_of(job: JobId, attempt: int) -> str:
-    return f"{COMMENT_PREFIX}{attempt}:{job}"
+def comment_of(job: JobId, team: str, attempt: int) -> str:
+    return f"{COMMENT_PREFIX}{attempt}:{team}:{job}"
 
 
-def owner_of(comment: str) -> tuple[JobId, int] | None:
-    """The topoq job and attempt a Slurm job's comment names (None: not topoq's)."""
+def owner_of(comment: str) -> tuple[JobId, str, int] | None:
+    """The topoq job, its team and the attempt a Slurm job's comment names (None: not
+    topoq's)."""
     if not comment.startswith(COMMENT_PREFIX):
         return None
-    attempt, _, job = comment[len(COMMENT_PREFIX) :].partition(":")
-    if not attempt.isdigit() or not job:
+    attempt, _, rest = comment[len(COMMENT_PREFIX) :].partition(":")
+    team, _, job = rest.partition(":")
+    if not attempt.isdigit() or not team or not job:
         return None
-    return JobId(job), int(attempt)
+    return JobId(job), team, int(attempt)
+
+
+def started_marker(rank: int) -> str:
+    """The file a pod's script makes in the attempt's directory once its command is found,
+    just before running it: the gang has STARTED when every pod made its own."""
+    return f"pod-{rank}.started"
 
 
 def job_name_of(job: JobId) -> str:
@@ -101,6 +109,7 @@ def batch_plan(
     ``addresses``: each node's address (``MASTER_ADDR`` is the first node's); ``node_gpus``:
     each node's GPUs (``--exclusive`` when the gang takes them all)."""
     _check_environment(launch.environment)
+    _check_commands(commands)
     hosts = hosts_in_node_rank_order(plans)
     components = _components(plans)
     order = _task_order(plans, components)
@@ -119,7 +128,7 @@ def batch_plan(
     )
     common = [
         f"--job-name={job_name_of(launch.job.id)}",
-        f"--comment={comment_of(launch.job.id, launch.attempt)}",
+        f"--comment={comment_of(launch.job.id, str(launch.job.team), launch.attempt)}",
         f"--partition={partition}",
         "--no-requeue",
         f"--output={directory}/batch.log",
@@ -140,9 +149,17 @@ def batch_plan(
         f"# topoq job {launch.job.id} attempt {launch.attempt}: every pod one task of one step\n"
         + (f"export SLURM_HOSTFILE={shlex.quote(directory + '/hosts')}\n" if layout else "")
         + f"srun {layout}--kill-on-bad-exit=1 {steps}\n"
+        + "status=$?\n"
+        + f"here={shlex.quote(directory)}\n"
+        + "# the gang's code is its first pod's to fail (the others were stopped after it)\n"
+        + "first=$(cat \"$here\"/pod-*.exit 2>/dev/null | awk '$1 != 0' | sort -k2,2n"
+        + " | head -n 1)\n"
+        + "exit \"$(echo ${first:-$status} | cut -d' ' -f1)\"\n"
     )
     host_file = "".join(f"{p.node}\n" for p in plans) if len(components) == 1 else None
-    return BatchPlan(tuple(options), batch, pod_script, host_file, tuple(plans[i].rank for i in order))
+    return BatchPlan(
+        tuple(options), batch, pod_script, host_file, tuple(plans[i].rank for i in order)
+    )
 
 
 def _components(plans: Sequence[PodPlan]) -> list[Component]:
@@ -203,6 +220,12 @@ def _pod_script(
         "#!/bin/bash",
         f"# topoq job {launch.job.id} attempt {launch.attempt}: the pod of each Slurm task",
         'here="$(dirname "$0")"',
+        "run_pod() {  # the command as a child: SIGTERM passed on, its exit code kept with when",
+        '  rank=$1; shift; "$@" & child=$!',
+        "  trap 'kill -TERM \"$child\" 2>/dev/null' TERM",
+        '  while wait "$child"; status=$?; kill -0 "$child" 2>/dev/null; do :; done',
+        '  echo "$status $(date +%s%N)" > "$here/pod-$rank.exit"; exit "$status"',
+        "}",
         'case "$SLURM_PROCID" in',
     ]
     for task, index in enumerate(order):
@@ -219,7 +242,13 @@ def _pod_script(
             first = sum(p.gpus for p in plans[:index] if p.node == plan.node)
             body.append(_gpu_share(first, plan.gpus))
         body.append("export " + " ".join(f"{k}={shlex.quote(v)}" for k, v in environment.items()))
-        body.append("exec " + " ".join(shlex.quote(a) for a in argv))
+        program = shlex.quote(argv[0]) if argv else "''"
+        body.append(
+            f"type -P -- {program} >/dev/null || "
+            f'{{ echo "topoq: cannot run {_shown(argv[0] if argv else "")}" >&2; exit 127; }}'
+        )
+        body.append(f'touch "$here/{started_marker(plan.rank)}"')
+        body.append(f"run_pod {plan.rank} " + " ".join(shlex.quote(a) for a in argv))
         lines.append(f"{task}) " + "\n  ".join(body) + " ;;")
     lines.append('*) echo "topoq: no pod for Slurm task $SLURM_PROCID" >&2; exit 1 ;;')
     lines.append("esac")
@@ -247,6 +276,20 @@ def _check_environment(environment: Mapping[str, str]) -> None:
             raise ExecutorStartFailed(
                 f"environment variable {name} holds a NUL character", hint="remove it"
             )
+
+
+def _check_commands(commands: Mapping[str, Sequence[str]]) -> None:
+    for pod_set, argv in commands.items():
+        if any("\0" in part for part in argv):
+            raise ExecutorStartFailed(
+                f"the command of pod set {pod_set!r} holds a NUL character", hint="remove it"
+            )
+
+
+def _shown(program: str) -> str:
+    """A program's name for a message inside double quotes in the pod script."""
+    short = program if len(program) <= 80 else program[:77] + "..."
+    return "".join(c for c in short if c.isalnum() or c in "/._-+ ")
 
 
 def _stable_hash(text: str) -> int:

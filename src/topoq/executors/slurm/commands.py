@@ -1,0 +1,161 @@
+"""Slurm's own commands, run against one cluster (``SLURM_CONF``): what the executor asks and
+tells Slurm, parsed into plain data. Every call has a timeout; a command that fails raises
+``SlurmCommandFailed`` with what it printed."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from topoq.discovery.hostlist import expand_hostlist
+from topoq.domain.errors import TopoqError
+
+COMMAND_TIMEOUT_S = 30.0
+
+
+class SlurmCommandFailed(TopoqError):
+    """A Slurm command could not be run or exited non-zero."""
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """One job (or heterogeneous component) as ``squeue --json`` shows it."""
+
+    job_id: int
+    comment: str
+    state: str
+    """``PENDING``, ``RUNNING``, ``COMPLETED``, ``FAILED``, ``CANCELLED``, ``NODE_FAIL``, …"""
+    nodes: tuple[str, ...]
+    exit_status: int
+    """The batch script's raw wait status (``exit_code`` of ``squeue --json``)."""
+    reason: str
+    het_offset: int = 0
+
+    @property
+    def exit_code(self) -> int:
+        """The status as a shell says it: the code, or 128 + the signal that ended it."""
+        signal = self.exit_status & 0x7F
+        return 128 + signal if signal else (self.exit_status >> 8) & 0xFF
+
+
+@dataclass(frozen=True)
+class SlurmNode:
+    """One node as ``sinfo --json`` shows it."""
+
+    name: str
+    address: str
+    cpus: int
+    memory_mb: int
+    gpus: int
+    state: str
+    flags: tuple[str, ...]
+    partitions: tuple[str, ...]
+
+
+class SlurmCommands:
+    """Runs Slurm's commands with ``SLURM_CONF`` set to ``slurm_conf`` (the environment's
+    when None)."""
+
+    def __init__(self, slurm_conf: Path | str | None = None) -> None:
+        self.environment = dict(os.environ)
+        if slurm_conf is not None:
+            self.environment["SLURM_CONF"] = str(slurm_conf)
+
+    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> str:
+        try:
+            done = subprocess.run(
+                list(argv),
+                input=stdin,
+                env=self.environment,
+                capture_output=True,
+                text=True,
+                timeout=COMMAND_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise SlurmCommandFailed(f"{argv[0]} could not run: {error}") from None
+        if done.returncode != 0:
+            said = (done.stderr or done.stdout).strip().splitlines()
+            raise SlurmCommandFailed(
+                f"{' '.join(argv[:2])} failed: {said[-1] if said else done.returncode}"
+            )
+        return done.stdout
+
+    def submit(self, options: Sequence[str], script: Path, environment: Mapping[str, str]) -> int:
+        """``sbatch --parsable OPTIONS SCRIPT``; the job's id."""
+        saved = self.environment
+        self.environment = {**saved, **environment}
+        try:
+            out = self.run(["sbatch", "--parsable", *options, str(script)])
+        finally:
+            self.environment = saved
+        first = out.strip().split(";")[0]
+        if not first.isdigit():
+            raise SlurmCommandFailed(f"sbatch answered {out.strip()!r}, not a job id")
+        return int(first)
+
+    def jobs(self, partition: str) -> list[SlurmJob]:
+        """Every job of ``partition`` Slurm still knows (running, pending and recently ended)."""
+        found = json.loads(
+            self.run(["squeue", "--json", "--states=all", f"--partition={partition}"])
+        )
+        return [_job(entry) for entry in found.get("jobs", [])]
+
+    def nodes(self) -> list[SlurmNode]:
+        found = json.loads(self.run(["sinfo", "--json"]))
+        return [_node(entry) for entry in found.get("nodes", [])]
+
+    def cancel(self, job_ids: Sequence[int], *, signal: str | None = None) -> None:
+        """``scancel`` the jobs (with ``signal``: only signal their steps)."""
+        if not job_ids:
+            return
+        options = [f"--signal={signal}"] if signal else []
+        self.run(["scancel", *options, *map(str, job_ids)])
+
+    def set_node_state(self, node: str, state: str, reason: str) -> None:
+        self.run(["scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={reason}"])
+
+    def topology(self) -> str:
+        """``scontrol show topology``: topology.conf's switches as Slurm reads them."""
+        return self.run(["scontrol", "show", "topology"])
+
+
+def _job(entry: Mapping[str, Any]) -> SlurmJob:
+    nodes = entry.get("nodes") or ""
+    return SlurmJob(
+        job_id=int(entry["job_id"]),
+        comment=str(entry.get("comment") or ""),
+        state=str(entry.get("job_state") or ""),
+        nodes=tuple(expand_hostlist(nodes)) if nodes else (),
+        exit_status=int(entry.get("exit_code") or 0),
+        reason=str(entry.get("state_reason") or ""),
+        het_offset=int(entry.get("het_job_offset") or 0),
+    )
+
+
+def _node(entry: Mapping[str, Any]) -> SlurmNode:
+    return SlurmNode(
+        name=str(entry["name"]),
+        address=str(entry.get("address") or entry["name"]),
+        cpus=int(entry.get("cpus") or 0),
+        memory_mb=int(entry.get("real_memory") or 0),
+        gpus=gpus_of(str(entry.get("gres") or "")),
+        state=str(entry.get("state") or "").lower(),
+        flags=tuple(str(flag).upper() for flag in entry.get("state_flags") or ()),
+        partitions=tuple(entry.get("partitions") or ()),
+    )
+
+
+def gpus_of(gres: str) -> int:
+    """The GPUs a node's ``gres`` names (``gpu:8``, ``gpu:h100:8(S:0-1)``, …)."""
+    total = 0
+    for item in gres.split(","):
+        parts = item.split("(")[0].split(":")
+        if parts[0] == "gpu" and parts[-1].isdigit():
+            total += int(parts[-1])
+    return total

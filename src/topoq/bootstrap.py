@@ -84,6 +84,7 @@ from topoq.executors.kubernetes.plugin import check_rates
 from topoq.executors.local import checked_log_limit
 from topoq.executors.local.layout import write_private_text
 from topoq.executors.registry import log_reader, make_executor, plugin
+from topoq.executors.slurm.plugin import slurm_topology
 from topoq.server_environment import (
     DATABASE_URL_ENV,
     RUNS_DIRECTORY,
@@ -121,6 +122,7 @@ layers, then the hostname (as a Kueue Topology for HyperPod lists them)."""
 DEFAULT_KUBERNETES_QPS = 50.0
 DEFAULT_KUBERNETES_BURST = 100
 DEFAULT_KUBERNETES_CONCURRENCY = 8
+DEFAULT_SLURM_PARTITION = "topoq"
 
 
 @dataclass(frozen=True)
@@ -139,6 +141,10 @@ class ClusterAccess:
     """Connections that make and delete objects at once."""
     cluster_jobs: bool = True
     """Take in the cluster's own suspended Jobs that name a queue (docs/executors.md)."""
+    slurm_conf: Path | None = None
+    """``--executor slurm``: the cluster's slurm.conf (default: ``$SLURM_CONF``)."""
+    slurm_partition: str = DEFAULT_SLURM_PARTITION
+    """``--executor slurm``: the partition topoq owns and submits to."""
 
     def __post_init__(self) -> None:
         check_rates(self.qps, self.burst, self.concurrency)  # before anything is stored
@@ -160,6 +166,10 @@ class ClusterAccess:
         found = (
             ["--topology-levels", ",".join(self.topology_levels)] if self.topology_levels else []
         )
+        if self.slurm_conf is not None:
+            found += ["--slurm-conf", str(self.slurm_conf)]
+        if self.slurm_partition != DEFAULT_SLURM_PARTITION:
+            found += ["--slurm-partition", self.slurm_partition]
         return found
 
 
@@ -186,6 +196,8 @@ def cluster_topology(
         return TopologySpec(
             cluster.topology.name if cluster_file else executor_name, access.topology_levels
         )
+    if cluster_file is None and executor_name == "slurm":
+        return slurm_topology(access.slurm_conf)
     if cluster_file is None and plugin(executor_name).capabilities.reports_inventory:
         return TopologySpec(executor_name, KUBERNETES_LEVELS)
     return cluster.topology
@@ -461,6 +473,12 @@ def _executor_options(name: str, data_dir: Path, access: ClusterAccess) -> dict[
         return {"work_dir": data_dir / RUNS_DIRECTORY}
     if name == "kubernetes":
         return access.executor_options()
+    if name == "slurm":
+        return {
+            "work_dir": data_dir / RUNS_DIRECTORY,
+            "slurm_conf": access.slurm_conf,
+            "partition": access.slurm_partition,
+        }
     return {}
 
 
@@ -794,6 +812,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--kube-burst", type=int, default=DEFAULT_KUBERNETES_BURST)
     parser.add_argument("--kube-concurrency", type=int, default=DEFAULT_KUBERNETES_CONCURRENCY)
     parser.add_argument("--no-cluster-jobs", action="store_true")
+    parser.add_argument("--slurm-conf", default=None)
+    parser.add_argument("--slurm-partition", default=DEFAULT_SLURM_PARTITION)
     parser.add_argument(SPARE_FD_OPTION, type=int, help=argparse.SUPPRESS)
     parser.add_argument("--log-format", choices=LOG_FORMATS, default=DEFAULT_LOG_FORMAT)
     parser.add_argument("--log-level", choices=LOG_LEVELS, default=DEFAULT_LOG_LEVEL)
@@ -839,6 +859,8 @@ def _run(args: argparse.Namespace) -> None:
         burst=args.kube_burst,
         concurrency=args.kube_concurrency,
         cluster_jobs=not args.no_cluster_jobs,
+        slurm_conf=Path(args.slurm_conf).resolve() if args.slurm_conf else None,
+        slurm_partition=args.slurm_partition,
     )
     if args.api_process:
         serve_api(

@@ -58,8 +58,9 @@ def register(app: typer.Typer) -> None:
         executor: Annotated[
             str,
             typer.Option(
-                help="local (each pod a process here) or kubernetes (each pod a Pod on the "
-                "cluster of --kubeconfig)."
+                help="local (each pod a process here), kubernetes (each pod a Pod on the "
+                "cluster of --kubeconfig) or slurm (each gang a Slurm job on the cluster of "
+                "--slurm-conf)."
             ),
         ] = "local",
         kubeconfig: Annotated[
@@ -113,6 +114,18 @@ def register(app: typer.Typer) -> None:
                 "name a team's queue (kueue.x-k8s.io/queue-name; docs/executors.md)."
             ),
         ] = True,
+        slurm_conf: Annotated[
+            Path | None,
+            typer.Option(
+                help="With --executor slurm: the cluster's slurm.conf (default: SLURM_CONF); "
+                "its topology.conf beside it gives the switches.",
+                show_default=False,
+            ),
+        ] = None,
+        slurm_partition: Annotated[
+            str,
+            typer.Option(help="With --executor slurm: the partition topoq owns and submits to."),
+        ] = "topoq",
         api_workers: Annotated[
             int,
             typer.Option(
@@ -192,6 +205,8 @@ def register(app: typer.Typer) -> None:
                     burst=kube_burst,
                     concurrency=kube_concurrency,
                     cluster_jobs=cluster_jobs,
+                    slurm_conf=slurm_conf.resolve() if slurm_conf is not None else None,
+                    slurm_partition=slurm_partition,
                 ),
                 LogSettings(log_format, log_level, access_log),
                 keep_pods_on_exit=keep_pods_on_exit,

@@ -18,6 +18,7 @@ from topoq.engine.ports import Executor, ExecutorCapabilities, LogReader
 from topoq.executors.kubernetes.plugin import KUBERNETES_CAPABILITIES, kubernetes_executor
 from topoq.executors.local import LOCAL_CAPABILITIES, LocalExecutor
 from topoq.executors.local.logfiles import read_logs
+from topoq.executors.slurm.plugin import SLURM_CAPABILITIES, slurm_executor
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,13 @@ PLUGINS: Mapping[str, ExecutorPlugin] = MappingProxyType(
                 kubernetes_executor,
                 None,
                 "each pod a Pod bound to its node on a Kubernetes cluster",
+            ),
+            ExecutorPlugin(
+                "slurm",
+                SLURM_CAPABILITIES,
+                slurm_executor,
+                lambda work_dir, **_: partial(read_logs, Path(work_dir)),
+                "each gang a Slurm job pinned to its placed nodes",
             ),
         )
     }

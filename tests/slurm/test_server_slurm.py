@@ -22,8 +22,8 @@ from topoq.testbeds.slurm import SlurmBed, node_states, run_slurm, wait_until_id
 from topoq.testing.server import RunningServer, running_server
 
 POLICY = Path(__file__).resolve().parents[2] / "examples" / "policies" / "slurm.yaml"
-LEAF = "topology.topoq.io/slurm-switch-2"
-SPINE = "topology.topoq.io/slurm-switch-1"
+LEAF = "topology.topoq.io/slurm-switch-3"
+SPINE = "topology.topoq.io/slurm-switch-2"
 SAY_WHERE = (
     "echo rank=$RANK world=$WORLD_SIZE procid=$SLURM_PROCID node=$SLURMD_NODENAME "
     "topoq_node=$TOPOQ_NODE master=$MASTER_ADDR hosts=$TOPOQ_HOSTS gpus=$CUDA_VISIBLE_DEVICES"
@@ -162,22 +162,24 @@ def test_a_node_set_down_under_a_running_gang_requeues_it_onto_healthy_nodes(
 ) -> None:
     http = api(server)
     wait_until(lambda: len(http.get("/nodes").json()) == 16, 20, "Slurm's nodes")
-    submit(http, "hit", "vision", 4, "sleep 600")
-    wait_until(lambda: phase_is(http, "hit", "running"), 30, "the gang to run")
-    first = placed_nodes(http, "hit")
+    submit(http, "off-a-down-node", "vision", 4, "sleep 600")
+    wait_until(lambda: phase_is(http, "off-a-down-node", "running"), 30, "the gang to run")
+    first = placed_nodes(http, "off-a-down-node")
     run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={first[1]}", "State=DOWN", "Reason=x"])
     wait_until(
-        lambda: phase_is(http, "hit", "running") and placed_nodes(http, "hit") != first,
+        lambda: phase_is(http, "off-a-down-node", "running") and placed_nodes(http, "off-a-down-node") != first,
         60,
         "the gang to run again elsewhere",
     )
-    again = placed_nodes(http, "hit")
+    again = placed_nodes(http, "off-a-down-node")
     assert first[1] not in again and len(set(again)) == 4
-    runs = slurm_jobs(slurm_bed, "hit")
-    assert sorted(r["JobState"] for r in runs) == ["NODE_FAIL", "RUNNING"]
+    runs = slurm_jobs(slurm_bed, "off-a-down-node")
+    assert sorted(r["JobState"] for r in runs) == ["NODE_FAIL", "RUNNING"], [
+        (r["JobId"], r["JobState"], r["NodeList"], r["Comment"], r.get("Reason")) for r in runs
+    ]
     [running] = [r for r in runs if r["JobState"] == "RUNNING"]
     assert sorted(expand_hostlist(running["NodeList"])) == again
-    assert running["Comment"] == "topoq:2:vision:hit"
+    assert running["Comment"] == "topoq:2:vision:off-a-down-node"
 
 
 def test_reclaim_stops_the_borrower_with_sigterm_before_the_lender_starts(

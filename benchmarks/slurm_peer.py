@@ -139,7 +139,11 @@ def run_slurm_mode(bed: SlurmBed, gangs: list[Gang], per_leaf: int) -> list[Ran]
     return _collect(bed, gangs, submitted, lambda job: str(job["name"]))
 
 
-def run_topoq_mode(bed: SlurmBed, gangs: list[Gang], directory: Path, leaf_level: str) -> list[Ran]:
+def run_topoq_mode(
+    bed: SlurmBed, gangs: list[Gang], directory: Path, leaf_level: str, admitted: dict[str, float]
+) -> list[Ran]:
+    """The stream through a real topoq server; ``admitted`` gets when topoq admitted each gang
+    (to split its wait into topoq's decision and Slurm's start)."""
     directory.mkdir(parents=True, exist_ok=True)
     policy = directory / "policy.yaml"
     policy.write_text(POLICY % (len(bed.nodes) * GPUS))
@@ -161,6 +165,8 @@ def run_topoq_mode(bed: SlurmBed, gangs: list[Gang], directory: Path, leaf_level
                 raise SystemExit(f"error: topoq refused {gang.name}: {answer.text}")
             submitted[gang.name] = time.time()
         _wait_for(lambda: _all_done(http, gangs), 1800)
+        for gang in gangs:  # the last admission: a requeued gang's latest
+            admitted[gang.name] = float(http.get(f"/jobs/{gang.name}").json()["admittedAt"])
     return _collect(bed, gangs, submitted, _topoq_name)
 
 
@@ -346,14 +352,31 @@ def main(argv: list[str] | None = None) -> int:
             wait_until_idle(bed)
             tiers = 3 if args.leaves > LEAVES_PER_SPINE else 2  # a root above several spines
             leaf_level = f"topology.topoq.io/slurm-switch-{tiers}"
-            topoq = run_topoq_mode(bed, gangs, directory / "topoq", leaf_level)
+            admitted: dict[str, float] = {}
+            topoq = run_topoq_mode(bed, gangs, directory / "topoq", leaf_level, admitted)
         finally:
             tear_down(directory / "bed")
     rows = [summarize("slurm", slurm, leaf, total), summarize("topoq", topoq, leaf, total)]
     print(render(rows, args.markdown))
     for line in ratios(rows):
         print(line)
+    print(wait_split(topoq, admitted))
     return 0
+
+
+def wait_split(runs: list[Ran], admitted: dict[str, float]) -> str:
+    """Where topoq's gangs waited: submission to admission (topoq's queue) and admission to
+    the Slurm job's start (the controller's step, ``sbatch`` and Slurm starting it)."""
+    queued = [admitted[r.gang.name] - r.submitted for r in runs if r.gang.name in admitted]
+    starting = [r.started - admitted[r.gang.name] for r in runs if r.gang.name in admitted]
+    if not queued:
+        return "topoq: no admission times"
+    return (
+        f"topoq's wait: submission to admission {statistics.fmean(queued):.1f} s mean, "
+        f"admission to Slurm's start {statistics.fmean(starting):.1f} s mean "
+        f"(p95 {sorted(starting)[math.ceil(0.95 * len(starting)) - 1]:.1f} s; Slurm's start "
+        "times are whole seconds)"
+    )
 
 
 if __name__ == "__main__":

@@ -205,19 +205,24 @@ class SlurmExecutor:
         self.cancel_all([job])
 
     def cancel_all(self, jobs: Sequence[JobId]) -> None:
-        """Cancel the jobs' Slurm jobs and return once Slurm says each ended; no event."""
+        """Cancel the jobs' Slurm jobs and return once Slurm says each ended; no event. The
+        gangs are let go only then: a call that failed leaves them known, to be cancelled
+        again by the next call."""
         with self._lock:
             gangs = [
-                g
-                for j in jobs
-                for g in (self._gangs.pop(j, None), self._stopping.pop(j, None))
-                if g
+                gang
+                for job in jobs
+                for gang in (self._gangs.get(job), self._stopping.get(job))
+                if gang is not None
             ]
             ids = [gang.slurm_id for gang in gangs]
             if not ids:
                 return
             self._slurm.cancel(ids)
             self._wait_ended(set(ids))
+            for job in jobs:
+                self._gangs.pop(job, None)
+                self._stopping.pop(job, None)
 
     def _wait_ended(self, ids: set[int]) -> None:
         deadline = time.monotonic() + CANCEL_PATIENCE_S

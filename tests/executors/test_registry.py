@@ -24,8 +24,17 @@ def test_the_local_executor_is_registered(tmp_path: Path) -> None:
 
 
 def test_an_unknown_executor_is_refused_with_the_known_names() -> None:
-    with pytest.raises(InvalidInputError, match=r"no executor is called 'slurm'.*known.*local"):
-        make_executor("slurm")
+    with pytest.raises(InvalidInputError, match=r"no executor is called 'ray'.*known.*local"):
+        make_executor("ray")
+
+
+def test_slurm_is_registered_and_refuses_to_start_without_slurms_commands(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert "slurm" in EXECUTORS
+    monkeypatch.setenv("PATH", str(tmp_path))  # no sbatch, squeue, … here
+    with pytest.raises(InvalidInputError, match=r"needs Slurm's commands .*sbatch"):
+        make_executor("slurm", work_dir=tmp_path)
 
 
 def test_wrong_options_are_refused_with_the_options_it_takes() -> None:

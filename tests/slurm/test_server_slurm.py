@@ -21,6 +21,8 @@ from topoq.discovery.hostlist import expand_hostlist
 from topoq.testbeds.slurm import SlurmBed, node_states, run_slurm, wait_until_idle
 from topoq.testing.server import RunningServer, running_server
 
+LOST = "off-a-down-node"
+"""A job name the executor contract does not use (Slurm keeps ended jobs for ten minutes)."""
 POLICY = Path(__file__).resolve().parents[2] / "examples" / "policies" / "slurm.yaml"
 LEAF = "topology.topoq.io/slurm-switch-3"
 SPINE = "topology.topoq.io/slurm-switch-2"
@@ -162,24 +164,24 @@ def test_a_node_set_down_under_a_running_gang_requeues_it_onto_healthy_nodes(
 ) -> None:
     http = api(server)
     wait_until(lambda: len(http.get("/nodes").json()) == 16, 20, "Slurm's nodes")
-    submit(http, "off-a-down-node", "vision", 4, "sleep 600")
-    wait_until(lambda: phase_is(http, "off-a-down-node", "running"), 30, "the gang to run")
-    first = placed_nodes(http, "off-a-down-node")
+    submit(http, LOST, "vision", 4, "sleep 600")
+    wait_until(lambda: phase_is(http, LOST, "running"), 30, "the gang to run")
+    first = placed_nodes(http, LOST)
     run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={first[1]}", "State=DOWN", "Reason=x"])
     wait_until(
-        lambda: phase_is(http, "off-a-down-node", "running") and placed_nodes(http, "off-a-down-node") != first,
+        lambda: phase_is(http, LOST, "running") and placed_nodes(http, LOST) != first,
         60,
         "the gang to run again elsewhere",
     )
-    again = placed_nodes(http, "off-a-down-node")
+    again = placed_nodes(http, LOST)
     assert first[1] not in again and len(set(again)) == 4
-    runs = slurm_jobs(slurm_bed, "off-a-down-node")
+    runs = slurm_jobs(slurm_bed, LOST)
     assert sorted(r["JobState"] for r in runs) == ["NODE_FAIL", "RUNNING"], [
         (r["JobId"], r["JobState"], r["NodeList"], r["Comment"], r.get("Reason")) for r in runs
     ]
     [running] = [r for r in runs if r["JobState"] == "RUNNING"]
     assert sorted(expand_hostlist(running["NodeList"])) == again
-    assert running["Comment"] == "topoq:2:vision:off-a-down-node"
+    assert running["Comment"] == f"topoq:2:vision:{LOST}"
 
 
 def test_reclaim_stops_the_borrower_with_sigterm_before_the_lender_starts(

@@ -168,11 +168,12 @@ def test_a_node_set_down_under_a_running_gang_requeues_it_onto_healthy_nodes(
     wait_until(lambda: phase_is(http, LOST, "running"), 30, "the gang to run")
     first = placed_nodes(http, LOST)
     run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={first[1]}", "State=DOWN", "Reason=x"])
-    wait_until(
-        lambda: phase_is(http, LOST, "running") and placed_nodes(http, LOST) != first,
-        60,
-        "the gang to run again elsewhere",
-    )
+
+    def running_elsewhere() -> bool:
+        now = job(http, LOST)  # one read: a requeue between two would leave no allocation
+        return now["phase"] == "running" and sorted(now["allocation"]["nodes"]) != first
+
+    wait_until(running_elsewhere, 60, "the gang to run again elsewhere")
     again = placed_nodes(http, LOST)
     assert first[1] not in again and len(set(again)) == 4
     runs = slurm_jobs(slurm_bed, LOST)

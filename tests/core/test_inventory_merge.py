@@ -36,3 +36,10 @@ def test_new_nodes_and_a_first_report_are_taken_as_reported() -> None:
     reported = [node(A), replace(node(B), labels={"zone": "z"})]
     assert merged_inventory(reported, {}, {A: node(A, unschedulable=True)}) == reported
     assert merged_inventory(reported, {A: node(A)}, {}) == reported
+
+
+def test_a_node_the_cluster_reports_not_ready_stays_failed_whatever_topoq_set() -> None:
+    previous = {A: node(A, ready=False)}
+    stored = {A: node(A, ready=True)}  # topoq node recover, while the cluster still says down
+    [merged] = merged_inventory([node(A, ready=False)], previous, stored)
+    assert merged.ready is False  # a gang placed there could not start

@@ -4,7 +4,10 @@ sides: on the cluster (``kubectl cordon``, a node gone NotReady) and in topoq (`
 cordon``, ``topoq node fail``). The executor's report replaces the nodes, but a flag the
 cluster did not change since its previous report keeps the value topoq stored, so that a
 cordon or a failure set through topoq is not undone by the next report of an unrelated change.
-The side that changed last wins: a flag the cluster changed takes the cluster's value."""
+The side that changed last wins: a flag the cluster changed takes the cluster's value. One
+exception: a node the cluster reports not ready is not ready in topoq, whatever topoq set —
+nothing can run there (a NotReady kubelet, a node Slurm holds DOWN), and a ``topoq node
+recover`` that outlived the report would only send gangs to a node that cannot start them."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def merged_inventory(
         unschedulable, ready = node.unschedulable, node.ready
         if node.unschedulable == before.unschedulable:  # the cluster left it: topoq's stands
             unschedulable = kept.unschedulable
-        if node.ready == before.ready:
+        if node.ready == before.ready and node.ready:  # the cluster's "not ready" always wins
             ready = kept.ready
         changed = (unschedulable, ready) != (node.unschedulable, node.ready)
         merged.append(replace(node, unschedulable=unschedulable, ready=ready) if changed else node)

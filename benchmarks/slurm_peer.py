@@ -52,9 +52,9 @@ from topoq.testbeds.slurm import (
     SlurmBed,
     SlurmShape,
     bring_up,
+    reset,
     run_slurm,
     tear_down,
-    wait_until_idle,
 )
 from topoq.testing.server import running_server
 
@@ -348,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
             leaf = leaf_of(list(bed.nodes), args.nodes_per_leaf)
             total = len(bed.nodes) * GPUS
             slurm = run_slurm_mode(bed, gangs, args.nodes_per_leaf)
-            run_slurm(bed, ["scancel", f"--partition={bed.partition}"], check=False)
-            wait_until_idle(bed)
+            reset(bed)
             tiers = 3 if args.leaves > LEAVES_PER_SPINE else 2  # a root above several spines
             leaf_level = f"topology.topoq.io/slurm-switch-{tiers}"
             admitted: dict[str, float] = {}

@@ -11,7 +11,7 @@ import pytest
 
 from tests.executors.contract import ExecutorContract, ExecutorFactory
 from topoq.executors.slurm.executor import SlurmExecutor
-from topoq.testbeds.slurm import SlurmBed, node_states, run_slurm, wait_until_idle
+from topoq.testbeds.slurm import SlurmBed, reset
 
 
 class TestSlurmContract(ExecutorContract):
@@ -22,8 +22,4 @@ class TestSlurmContract(ExecutorContract):
     @pytest.fixture(autouse=True)
     def nothing_left(self, slurm_bed: SlurmBed) -> Iterator[None]:
         yield
-        run_slurm(slurm_bed, ["scancel", f"--partition={slurm_bed.partition}"], check=False)
-        for node, state in node_states(slurm_bed).items():
-            if state.startswith(("down", "drain")):
-                run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-        wait_until_idle(slurm_bed)
+        reset(slurm_bed)

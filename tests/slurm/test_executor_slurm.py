@@ -12,17 +12,13 @@ from tests.executors.contract import SLEEP
 from tests.executors.launches import gang, place, poll_until, python
 from topoq.engine.ports import ExecutorEventKind
 from topoq.executors.slurm.executor import SlurmExecutor
-from topoq.testbeds.slurm import SlurmBed, node_states, run_slurm, wait_until_idle
+from topoq.testbeds.slurm import SlurmBed, reset, run_slurm
 
 
 @pytest.fixture
 def executor(slurm_bed: SlurmBed, tmp_path: Path) -> Iterator[SlurmExecutor]:
     yield SlurmExecutor(tmp_path / "work", slurm_bed.slurm_conf)
-    run_slurm(slurm_bed, ["scancel", f"--partition={slurm_bed.partition}"], check=False)
-    for node, state in node_states(slurm_bed).items():
-        if state.startswith(("down", "drain")):
-            run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-    wait_until_idle(slurm_bed)
+    reset(slurm_bed)
 
 
 def test_a_gang_slurm_will_not_start_on_its_nodes_is_reported_and_cancelled(

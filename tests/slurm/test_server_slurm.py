@@ -18,7 +18,7 @@ import pytest
 
 from tests.executors.launches import wait_until
 from topoq.discovery.hostlist import expand_hostlist
-from topoq.testbeds.slurm import SlurmBed, node_states, run_slurm, wait_until_idle
+from topoq.testbeds.slurm import SlurmBed, reset, run_slurm
 from topoq.testing.server import RunningServer, running_server
 
 LOST = "off-a-down-node"
@@ -107,11 +107,7 @@ def server(slurm_bed: SlurmBed, tmp_path: Path) -> Iterator[RunningServer]:
     options = ["--executor", "slurm", "--slurm-conf", str(slurm_bed.slurm_conf)]
     with running_server(tmp_path / "data", *options, policy=POLICY) as running:
         yield running
-    run_slurm(slurm_bed, ["scancel", f"--partition={slurm_bed.partition}"], check=False)
-    for node, state in node_states(slurm_bed).items():
-        if state.startswith(("down", "drain")):
-            run_slurm(slurm_bed, ["scontrol", "update", f"NodeName={node}", "State=RESUME"])
-    wait_until_idle(slurm_bed)
+    reset(slurm_bed)
 
 
 def test_a_gang_is_one_slurm_job_on_exactly_its_placed_nodes_with_its_ranks(

@@ -289,6 +289,16 @@ def wait_until_idle(bed: SlurmBed, timeout_s: float = 60.0) -> None:
     )
 
 
+def reset(bed: SlurmBed) -> None:
+    """The bed as it came up: every job of its partition cancelled, every node that is down or
+    drained resumed, and every node idle again (between tests)."""
+    run_slurm(bed, ["scancel", f"--partition={bed.partition}"], check=False)
+    for node, state in node_states(bed).items():
+        if state.startswith(("down", "drain")):
+            run_slurm(bed, ["scontrol", "update", f"NodeName={node}", "State=RESUME"])
+    wait_until_idle(bed)
+
+
 def _all_idle(bed: SlurmBed) -> bool:
     states = node_states(bed)
     return len(states) == len(bed.nodes) and all(s == "idle" for s in states.values())

@@ -66,12 +66,12 @@ class SlurmCommands:
         if slurm_conf is not None:
             self.environment["SLURM_CONF"] = str(slurm_conf)
 
-    def run(self, argv: Sequence[str], *, stdin: str | None = None) -> str:
+    def run(self, argv: Sequence[str], *, environment: Mapping[str, str] | None = None) -> str:
+        """``argv``'s output (``environment``: variables beside the executor's own)."""
         try:
             done = subprocess.run(
                 list(argv),
-                input=stdin,
-                env=self.environment,
+                env={**self.environment, **environment} if environment else self.environment,
                 capture_output=True,
                 text=True,
                 timeout=COMMAND_TIMEOUT_S,
@@ -88,12 +88,7 @@ class SlurmCommands:
 
     def submit(self, options: Sequence[str], script: Path, environment: Mapping[str, str]) -> int:
         """``sbatch --parsable OPTIONS SCRIPT``; the job's id."""
-        saved = self.environment
-        self.environment = {**saved, **environment}
-        try:
-            out = self.run(["sbatch", "--parsable", *options, str(script)])
-        finally:
-            self.environment = saved
+        out = self.run(["sbatch", "--parsable", *options, str(script)], environment=environment)
         first = out.strip().split(";")[0]
         if not first.isdigit():
             raise SlurmCommandFailed(f"sbatch answered {out.strip()!r}, not a job id")

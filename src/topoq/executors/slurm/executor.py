@@ -31,8 +31,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
-from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId
 from topoq.domain.node import NodeSpec
 from topoq.domain.quantity import CPU, MEMORY, NVIDIA_GPU
@@ -55,6 +53,7 @@ from topoq.executors.local.layout import (
 from topoq.executors.local.logfiles import MANIFEST, read_logs, write_manifest
 from topoq.executors.slurm.batch import batch_plan, gpus_of, owner_of, started_marker
 from topoq.executors.slurm.commands import SlurmCommandFailed, SlurmCommands, SlurmJob, SlurmNode
+from topoq.executors.slurm.topology import TopologyFile, topology_conf_of
 
 SLURM_CAPABILITIES = ExecutorCapabilities(
     "slurm",
@@ -118,13 +117,8 @@ class SlurmExecutor:
         self.work_dir = Path(work_dir)
         self.partition = partition
         self._slurm = SlurmCommands(slurm_conf)
-        conf = slurm_conf or self._slurm.environment.get("SLURM_CONF")
-        self._topology_conf = (
-            Path(topology_conf)
-            if topology_conf is not None
-            else Path(conf).parent / "topology.conf"
-            if conf
-            else Path("/etc/slurm/topology.conf")
+        self._topology = TopologyFile(
+            Path(topology_conf) if topology_conf is not None else topology_conf_of(slurm_conf)
         )
         self._start_deadline_s = start_deadline_s
         self._clock = clock
@@ -365,26 +359,10 @@ class SlurmExecutor:
     def _read_nodes(self) -> list[NodeSpec]:
         slurm_nodes = {n.name: n for n in self._slurm.nodes() if self.partition in n.partitions}
         self._addresses = {name: node.address for name, node in slurm_nodes.items()}
-        try:
-            topology = parse_topology_conf(
-                self._topology_conf.read_text(), source=str(self._topology_conf)
-            )
-        except OSError as error:
-            raise InvalidInputError(
-                f"cannot read the cluster's topology.conf: {error}",
-                where="--slurm-topology",
-                hint="give the path of the topology.conf slurmctld reads",
-            ) from None
-        placed, _ = cluster_from_slurm(topology, node_resources=Resources())
+        placed, _ = self._topology.cluster()
         return [
             _node_spec(spec, slurm_nodes[spec.name]) for spec in placed if spec.name in slurm_nodes
         ]
-
-    def topology_spec(self):  # type: ignore[no-untyped-def]
-        topology = parse_topology_conf(
-            self._topology_conf.read_text(), source=str(self._topology_conf)
-        )
-        return cluster_from_slurm(topology, node_resources=Resources())[1]
 
     def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
         """Watch again the Slurm jobs of the gangs ``holding`` names (job → attempt); cancel
@@ -427,14 +405,12 @@ def _node_spec(placed: NodeSpec, node: SlurmNode) -> NodeSpec:
             **({NVIDIA_GPU: node.gpus} if node.gpus else {}),
         }
     )
-    failed = (
-        node.state in ("down", "unknown", "future")
-        or "NOT_RESPONDING" in node.flags
-        or any(flag in ("DOWN",) for flag in node.flags)
+    failed = node.state in ("down", "unknown", "future") or bool(
+        {"DOWN", "NOT_RESPONDING"} & set(node.flags)
     )
-    cordoned = any(
-        flag in ("DRAIN", "DRAINING", "DRAINED") for flag in node.flags
-    ) or node.state.startswith("drain")
+    cordoned = node.state.startswith("drain") or bool(
+        {"DRAIN", "DRAINING", "DRAINED"} & set(node.flags)
+    )
     return NodeSpec(
         placed.name,
         labels=placed.labels,

@@ -4,16 +4,14 @@ levels its nodes carry (from the cluster's topology.conf)."""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
-from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.executors.slurm.commands import SlurmCommandFailed, SlurmCommands
 from topoq.executors.slurm.executor import SLURM_CAPABILITIES, SlurmExecutor
+from topoq.executors.slurm.topology import read_topology, topology_conf_of
 
 __all__ = ["SLURM_CAPABILITIES", "slurm_executor", "slurm_topology", "topology_conf_of"]
 
@@ -24,29 +22,10 @@ INSTALL_HINT = (
 )
 
 
-def topology_conf_of(slurm_conf: Path | str | None) -> Path:
-    """The topology.conf slurmctld reads beside ``slurm_conf`` (``$SLURM_CONF``, else
-    /etc/slurm/slurm.conf)."""
-    conf = slurm_conf or os.environ.get("SLURM_CONF") or "/etc/slurm/slurm.conf"
-    return Path(conf).parent / "topology.conf"
-
-
 def slurm_topology(slurm_conf: Path | str | None) -> TopologySpec:
     """The levels the server places by: the cluster's switches (``topology/tree``) or blocks,
     then the node."""
-    path = topology_conf_of(slurm_conf)
-    try:
-        text = path.read_text()
-    except OSError as error:
-        raise InvalidInputError(
-            f"cannot read the Slurm cluster's topology.conf ({path}): {error.strerror}",
-            where="--slurm-conf",
-            hint="topoq places by the switches of topology.conf beside slurm.conf "
-            "(TopologyPlugin=topology/tree)",
-        ) from None
-    return cluster_from_slurm(
-        parse_topology_conf(text, source=str(path)), node_resources=Resources()
-    )[1]
+    return read_topology(topology_conf_of(slurm_conf))[1]
 
 
 def slurm_executor(

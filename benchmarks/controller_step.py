@@ -15,8 +15,8 @@ local executor's ``poll`` would, and reports STARTED for the gangs the previous 
 The virtual clock moves one second per step.
 
 Between steps the benchmark does what the revision's controller process does
-(``bootstrap.GarbageBetweenSteps``, when it has it: frozen survivors, full collections between
-steps). The executor records launches instead of running processes
+(``topoq.server.loop.GarbageBetweenSteps``, when it has it: frozen survivors, full
+collections between steps). The executor records launches instead of running processes
 (``testing.fakes.ScriptedExecutor``): the local executor would run one process per pod, some
 4,000 of them on a full cluster, which measures the machine rather than the step; the
 executor's calls are the same either way.
@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import random
@@ -54,7 +55,6 @@ from rich.table import Table
 
 import topoq.engine.controller as controller_module
 from benchmarks.cycle import SHAPES, child_result, extract, parse_scale, workload
-from topoq import bootstrap
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import ExecutorEventKind
@@ -210,12 +210,16 @@ def measure(revision: str, nodes: int, pending: int, steps: int) -> Measured:
 
 def server_garbage() -> Callable[[], None]:
     """What this revision's controller process does about garbage collection at its start
-    and after every step (before ``bootstrap.GarbageBetweenSteps``: nothing)."""
-    keeper: Any = getattr(bootstrap, "GarbageBetweenSteps", None)
-    if keeper is None:
-        return lambda: None
-    bootstrap.settle_garbage_collector()
-    return keeper().after_step  # type: ignore[no-any-return]
+    and after every step (before ``topoq.server.loop.GarbageBetweenSteps``: nothing)."""
+    for module_name in ("topoq.server.loop", "topoq.bootstrap"):  # where a revision has it
+        try:
+            module: Any = importlib.import_module(module_name)
+        except ImportError:
+            continue
+        if hasattr(module, "GarbageBetweenSteps"):
+            module.settle_garbage_collector()
+            return module.GarbageBetweenSteps().after_step  # type: ignore[no-any-return]
+    return lambda: None
 
 
 def _fill(

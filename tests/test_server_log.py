@@ -13,12 +13,9 @@ from collections.abc import Iterator
 import pytest
 
 from topoq.api.access_log import ACCESS_LOGGER
-from topoq.cli.server_app import LOG_FORMAT_CHOICES, LOG_LEVEL_CHOICES
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.event_log import ServerEvent, write_event
 from topoq.server_log import (
-    LOG_FORMATS,
-    LOG_LEVELS,
     LogSettings,
     configure_logging,
     muted,
@@ -203,11 +200,6 @@ def test_a_bad_format_or_level_is_refused_naming_the_option() -> None:
     with pytest.raises(InvalidInputError) as refused:
         LogSettings(level="loud")
     assert refused.value.where == "--log-level"
-
-
-def test_the_cli_offers_the_same_formats_and_levels() -> None:
-    assert LOG_FORMAT_CHOICES == LOG_FORMATS
-    assert LOG_LEVEL_CHOICES == LOG_LEVELS
 
 
 def test_uvicorn_does_not_log_a_second_traceback_of_an_answered_500(

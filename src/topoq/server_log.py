@@ -29,9 +29,8 @@ from typing import IO, Any
 from topoq.api.access_log import ACCESS_LOGGER
 from topoq.domain.errors import InvalidInputError
 from topoq.engine.event_log import EVENT_ATTRIBUTE, FIELDS_ATTRIBUTE, RESERVED_KEYS
+from topoq.server.settings import LOG_FORMATS, LOG_LEVELS
 
-LOG_FORMATS = ("text", "json")
-LOG_LEVELS = ("debug", "info", "warning", "error")
 DEFAULT_LOG_FORMAT = "text"
 DEFAULT_LOG_LEVEL = "info"
 QUIET_LIBRARIES = ("alembic", "httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.asgi")

@@ -21,7 +21,7 @@ import yaml
 from tests.api.conftest import CLUSTER_FILE, POLICY_FILE, small_job
 from tests.api.test_preemption_server import POLICY
 from tests.api.test_server import client, wait_for
-from topoq.bootstrap import WARM_UP_REQUESTS
+from topoq.server.api_process import WARM_UP_REQUESTS
 from topoq.testing.server import RunningServer, running_server
 
 ENVIRONMENT = os.environ | {"TOPOQ_SLEEP_S": "120"}

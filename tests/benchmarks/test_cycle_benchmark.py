@@ -19,7 +19,7 @@ from benchmarks.cycle import (
     run_child,
     table,
 )
-from topoq.bootstrap import GC_YOUNG_THRESHOLD as CONTROLLERS
+from topoq.server.loop import GC_YOUNG_THRESHOLD as CONTROLLERS
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="the baseline is extracted with git")

@@ -162,10 +162,10 @@ def test_expect_stops_the_scene_at_once_when_the_server_is_unreachable() -> None
 
 
 def test_demo_names_the_executors_it_has_and_where_to_get_kubernetes(tmp_path: Path) -> None:
-    unknown = topoq_demo("--quick", "--executor", "slurm", "--data-dir", tmp_path / "a")
+    unknown = topoq_demo("--quick", "--executor", "ray", "--data-dir", tmp_path / "a")
     assert unknown.returncode == 2 and "Traceback" not in unknown.stderr
-    assert unknown.stderr.startswith("error: --executor: no executor 'slurm'")
-    assert "local or kubernetes" in unknown.stderr
+    assert unknown.stderr.startswith("error: --executor: no executor 'ray'")
+    assert "local, kubernetes or slurm" in unknown.stderr
     # without TOPOQ_K8S_ASSETS (topoq_demo clears it) and without --kubeconfig
     missing = topoq_demo("--quick", "--executor", "kubernetes", "--data-dir", tmp_path / "b")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr

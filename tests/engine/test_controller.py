@@ -174,6 +174,30 @@ def test_a_lost_node_requeues_its_gang_and_marks_the_node_failed() -> None:
     assert executor.failed_nodes == [lost]
 
 
+def test_a_recovered_node_is_handed_back_to_the_cluster_once() -> None:
+    c, store, executor = controller()
+    c.step()
+    node = store.nodes()[0].name
+    c.intake.mark_node(node, ready=False, actor="admin")
+    c.step()
+    assert executor.failed_nodes == [node] and executor.recovered_nodes == []
+    c.intake.mark_node(node, ready=True, actor="admin")
+    c.step()
+    c.step()
+    assert executor.recovered_nodes == [node]  # once, not every step
+
+
+def test_a_node_removed_while_failed_is_not_recovered() -> None:
+    c, store, executor = controller()
+    c.step()
+    node = store.nodes()[0]
+    c.intake.mark_node(node.name, ready=False, actor="admin")
+    c.step()
+    store.save_nodes([n for n in store.nodes() if n.name != node.name], actor="admin", now=0.0)
+    c.step()
+    assert executor.recovered_nodes == []
+
+
 def test_a_drained_node_has_its_gangs_stopped_and_placed_elsewhere() -> None:
     c, store, executor = controller()
     c.intake.submit(job("j1", "a", 2).spec, actor="alice")

@@ -283,6 +283,23 @@ class ExecutorContract:
         assert self.still_running(executor, "spared")
         assert not [e for e in of("spared", executor.poll()) if e.kind is not STARTED]
 
+    def test_a_recovered_node_runs_a_gang_again(self, executor: Executor) -> None:
+        if not executor.capabilities.can_fail_nodes:
+            pytest.skip("this executor cannot fail nodes on demand")
+        placed = place(gang("before"))
+        executor.start(self.launch(placed, "before", SLEEP))
+        self.wait_for_pods(executor, "before", 2)
+        node = sorted(placed.allocation("before").nodes)[0]
+        executor.fail_node(node)
+        poll_until(executor, ended("before"))
+        executor.recover_node(node)
+        executor.recover_node(node)  # twice is harmless
+        again = place(gang("after"))
+        assert node in again.allocation("after").nodes
+        executor.start(self.launch(again, "after", SAY_HELLO))
+        events = poll_until(executor, ended("after"), timeout_s=30)
+        assert [e.exit_code for e in of("after", events) if e.kind is EXITED] == [0]
+
     def test_each_pods_output_is_captured(self, executor: Executor) -> None:
         if not executor.capabilities.captures_logs:
             pytest.skip("this executor does not capture logs")

@@ -18,7 +18,7 @@ import pytest
 
 from tests.executors.launches import wait_until
 from topoq.discovery.hostlist import expand_hostlist
-from topoq.testbeds.slurm import SlurmBed, reset, run_slurm
+from topoq.testbeds.slurm import SlurmBed, node_states, reset, run_slurm
 from topoq.testing.server import RunningServer, running_server
 
 LOST = "off-a-down-node"
@@ -226,3 +226,25 @@ def test_a_server_killed_while_slurm_jobs_run_adopts_them_and_starts_none_twice(
             assert job(http, "long")["failures"] == 0
     finally:
         run_slurm(slurm_bed, ["scancel", f"--partition={slurm_bed.partition}"], check=False)
+
+
+def test_a_node_topoq_failed_is_resumed_by_its_recover_but_an_admins_down_is_not(
+    slurm_bed: SlurmBed, server: RunningServer
+) -> None:
+    http = api(server)
+    wait_until(lambda: len(http.get("/nodes").json()) == 16, 20, "Slurm's nodes")
+    states = lambda: node_states(slurm_bed)  # noqa: E731 - read anew each time
+    assert http.post("/nodes/n05/fail").status_code == 200
+    wait_until(lambda: states()["n05"].startswith("down"), 20, "Slurm to hold n05 DOWN")
+    assert http.post("/nodes/n05/recover").status_code == 200
+    wait_until(lambda: states()["n05"] == "idle", 20, "Slurm to resume n05")
+    run_slurm(slurm_bed, ["scontrol", "update", "NodeName=n06", "State=DOWN", "Reason=bad-gpu"])
+    wait_until(lambda: not node_of(http, "n06")["ready"], 20, "topoq to see n06 down")
+    assert http.post("/nodes/n06/recover").status_code == 200
+    wait_until(lambda: not node_of(http, "n06")["ready"], 20, "the cluster's DOWN to win again")
+    shown = run_slurm(slurm_bed, ["sinfo", "--json"]).stdout
+    assert states()["n06"].startswith("down") and '"reason": "bad-gpu"' in shown
+
+
+def node_of(http: httpx.Client, name: str) -> dict[str, Any]:
+    return dict({n["name"]: n for n in http.get("/nodes").json()}[name])

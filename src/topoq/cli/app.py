@@ -169,9 +169,10 @@ def demo(
     executor: Annotated[
         str,
         typer.Option(
-            help="local (each pod a process here) or kubernetes (each pod a Pod: on "
+            help="local (each pod a process here), kubernetes (each pod a Pod: on "
             "--kubeconfig's cluster, else on a 64-node test bed brought up from "
-            "TOPOQ_K8S_ASSETS)."
+            "TOPOQ_K8S_ASSETS) or slurm (each gang a Slurm job on a 64-node Slurm cluster "
+            "brought up here: root, and Debian's slurmctld slurmd slurm-client munge)."
         ),
     ] = "local",
     kubeconfig: Annotated[

@@ -174,6 +174,8 @@ class Controller:
         self._stopping: set[JobId] = set()
         """Victims the executor was asked to stop (``Executor.stop``) and not yet stopped."""
         self._failed_nodes: set[str] | None = None
+        self._recovering: set[str] = set()
+        """Nodes a user marked healthy whose ``recover_node`` failed: tried again next step."""
         """Nodes not ready as of the last step (None before the first step)."""
         self._settled: _CycleInputs | None = None
         """The inputs of the last cycle that changed no job (its decisions are all stored)."""
@@ -205,6 +207,7 @@ class Controller:
     def step(self) -> StepReport:
         began = time.perf_counter()
         report = StepReport()
+        self._return_recovered_nodes(report)  # first: the cluster's next report shows them
         self._take_inventory(report)
         nodes = self.store.nodes()
         self._stop_work_on_failed_nodes(nodes, report)
@@ -503,7 +506,7 @@ class Controller:
             self._failed_nodes = failed
             return
         newly = sorted(failed - self._failed_nodes)
-        self._failed_nodes = failed
+        self._failed_nodes = failed | self._recovering
         if not self.executor.capabilities.can_fail_nodes:
             return
         for name in newly:
@@ -512,6 +515,27 @@ class Controller:
             except Exception as error:  # any executor failure: retried next step
                 self._executor_failed(f"stop the work on node {name}", error, report)
                 self._failed_nodes.discard(name)
+
+    def _return_recovered_nodes(self, report: StepReport) -> None:
+        """A node failed at the last step that a user marked healthy since is handed back to
+        the cluster (``recover_node``: Slurm resumes a node ``fail_node`` set DOWN) — before
+        the step takes the cluster's nodes, so that their report shows it back rather than
+        failing it again. One the executor failed to hand back is tried again next step."""
+        if not self._failed_nodes or not self.executor.capabilities.can_fail_nodes:
+            return
+        nodes = {str(node.name): node for node in self.store.nodes()}
+        self._recovering = set()
+        for name in sorted(self._failed_nodes):
+            node = nodes.get(name)
+            if node is None or not node.ready:
+                continue  # still failed, or removed from the inventory
+            try:
+                self.executor.recover_node(name)
+            except Exception as error:  # retried next step
+                self._executor_failed(f"return node {name} to the cluster", error, report)
+                self._recovering.add(name)
+                continue
+            self._failed_nodes.discard(name)
 
     def _dispatch(
         self,

@@ -297,6 +297,10 @@ class Executor(Protocol):
     def fail_node(self, node: str) -> None:
         """Stop all work on a node (NODE_LOST follows). Only with ``can_fail_nodes``."""
 
+    def recover_node(self, node: str) -> None:
+        """A node ``fail_node`` failed is healthy again: undo what ``fail_node`` did to the
+        cluster (Slurm: the node it set DOWN is resumed). Only with ``can_fail_nodes``."""
+
     def logs(self, job: JobId, pod: int | None = None) -> str:
         """The captured output of the job's pods (one pod when ``pod`` is given)."""
 

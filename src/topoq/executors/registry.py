@@ -31,6 +31,9 @@ class ExecutorPlugin:
     """How a process that does not run the executor (the API's) reads the logs it captured,
     from the executor's options; None: it keeps no logs."""
     summary: str = ""
+    keeps_files: bool = False
+    """It takes a ``work_dir`` (the server's: under its data directory) for its scripts and
+    logs."""
 
 
 PLUGINS: Mapping[str, ExecutorPlugin] = MappingProxyType(
@@ -43,6 +46,7 @@ PLUGINS: Mapping[str, ExecutorPlugin] = MappingProxyType(
                 LocalExecutor,
                 lambda work_dir, **_: partial(read_logs, Path(work_dir)),
                 "each pod a process on this machine, on a virtual node",
+                keeps_files=True,
             ),
             ExecutorPlugin(
                 "kubernetes",
@@ -57,6 +61,7 @@ PLUGINS: Mapping[str, ExecutorPlugin] = MappingProxyType(
                 slurm_executor,
                 lambda work_dir, **_: partial(read_logs, Path(work_dir)),
                 "each gang a Slurm job pinned to its placed nodes",
+                keeps_files=True,
             ),
         )
     }

@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -60,6 +61,7 @@ STOP_ORDER = (("slurmd",), ("slurmctld",), ("munged",))
 CPUS_PER_NODE = 32
 MEMORY_MB_PER_NODE = 262_144
 NODE_PREFIX = "n"
+NODE_NAME = re.compile(r"[A-Za-z][A-Za-z0-9-]{0,62}")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,9 @@ class SlurmShape:
     nodes_per_leaf: int = 4
     leaves_per_spine: int = 2
     gpus_per_node: int = 8
+    names: tuple[str, ...] = ()
+    """The nodes' names, leaf by leaf (default ``n00``, ``n01``, …): the demo names them as its
+    cluster file does."""
 
     def __post_init__(self) -> None:
         for name in ("leaves", "nodes_per_leaf", "leaves_per_spine"):
@@ -84,12 +89,25 @@ class SlurmShape:
                 f"{self.nodes} nodes is more than this machine can run as slurmd processes",
                 hint="at most 4,096 nodes (leaves x nodes-per-leaf)",
             )
+        if self.names and (len(self.names) != self.nodes or len(set(self.names)) != self.nodes):
+            raise BedError(
+                f"{len(self.names)} node names for {self.nodes} nodes",
+                hint="give one distinct name per node, or none",
+            )
+        bad = [name for name in self.names if not NODE_NAME.fullmatch(name)]
+        if bad:
+            raise BedError(
+                f"{bad[0]!r} is not a Slurm node name here",
+                hint="letters, digits and '-', starting with a letter",
+            )
 
     @property
     def nodes(self) -> int:
         return self.leaves * self.nodes_per_leaf
 
     def node_names(self) -> list[str]:
+        if self.names:
+            return list(self.names)
         width = max(2, len(str(self.nodes - 1)))  # as topoq.testing's clusters name them
         return [f"{NODE_PREFIX}{index:0{width}d}" for index in range(self.nodes)]
 
@@ -208,12 +226,12 @@ def bring_up(
     return it once slurmctld answers and every node is idle. On any failure what was started
     is stopped again before the error is raised."""
     shape = shape or SlurmShape()
+    ensure_packages()  # first: what to install is the first thing to say
     if os.geteuid() != 0:
         raise BedError(
             "the Slurm test bed runs its daemons as root (slurmd starts jobs as their user)",
             hint="run it as root, or point topoq at an existing Slurm cluster",
         )
-    ensure_packages()
     directory = directory.expanduser().resolve()
     directory.mkdir(parents=True, exist_ok=True)
     if recorded(directory):
@@ -238,12 +256,27 @@ def tear_down(directory: Path) -> list[str]:
     """Stop what ``bring_up`` started in ``directory`` (by its recorded PIDs: the slurmds,
     then slurmctld, then munged); the names of the daemons stopped. Files stay."""
     directory = directory.expanduser().resolve()
-    stopped = stop_daemons(directory, _stop_groups(directory))
     bed = bed_in(directory)
+    if bed is not None:
+        _cancel_every_job(bed)
+    stopped = stop_daemons(directory, _stop_groups(directory))
     if bed is not None:
         shutil.rmtree(bed.munge_socket.parent, ignore_errors=True)
     (directory / BED_FILE).unlink(missing_ok=True)
     return stopped
+
+
+def _cancel_every_job(bed: SlurmBed, timeout_s: float = 15.0) -> None:
+    """Cancel every job of the bed and wait until they ended: a job's processes (slurmstepd and
+    its tasks) outlive the slurmd that started them."""
+    if run_slurm(bed, ["scancel", "--full", "--partition", bed.partition], check=False).returncode:
+        return  # slurmctld is not answering: nothing to cancel through it
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        listed = run_slurm(bed, ["squeue", "--noheader", "--states=PD,R,CG,S"], check=False)
+        if listed.returncode or not listed.stdout.strip():
+            return
+        time.sleep(0.2)
 
 
 def _stop_groups(directory: Path) -> list[list[str]]:

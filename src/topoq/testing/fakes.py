@@ -130,6 +130,7 @@ class ScriptedExecutor:
     stopping: list[tuple[JobId, float]] = field(default_factory=list)
     """Every ``stop`` asked: (job, grace period); the test reports STOPPED when it likes."""
     failed_nodes: list[str] = field(default_factory=list)
+    recovered_nodes: list[str] = field(default_factory=list)
     pending: list[ExecutorEvent] = field(default_factory=list)
 
     def start(self, launch: GangLaunch) -> None:
@@ -147,6 +148,9 @@ class ScriptedExecutor:
     def poll(self) -> list[ExecutorEvent]:
         events, self.pending = self.pending, []
         return events
+
+    def recover_node(self, node: str) -> None:
+        self.recovered_nodes.append(node)
 
     def fail_node(self, node: str) -> None:
         self.failed_nodes.append(node)

@@ -45,7 +45,8 @@ class DemoOptions:
     port: int | None = None
     """Default: a free port."""
     executor: str = "local"
-    """``local`` (each pod a process here) or ``kubernetes`` (each pod a Pod)."""
+    """``local`` (each pod a process here), ``kubernetes`` (each pod a Pod) or ``slurm`` (each
+    gang a Slurm job)."""
     kubeconfig: Path | None = None
     """With ``kubernetes``: the cluster; default: a test bed of 64 KWOK nodes brought up for
     the demo (``TOPOQ_K8S_ASSETS``) and stopped after it."""
@@ -53,7 +54,9 @@ class DemoOptions:
 
 DEMO_BED_SHAPE = (2, 4, 8)
 """The demo cluster's shape (``data/demo/cluster.yaml``): 2 spines × 4 blocks × 8 nodes."""
-EXECUTORS = ("local", "kubernetes")
+DEMO_SLURM_SHAPE = {"leaves": 8, "nodes_per_leaf": 8, "leaves_per_spine": 4}
+"""The Slurm bed shaped as the demo cluster: 8 leaf switches (blocks) of 8, 4 to a spine."""
+EXECUTORS = ("local", "kubernetes", "slurm")
 
 
 def run_demo(options: DemoOptions) -> int:
@@ -65,15 +68,18 @@ def run_demo(options: DemoOptions) -> int:
             raise InvalidInputError(
                 f"no executor {options.executor!r}",
                 where="--executor",
-                hint=f"give {' or '.join(EXECUTORS)}",
+                hint=f"give {', '.join(EXECUTORS[:-1])} or {EXECUTORS[-1]}",
             )
         data_dir = _data_dir(options.data_dir, stack)
         cluster = stack.enter_context(as_file(DEMO_FILES / "cluster.yaml"))
         policy = stack.enter_context(as_file(DEMO_FILES / "policy.yaml"))
-        kubeconfig = options.kubeconfig
+        kubeconfig, slurm_conf = options.kubeconfig, None
         if options.executor == "kubernetes" and kubeconfig is None:
             kubeconfig = _demo_bed(console, data_dir / "bed", stack)
-        server = DemoServer(data_dir, options.port or free_port(), cluster, policy, kubeconfig)
+        if options.executor == "slurm":
+            slurm_conf = _demo_slurm_bed(console, data_dir / "slurm", cluster, stack)
+        port = options.port or free_port()
+        server = DemoServer(data_dir, port, cluster, policy, kubeconfig, slurm_conf)
         stack.callback(_stop, console, server)
         try:
             code = _play(console, server, options, started)
@@ -102,6 +108,22 @@ def _demo_bed(console: Console, directory: Path, stack: ExitStack) -> Path:
     bed = bring_up(directory, shape, ports=Ports.free())
     stack.callback(tear_down, directory)
     return bed.kubeconfig
+
+
+def _demo_slurm_bed(console: Console, directory: Path, cluster: Path, stack: ExitStack) -> Path:
+    """A real Slurm cluster of the demo cluster's 64 nodes (named as its file names them), its
+    jobs cancelled and its daemons stopped (by PID) when the demo ends; its slurm.conf."""
+    from topoq.discovery.sources import load_cluster
+    from topoq.testbeds.slurm import SlurmShape, bring_up, tear_down
+
+    names = tuple(node.name for node in load_cluster(cluster).nodes)
+    shape = SlurmShape(**DEMO_SLURM_SHAPE, names=names)
+    console.print(
+        f"Bringing up a Slurm cluster of {len(names)} nodes (slurmctld and one slurmd per "
+        "node, 8 fake GPUs each)…"
+    )
+    stack.callback(tear_down, directory)
+    return bring_up(directory, shape).slurm_conf
 
 
 def _play(console: Console, server: DemoServer, options: DemoOptions, started: float) -> int:
@@ -169,18 +191,30 @@ def _introduce(console: Console, server: DemoServer) -> None:
         "guaranteed 128 and only lends.",
         "  Priority classes inference > training > experiment; borrowed GPUs are shared by "
         "fair share.",
-        (
-            "Every pod is a real process on this machine that prints its rank and topology, "
-            "then sleeps."
-            if server.kubeconfig is None
-            else "Every pod is a Pod on the Kubernetes cluster of "
-            f"{server.kubeconfig}, bound to the node topoq placed it on."
-        ),
+        _where_pods_run(server),
         f"Cluster: {server.cluster_file if server.kubeconfig is None else server.kubeconfig}",
         f"Policy:  {server.policy_file}",
         "Starting the server…",
     ):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _where_pods_run(server: DemoServer) -> str:
+    if server.kubeconfig is not None:
+        return (
+            f"Every pod is a Pod on the Kubernetes cluster of {server.kubeconfig}, bound to the "
+            "node topoq placed it on."
+        )
+    if server.slurm_conf is not None:
+        return (
+            "Every gang is a Slurm job pinned to the nodes topoq placed it on (Slurm's "
+            f"topology.conf written from the demo cluster's blocks), on {server.slurm_conf}; "
+            "each pod is a task that prints its rank and topology, then sleeps."
+        )
+    return (
+        "Every pod is a real process on this machine that prints its rank and topology, then "
+        "sleeps."
+    )
 
 
 def _print_where_to_look(console: Console, server: DemoServer) -> None:
@@ -194,6 +228,10 @@ def _print_where_to_look(console: Console, server: DemoServer) -> None:
         "Try, in another terminal, while it runs:",
         f"  export TOPOQ_SERVER={server.url} TOPOQ_TOKEN_FILE={token_file}",
     ]
+    if server.slurm_conf is not None:
+        conf = shlex.quote(str(server.slurm_conf))
+        lines.append(f"  SLURM_CONF={conf} squeue  # the gangs as Slurm jobs")
+        lines.append(f"  SLURM_CONF={conf} scontrol show topology  # the blocks topoq wrote")
     if server.kubeconfig is not None:
         kubeconfig = shlex.quote(str(server.kubeconfig))
         kubectl = shutil.which("kubectl") or "$TOPOQ_K8S_ASSETS/bin/kubectl"

@@ -1,6 +1,7 @@
 """The demo's server: ``python -m topoq.bootstrap`` as a child process (its own session, so a
 Ctrl-C reaches the demo, which then stops it in order) with the embedded SQLite store and the
-local executor (or the Kubernetes executor on a kubeconfig's cluster), on a free localhost
+local executor (or the Kubernetes executor on a kubeconfig's cluster, or the Slurm executor on a
+Slurm cluster), on a free localhost
 port; its output goes to ``server.log`` in the data directory. Stopping it stops every pod;
 pods it somehow left behind are killed too."""
 
@@ -42,7 +43,7 @@ class DemoServerRefused(TopoqError):
 
 
 REFUSED_EXIT_CODE = 2
-"""What the server exits with when it refuses to start (``topoq.bootstrap.EXIT_BAD_INPUT``)."""
+"""What the server exits with when it refuses to start (``topoq.server.run.EXIT_BAD_INPUT``)."""
 
 
 class DemoServer:
@@ -53,6 +54,7 @@ class DemoServer:
         cluster_file: Path,
         policy_file: Path,
         kubeconfig: Path | None = None,
+        slurm_conf: Path | None = None,
     ) -> None:
         self.data_dir = data_dir
         self.port = port
@@ -60,6 +62,9 @@ class DemoServer:
         self.policy_file = policy_file
         self.kubeconfig = kubeconfig
         """With one, the server runs the pods on that cluster (``--executor kubernetes``)."""
+        self.slurm_conf = slurm_conf
+        """With one, the server runs each gang as a Slurm job on that cluster (``--executor
+        slurm``), its nodes labelled, and topology.conf written, from the cluster file."""
         self._process: subprocess.Popen[bytes] | None = None
         self._log: IO[bytes] | None = None
 
@@ -88,7 +93,10 @@ class DemoServer:
             sys.executable, "-m", "topoq.bootstrap", "--host", HOST, "--port", str(self.port),
             "--data-dir", str(self.data_dir), "--policy", str(self.policy_file),
         ]  # fmt: skip
-        if self.kubeconfig is None:
+        if self.slurm_conf is not None:
+            command += ["--cluster", str(self.cluster_file), "--executor", "slurm"]
+            command += ["--slurm-conf", str(self.slurm_conf), "--write-topology"]
+        elif self.kubeconfig is None:
             command += ["--cluster", str(self.cluster_file)]
         else:
             levels = ",".join(KUBERNETES_DEMO_LEVELS)

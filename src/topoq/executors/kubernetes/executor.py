@@ -367,6 +367,9 @@ class KubernetesExecutor:
                 self._submit_delete(gang, 0.0)  # the last delete failed or did not take
         return events
 
+    def recover_node(self, node: str) -> None:
+        """Nothing to undo: ``fail_node`` changed no object of the cluster."""
+
     def fail_node(self, node: str) -> None:
         self._drain()
         now = self._clock()

@@ -244,6 +244,9 @@ class LocalExecutor:
             events, self._events = self._events, []
             return events
 
+    def recover_node(self, node: str) -> None:
+        """Nothing to undo: a virtual node holds no state of its own."""
+
     def fail_node(self, node: str) -> None:
         """Kill every process on ``node`` and end every gang with a pod there. Events: one
         NODE_LOST for the node (``job=None``), then one per gang it ended; no EXITED."""

@@ -55,6 +55,8 @@ class SlurmNode:
     state: str
     flags: tuple[str, ...]
     partitions: tuple[str, ...]
+    reason: str = ""
+    """Why the node is down or drained, as whoever set it said."""
 
 
 class SlurmCommands:
@@ -105,6 +107,10 @@ class SlurmCommands:
         found = json.loads(self.run(["sinfo", "--json"]))
         return [_node(entry) for entry in found.get("nodes", [])]
 
+    def node_reason(self, name: str) -> str:
+        """Why node ``name`` is down or drained ("" when it is not, or is not known)."""
+        return next((node.reason for node in self.nodes() if node.name == name), "")
+
     def cancel(self, job_ids: Sequence[int], *, signal: str | None = None) -> None:
         """``scancel`` the jobs (with ``signal``: only signal their steps)."""
         if not job_ids:
@@ -112,8 +118,9 @@ class SlurmCommands:
         options = [f"--signal={signal}"] if signal else []
         self.run(["scancel", *options, *map(str, job_ids)])
 
-    def set_node_state(self, node: str, state: str, reason: str) -> None:
-        self.run(["scontrol", "update", f"NodeName={node}", f"State={state}", f"Reason={reason}"])
+    def set_node_state(self, node: str, state: str, reason: str = "") -> None:
+        words = ["scontrol", "update", f"NodeName={node}", f"State={state}"]
+        self.run([*words, f"Reason={reason}"] if reason else words)
 
     def topology(self) -> str:
         """``scontrol show topology``: topology.conf's switches as Slurm reads them."""
@@ -143,6 +150,7 @@ def _node(entry: Mapping[str, Any]) -> SlurmNode:
         state=str(entry.get("state") or "").lower(),
         flags=tuple(str(flag).upper() for flag in entry.get("state_flags") or ()),
         partitions=tuple(entry.get("partitions") or ()),
+        reason=str(entry.get("reason") or ""),
     )
 
 

@@ -14,8 +14,9 @@ to exactly the placed nodes (``batch``), in a partition topoq owns. See docs/exe
   period, cancels the job; STOPPED comes only when Slurm says the job ended, so no node is
   booked twice. **cancel** cancels and waits until Slurm says it ended.
 - **inventory**: the partition's nodes from ``sinfo --json`` (CPUs, memory, ``gres/gpu``),
-  their switches from topology.conf (``topology/tree``); DOWN or NOT_RESPONDING → failed,
-  DRAIN → cordoned.
+  their switches from topology.conf (``topology/tree``) — or their labels from a topoq cluster
+  file (``topology_file``), which ``write_topology`` then keeps topology.conf in step with
+  (``topology_conf``); DOWN or NOT_RESPONDING → failed, DRAIN → cordoned.
 - **adopt**: after a restart, the jobs whose comment names a gang the store says holds capacity
   (``topoq:<attempt>:<job>``) are watched again; every other topoq job of the partition is
   cancelled.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topoq.domain.job import JobId
-from topoq.domain.node import NodeSpec
+from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.quantity import CPU, MEMORY, NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.engine.ports import (
@@ -53,7 +54,8 @@ from topoq.executors.local.layout import (
 from topoq.executors.local.logfiles import MANIFEST, read_logs, write_manifest
 from topoq.executors.slurm.batch import batch_plan, gpus_of, owner_of, started_marker
 from topoq.executors.slurm.commands import SlurmCommandFailed, SlurmCommands, SlurmJob, SlurmNode
-from topoq.executors.slurm.topology import TopologyFile, topology_conf_of
+from topoq.executors.slurm.topology import TopologyFile, read_cluster_file, topology_conf_of
+from topoq.executors.slurm.topology_conf import TopologyConfKeeper
 
 SLURM_CAPABILITIES = ExecutorCapabilities(
     "slurm",
@@ -81,6 +83,10 @@ ENDED_STATES = frozenset(
 NEVER_STARTS = ("ReqNodeNotAvail", "PartitionNodeLimit", "BadConstraints", "PartitionDown")
 """Pending reasons that say Slurm will not start the job on the nodes it was pinned to."""
 CANCEL_PATIENCE_S = 30.0
+RESUME_PATIENCE_S = 5.0
+"""How long ``recover_node`` waits for a resumed node's slurmd to answer Slurm again."""
+FAIL_NODE_REASON = "topoq-fail-node"
+"""The reason ``fail_node`` gives Slurm, by which ``recover_node`` knows the DOWN is its own."""
 
 
 @dataclass
@@ -109,6 +115,8 @@ class SlurmExecutor:
         *,
         partition: str = "topoq",
         topology_conf: Path | str | None = None,
+        topology_file: Path | str | None = None,
+        write_topology: bool = False,
         start_deadline_s: float = 60.0,
         clock: Callable[[], float] = time.time,
         python: str = sys.executable,
@@ -117,9 +125,13 @@ class SlurmExecutor:
         self.work_dir = Path(work_dir)
         self.partition = partition
         self._slurm = SlurmCommands(slurm_conf)
-        self._topology = TopologyFile(
-            Path(topology_conf) if topology_conf is not None else topology_conf_of(slurm_conf)
+        conf = Path(topology_conf) if topology_conf is not None else topology_conf_of(slurm_conf)
+        self._topology = (
+            TopologyFile(Path(topology_file), read_cluster_file)
+            if topology_file is not None
+            else TopologyFile(conf)
         )
+        self._keeper = TopologyConfKeeper(conf, self._slurm) if write_topology else None
         self._start_deadline_s = start_deadline_s
         self._clock = clock
         self._python = python
@@ -329,13 +341,36 @@ class SlurmExecutor:
         return all((gang.directory / started_marker(rank)).exists() for rank in range(gang.pods))
 
     def fail_node(self, node: str) -> None:
-        """Set the node DOWN in Slurm: its gangs end (NODE_LOST through ``poll``)."""
+        """Set the node DOWN in Slurm: its gangs end (NODE_LOST through ``poll``). A node Slurm
+        already holds DOWN (an admin's, or Slurm's own) keeps its state and reason."""
         with self._lock:
             self._failed_nodes.add(node)
-            self._slurm.set_node_state(node, "DOWN", "topoq-fail-node")
+            held = next((n for n in self._slurm.nodes() if n.name == node), None)
+            if held is None or held.state != "down":
+                self._slurm.set_node_state(node, "DOWN", FAIL_NODE_REASON)
             self._events.append(
                 ExecutorEvent(ExecutorEventKind.NODE_LOST, self._clock(), node=node)
             )
+
+    def recover_node(self, node: str) -> None:
+        """Resume the node in Slurm if ``fail_node`` set it DOWN (its reason says so), and wait
+        (a few seconds at most) until Slurm hears from its slurmd again; a node an admin or
+        Slurm itself holds back stays as it is: Slurm has the last word on it. Either way the
+        next ``inventory_changes`` reports every node again, so that the cluster's state is
+        what topoq merges next."""
+        with self._lock:
+            self._failed_nodes.discard(node)
+            self._reported = None
+            if self._slurm.node_reason(node) != FAIL_NODE_REASON:
+                return
+            self._slurm.set_node_state(node, "RESUME")
+            deadline = time.monotonic() + RESUME_PATIENCE_S
+            while time.monotonic() < deadline and not self._responding(node):
+                time.sleep(0.1)
+
+    def _responding(self, node: str) -> bool:
+        found = next((n for n in self._slurm.nodes() if n.name == node), None)
+        return found is not None and _node_spec(NodeSpec(NodeName(found.name)), found).ready
 
     def logs(self, job: JobId, pod: int | None = None, *, team: str | None = None) -> str:
         team = team if team is not None else self._teams.get(job)
@@ -357,9 +392,13 @@ class SlurmExecutor:
             return nodes
 
     def _read_nodes(self) -> list[NodeSpec]:
-        slurm_nodes = {n.name: n for n in self._slurm.nodes() if self.partition in n.partitions}
+        every_node = self._slurm.nodes()
+        slurm_nodes = {n.name: n for n in every_node if self.partition in n.partitions}
         self._addresses = {name: node.address for name, node in slurm_nodes.items()}
-        placed, _ = self._topology.cluster()
+        cluster = self._topology.cluster()
+        if self._keeper is not None:
+            self._keeper.keep(cluster, frozenset(node.name for node in every_node))
+        placed, _ = cluster
         return [
             _node_spec(spec, slurm_nodes[spec.name]) for spec in placed if spec.name in slurm_nodes
         ]

@@ -33,10 +33,19 @@ def slurm_executor(
     slurm_conf: Path | str | None = None,
     *,
     partition: str = "topoq",
+    topology_file: Path | str | None = None,
+    write_topology: bool = False,
     start_deadline_s: float = 60.0,
 ) -> SlurmExecutor:
     """The executor on the Slurm cluster of ``slurm_conf`` (default ``$SLURM_CONF``), in
     ``partition``, its scripts and logs under ``work_dir`` (which every node must see)."""
+    if write_topology and topology_file is None:
+        raise InvalidInputError(
+            "--write-topology writes topoq's view of the network, which comes from a cluster file",
+            where="--write-topology",
+            hint="give --cluster FILE (any format `topoq place` reads); without it topoq "
+            "reads topology.conf and has nothing to write back",
+        )
     missing = [name for name in SLURM_COMMANDS if shutil.which(name) is None]
     if missing:
         raise InvalidInputError(
@@ -63,5 +72,7 @@ def slurm_executor(
         slurm_conf,
         partition=partition,
         topology_conf=topology_conf_of(slurm_conf),
+        topology_file=topology_file,
+        write_topology=write_topology,
         start_deadline_s=start_deadline_s,
     )

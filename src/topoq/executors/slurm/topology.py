@@ -1,13 +1,17 @@
-"""The Slurm cluster's topology.conf, read into topoq's nodes and levels: by the server at start
-(its levels) and by the executor at each step (its nodes' switches), parsed again only when
-the file changed."""
+"""Where the Slurm executor's nodes get their topology: the cluster's topology.conf (its
+switches become levels), or a topoq cluster file (``topoq server --cluster``: any format
+``topoq place`` reads, e.g. the instance topology AWS reports) whose node labels then win.
+Read by the server at start (its levels) and by the executor at each step, parsed again only
+when the file changed."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 from topoq.discovery.slurm import cluster_from_slurm, parse_topology_conf
+from topoq.discovery.sources import load_cluster
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import NodeSpec
 from topoq.domain.resources import Resources
@@ -40,19 +44,32 @@ def read_topology(path: Path) -> Cluster:
     )
 
 
-class TopologyFile:
-    """``read_topology(path)``, kept while the file's modification time and size stand."""
+def read_cluster_file(path: Path) -> Cluster:
+    """A topoq cluster file's nodes (their labels: topology, instance type) and levels."""
+    loaded = load_cluster(path)
+    return list(loaded.nodes), loaded.topology
 
-    def __init__(self, path: Path) -> None:
+
+def file_stamp(path: Path) -> tuple[int, int]:
+    """The file's modification time and size ((-1, -1) when it cannot be read)."""
+    try:
+        stat = path.stat()
+    except OSError:
+        return (-1, -1)
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+class TopologyFile:
+    """``read(path)`` (by default ``read_topology``), kept while the file's modification time
+    and size stand: the same object until then."""
+
+    def __init__(self, path: Path, read: Callable[[Path], Cluster] = read_topology) -> None:
         self.path = path
+        self._reader = read
         self._read: tuple[tuple[int, int], Cluster] | None = None
 
     def cluster(self) -> Cluster:
-        try:
-            stat = self.path.stat()
-            stamp = (stat.st_mtime_ns, stat.st_size)
-        except OSError:
-            stamp = (-1, -1)  # read_topology says what is wrong
+        stamp = file_stamp(self.path)  # (-1, -1): the reader says what is wrong
         if self._read is None or self._read[0] != stamp:
-            self._read = (stamp, read_topology(self.path))
+            self._read = (stamp, self._reader(self.path))
         return self._read[1]

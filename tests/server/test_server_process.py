@@ -19,18 +19,13 @@ import pytest
 
 from tests.cli.test_demo import processes_using
 from tests.store.conftest import postgres_server  # noqa: F401 the fixture, for the PostgreSQL cases
-from topoq.bootstrap import (
-    DATABASE_URL_ENV,
-    ControllerLoop,
-    GarbageBetweenSteps,
-    ensure_admin_token,
-    wake_controller,
-)
 from topoq.cli.demo.jobs import block_job
 from topoq.client import ClientError, TopoqClient
 from topoq.engine.controller import Controller
 from topoq.executors.local.processes import free_port
-from topoq.server_environment import make_private
+from topoq.server.build import ensure_admin_token
+from topoq.server.loop import ControllerLoop, GarbageBetweenSteps, wake_controller
+from topoq.server_environment import DATABASE_URL_ENV, make_private
 from topoq.store.sql_store import open_store
 from topoq.testing.postgres import PostgresServer
 from topoq.testing.server import (
@@ -41,7 +36,7 @@ from topoq.testing.server import (
 )
 from topoq.wire.v1 import SubmitJobRequest
 
-DEMO_DATA = Path(__file__).resolve().parents[1] / "src" / "topoq" / "data" / "demo"
+DEMO_DATA = Path(__file__).resolve().parents[2] / "src" / "topoq" / "data" / "demo"
 
 
 def wait_until(check: Callable[[], object], timeout_s: float = 30) -> bool:

@@ -185,8 +185,8 @@ def play_scenes(stage: Stage, scenes: Sequence[Scene] = SCENES) -> list[int]:
 def _introduce(console: Console, server: DemoServer) -> None:
     console.rule("topoq demo")
     for line in (
-        "A real topoq server on a virtual cluster of 2 spines × 4 blocks × 8 nodes × 8 GPUs "
-        "(512 GPUs), with three teams:",
+        f"A real topoq server on {_cluster_kind(server)} of 2 spines × 4 blocks × 8 nodes × 8 "
+        "GPUs (512 GPUs), with three teams:",
         "  nlp and vision are guaranteed 192 GPUs each and lend and borrow; speech is "
         "guaranteed 128 and only lends.",
         "  Priority classes inference > training > experiment; borrowed GPUs are shared by "
@@ -197,6 +197,14 @@ def _introduce(console: Console, server: DemoServer) -> None:
         "Starting the server…",
     ):
         console.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def _cluster_kind(server: DemoServer) -> str:
+    if server.slurm_conf is not None:
+        return "a real Slurm cluster"
+    if server.kubeconfig is not None:
+        return "a Kubernetes cluster"
+    return "a virtual cluster"
 
 
 def _where_pods_run(server: DemoServer) -> str:

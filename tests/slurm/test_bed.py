@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
+from tests.cli.test_demo import processes_using
 from tests.slurm.conftest import BED_SHAPE, root_or_skip
 from topoq.testbeds.daemons import BedError, is_alive, recorded
 from topoq.testbeds.slurm import (
@@ -57,16 +59,29 @@ def test_the_record_names_the_bed_and_a_second_bring_up_there_is_refused(
         bring_up(slurm_bed.directory, BED_SHAPE)
 
 
-def test_tear_down_stops_exactly_the_daemons_it_started(tmp_path: Path) -> None:
+def test_tear_down_stops_exactly_the_daemons_it_started_and_the_jobs_they_ran(
+    tmp_path: Path,
+) -> None:
     root_or_skip()
-    bed = bring_up(tmp_path / "bed", SlurmShape(leaves=1, nodes_per_leaf=2, gpus_per_node=0))
+    deep = tmp_path / ("a-deep-directory-" * 4) / "bed"  # slurmstepd's sockets stay short
+    names = ("node-with-a-long-name-1", "node-with-a-long-name-2")
+    bed = bring_up(deep, SlurmShape(leaves=1, nodes_per_leaf=2, gpus_per_node=0, names=names))
     daemons = recorded(bed.directory)
-    assert sorted(daemons) == ["munged", "slurmctld", "slurmd-n00", "slurmd-n01"]
+    assert sorted(daemons) == ["munged", "slurmctld", *(f"slurmd-{name}" for name in names)]
     assert all(is_alive(daemon) for daemon in daemons.values())
+    marker = tmp_path / "ran"
+    wrap = f"--wrap=srun bash -c 'touch {marker}-$SLURM_PROCID'; sleep 300"
+    run_slurm(bed, ["sbatch", "--nodes=2", "--ntasks-per-node=1", wrap])
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (tmp_path / "ran-1").exists():
+        time.sleep(0.2)
+    assert (tmp_path / "ran-0").exists() and (tmp_path / "ran-1").exists()
     stopped = tear_down(bed.directory)
-    assert stopped[:2] == ["slurmd-n00", "slurmd-n01"] and stopped[2:] == ["slurmctld", "munged"]
+    assert stopped[:2] == [f"slurmd-{name}" for name in names]
+    assert stopped[2:] == ["slurmctld", "munged"]
     assert not any(is_alive(daemon) for daemon in daemons.values())
-    assert bed_in(bed.directory) is None
+    assert processes_using(bed.directory) == [] and processes_using(bed.spool) == []
+    assert not bed.spool.exists() and bed_in(bed.directory) is None
     assert tear_down(bed.directory) == []
 
 

@@ -4,10 +4,13 @@
 (``topoq dev slurm up|down``); see docs/executors.md.
 
 Everything the bed needs lives in its directory: ``slurm.conf``, ``gres.conf`` and
-``topology.conf``, a munge key and socket of its own (the system's munge is left alone), state,
-spools, logs, and ``processes.json`` with the PID and start time of each daemon. Every daemon
-runs in the foreground of a session of its own (``-D``/``-F``), so ``tear_down`` stops exactly
-what ``bring_up`` started, by PID: the slurmds, then slurmctld, then munged. Slurm's commands
+``topology.conf``, a munge key of its own (the system's munge is left alone), state, logs, and
+``processes.json`` with the PID and start time of each daemon — but munged's socket and the
+slurmds' spools, which hold Unix sockets whose paths must stay short: those are under the
+system's temporary directory, named for the bed's directory, and removed by ``tear_down``.
+Every daemon runs in the foreground of a session of its own (``-D``/``-F``), so ``tear_down``
+stops exactly what ``bring_up`` started, by PID: the slurmds, then slurmctld, then munged (and,
+first, every job the bed still runs is cancelled). Slurm's commands
 reach the bed with ``SLURM_CONF=DIR/slurm.conf`` (``SlurmBed.environment``).
 
 The Debian packages (``slurmctld slurmd slurm-client munge``, Slurm 22.05) are installed when
@@ -159,6 +162,15 @@ class SlurmBed:
         return Path(tempfile.gettempdir(), f"topoq-munge-{digest}", "munge.socket")
 
     @property
+    def spool(self) -> Path:
+        """The slurmds' spool directories (one per node): under the system's temporary
+        directory too, because slurmstepd makes a Unix socket there named for the node, job
+        and step, and a socket's path must stay under 108 bytes whatever the bed's directory
+        (a test's temporary directory is deep enough to break every job)."""
+        digest = hashlib.sha256(str(self.directory).encode()).hexdigest()[:12]
+        return Path(tempfile.gettempdir(), f"topoq-slurmd-{digest}")
+
+    @property
     def environment(self) -> dict[str, str]:
         """What Slurm's commands need to reach this bed (beside the process's own)."""
         return {"SLURM_CONF": str(self.slurm_conf)}
@@ -262,6 +274,7 @@ def tear_down(directory: Path) -> list[str]:
     stopped = stop_daemons(directory, _stop_groups(directory))
     if bed is not None:
         shutil.rmtree(bed.munge_socket.parent, ignore_errors=True)
+        shutil.rmtree(bed.spool, ignore_errors=True)
     (directory / BED_FILE).unlink(missing_ok=True)
     return stopped
 
@@ -348,12 +361,12 @@ def _free_port_range(count: int, tries: int = 50) -> int:
 
 def _write_files(bed: SlurmBed, shape: SlurmShape) -> None:
     directory = bed.directory
-    for sub in ("state", "spool", "run", "fakedev"):
+    for sub in ("state", "run", "fakedev"):
         (directory / sub).mkdir(exist_ok=True)
     bed.munge_socket.parent.mkdir(exist_ok=True)
     bed.munge_socket.parent.chmod(0o755)  # munged wants its socket's directories open to all
     for name in bed.nodes:
-        (directory / "spool" / name).mkdir(exist_ok=True)
+        (bed.spool / name).mkdir(parents=True, exist_ok=True)
     (directory / "munge-key").mkdir(mode=0o700, exist_ok=True)
     for index in range(shape.gpus_per_node):
         device = directory / "fakedev" / f"nvidia{index}"
@@ -384,7 +397,7 @@ AuthType=auth/munge
 AuthInfo=socket={bed.munge_socket},cred_expire=10
 CredType=cred/munge
 StateSaveLocation={d}/state
-SlurmdSpoolDir={d}/spool/%n
+SlurmdSpoolDir={bed.spool}/%n
 SlurmctldPidFile={d}/run/slurmctld.pid
 SlurmdPidFile={d}/run/slurmd-%n.pid
 SlurmctldLogFile={d}/slurmctld.log

@@ -48,6 +48,7 @@ from rich.console import Console
 from rich.table import Table
 
 from topoq.discovery.hostlist import expand_hostlist
+from topoq.sim.engine import run_scenario
 from topoq.testbeds.slurm import (
     SlurmBed,
     SlurmShape,
@@ -140,10 +141,16 @@ def run_slurm_mode(bed: SlurmBed, gangs: list[Gang], per_leaf: int) -> list[Ran]
 
 
 def run_topoq_mode(
-    bed: SlurmBed, gangs: list[Gang], directory: Path, leaf_level: str, admitted: dict[str, float]
+    bed: SlurmBed,
+    gangs: list[Gang],
+    directory: Path,
+    leaf_level: str,
+    admitted: dict[str, float],
+    steps: dict[str, float] | None = None,
 ) -> list[Ran]:
     """The stream through a real topoq server; ``admitted`` gets when topoq admitted each gang
-    (to split its wait into topoq's decision and Slurm's start)."""
+    (to split its wait into topoq's decision and Slurm's start), ``steps`` the controller's
+    step count and total duration (``topoq_cycle_duration_seconds``)."""
     directory.mkdir(parents=True, exist_ok=True)
     policy = directory / "policy.yaml"
     policy.write_text(POLICY % (len(bed.nodes) * GPUS))
@@ -167,7 +174,89 @@ def run_topoq_mode(
         _wait_for(lambda: _all_done(http, gangs), 1800)
         for gang in gangs:  # the last admission: a requeued gang's latest
             admitted[gang.name] = float(http.get(f"/jobs/{gang.name}").json()["admittedAt"])
+        if steps is not None:
+            steps.update(_step_figures(httpx.get(f"{server.url}/metrics", timeout=30).text))
     return _collect(bed, gangs, submitted, _topoq_name)
+
+
+def _step_figures(metrics: str) -> dict[str, float]:
+    """The controller's step count and total seconds, from its Prometheus text."""
+    found: dict[str, float] = {}
+    for line in metrics.splitlines():
+        for name, key in (
+            ("topoq_cycle_duration_seconds_count", "count"),
+            ("topoq_cycle_duration_seconds_sum", "seconds"),
+        ):
+            if line.startswith(name + " "):
+                found[key] = float(line.split()[1])
+    return found
+
+
+def run_simulated_mode(
+    gangs: list[Gang], nodes: list[str], per_leaf: int, directory: Path
+) -> list[Ran]:
+    """The same stream through topoq's scheduler on a virtual clock (``topoq simulate``): the
+    same core and policy, no executor, no controller loop — every gang starts the instant it
+    is admitted and ends after exactly its run time. What topoq's decisions alone give."""
+    directory.mkdir(parents=True, exist_ok=True)
+    labels = [
+        {"spine": f"s{i // (per_leaf * LEAVES_PER_SPINE)}", "leaf": f"l{i // per_leaf}"}
+        for i in range(len(nodes))
+    ]
+    cluster = {
+        "apiVersion": "topoq.io/v1",
+        "kind": "Cluster",
+        "metadata": {"name": "slurm-peer"},
+        "levels": ["spine", "leaf", "kubernetes.io/hostname"],
+        "nodes": [
+            {"name": name, "labels": label, "allocatable": {"nvidia.com/gpu": GPUS}}
+            for name, label in zip(nodes, labels, strict=True)
+        ],
+    }
+    events = [
+        {
+            "at": gang.at_s,
+            "submit": {
+                "id": gang.name,
+                "team": "all",
+                "runtime_s": gang.duration_s,
+                "time_limit": 60,
+                "pods": gang.nodes,
+                "gpus": GPUS,
+                "preferred": "leaf",
+            },
+        }
+        for gang in gangs
+    ]
+    (directory / "cluster.yaml").write_text(json.dumps(cluster))
+    (directory / "policy.yaml").write_text(POLICY % (len(nodes) * GPUS))
+    scenario = {
+        "apiVersion": "topoq.io/v1",
+        "kind": "Scenario",
+        "metadata": {"name": "slurm-peer"},
+        "cluster": "cluster.yaml",
+        "policy": "policy.yaml",
+        "events": events,
+    }
+    (directory / "scenario.yaml").write_text(json.dumps(scenario))
+    result = run_scenario(directory / "scenario.yaml")
+    by_name = {gang.name: gang for gang in gangs}
+    placed = {
+        str(entry.job): tuple(entry.placement.get("kubernetes.io/hostname", ()))
+        for entry in result.log
+        if entry.decision.value == "admit"
+    }
+    return [
+        Ran(
+            by_name[str(entry.job)],
+            by_name[str(entry.job)].at_s,
+            entry.t,
+            entry.t + by_name[str(entry.job)].duration_s,
+            placed[str(entry.job)],
+        )
+        for entry in result.log
+        if entry.decision.value == "start" and str(entry.job) in by_name
+    ]
 
 
 def _topoq_name(job: dict[str, Any]) -> str:
@@ -338,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--leaves", type=int, default=8)
     parser.add_argument("--nodes-per-leaf", type=int, default=8)
     parser.add_argument("--markdown", action="store_true")
+    parser.add_argument(
+        "--save", type=Path, default=None, help="also write every gang of both runs (JSON lines)"
+    )
     args = parser.parse_args(argv)
     gangs = stream(args.jobs, args.gap)
     shape = SlurmShape(args.leaves, args.nodes_per_leaf, LEAVES_PER_SPINE)
@@ -352,15 +444,49 @@ def main(argv: list[str] | None = None) -> int:
             tiers = 3 if args.leaves > LEAVES_PER_SPINE else 2  # a root above several spines
             leaf_level = f"topology.topoq.io/slurm-switch-{tiers}"
             admitted: dict[str, float] = {}
-            topoq = run_topoq_mode(bed, gangs, directory / "topoq", leaf_level, admitted)
+            steps: dict[str, float] = {}
+            topoq = run_topoq_mode(bed, gangs, directory / "topoq", leaf_level, admitted, steps)
         finally:
             tear_down(directory / "bed")
-    rows = [summarize("slurm", slurm, leaf, total), summarize("topoq", topoq, leaf, total)]
+        simulated = run_simulated_mode(
+            gangs, list(bed.nodes), args.nodes_per_leaf, directory / "simulated"
+        )
+    rows = [
+        summarize("slurm", slurm, leaf, total),
+        summarize("topoq", topoq, leaf, total),
+        summarize("topoq, virtual clock", simulated, leaf, total),
+    ]
     print(render(rows, args.markdown))
     for line in ratios(rows):
         print(line)
     print(wait_split(topoq, admitted))
+    if steps.get("count"):
+        print(
+            f"topoq's controller: {steps['count']:.0f} steps, {steps['seconds']:.1f} s in all, "
+            f"{1000 * steps['seconds'] / steps['count']:.0f} ms each on average"
+        )
+    if args.save is not None:
+        save_runs(args.save, {"slurm": slurm, "topoq": topoq}, admitted)
     return 0
+
+
+def save_runs(path: Path, runs: dict[str, list[Ran]], admitted: dict[str, float]) -> None:
+    """Every gang of both runs as JSON lines: for a closer look at where the waits went."""
+    with path.open("w") as out:
+        for mode, ran in runs.items():
+            for r in ran:
+                row = {
+                    "mode": mode,
+                    "gang": r.gang.name,
+                    "nodes": r.gang.nodes,
+                    "duration_s": r.gang.duration_s,
+                    "submitted": r.submitted,
+                    "admitted": admitted.get(r.gang.name) if mode == "topoq" else None,
+                    "started": r.started,
+                    "ended": r.ended,
+                    "placed": list(r.nodes),
+                }
+                out.write(json.dumps(row) + "\n")
 
 
 def wait_split(runs: list[Ran], admitted: dict[str, float]) -> str:

@@ -3,9 +3,12 @@ Slurm for minutes: ``python -m benchmarks.slurm_peer``)."""
 
 from __future__ import annotations
 
+import itertools
+from pathlib import Path
+
 import pytest
 
-from benchmarks.slurm_peer import Gang, Ran, leaf_of, stream, summarize
+from benchmarks.slurm_peer import Gang, Ran, leaf_of, run_simulated_mode, stream, summarize
 
 NODES = [f"n{i:02d}" for i in range(16)]  # 4 leaves of 4, one spine of 4 leaves
 LEAF = leaf_of(NODES, 4)
@@ -44,3 +47,15 @@ def test_waits_makespan_and_gpus_idle_while_a_gang_waited() -> None:
 def test_the_stream_is_the_same_for_both_schedulers() -> None:
     assert stream(50, 0.6) == stream(50, 0.6)
     assert all(1 <= gang.nodes <= 16 and 3 <= gang.duration_s <= 15 for gang in stream(50, 0.6))
+
+
+def test_the_virtual_clock_run_places_every_gang_of_the_stream_whole(tmp_path: Path) -> None:
+    gangs = stream(40, 0.6)
+    runs = run_simulated_mode(gangs, NODES, 4, tmp_path)
+    assert sorted(r.gang.name for r in runs) == sorted(g.name for g in gangs)
+    for r in runs:
+        assert len(r.nodes) == r.gang.nodes and set(r.nodes) <= set(NODES)
+        assert r.started >= r.submitted and r.ended == pytest.approx(r.started + r.gang.duration_s)
+    for first, second in itertools.combinations(runs, 2):  # no node is booked twice at once
+        if set(first.nodes) & set(second.nodes):
+            assert first.ended <= second.started + 1e-6 or second.ended <= first.started + 1e-6

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import itertools
 import os
 import signal
+import statistics
 import subprocess
 import sys
 import threading
@@ -139,6 +141,27 @@ def test_a_byte_on_the_wake_pipe_runs_a_step_long_before_the_timer_would() -> No
         assert steps.wait(timeout=30)
     finally:
         loop.stop()
+
+
+def test_the_timer_counts_from_each_steps_start_not_from_its_end() -> None:
+    starts: list[float] = []
+
+    class SlowController:
+        def step(self) -> None:
+            starts.append(time.monotonic())
+            time.sleep(0.4)  # a step that looks at a cluster takes a while
+
+    loop = ControllerLoop(cast(Controller, SlowController()), interval_s=1.0, min_gap_s=0.1)
+    loop.start()
+    try:
+        time.sleep(4.5)
+    finally:
+        loop.stop()
+    gaps = [later - earlier for earlier, later in itertools.pairwise(starts)]
+    assert len(gaps) >= 2
+    # 1 s from start to start; counted from each step's end, after the gap a step leaves
+    # (as long as it took), it was 0.4 + 0.4 + 1 = 1.8 s
+    assert statistics.median(gaps) < 1.4, gaps
 
 
 def test_a_new_admin_token_gets_a_name_of_its_own_when_the_files_one_is_not_valid(

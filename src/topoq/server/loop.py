@@ -30,13 +30,18 @@ def do_nothing() -> None:
 
 
 class ControllerLoop:
-    """Runs ``controller.step()`` every ``interval_s`` and as soon as it is woken (``wake``,
-    or a byte on ``wake_fd`` from an API process), but never sooner than ``min_gap_s`` — nor
-    sooner than the previous step took — after the previous step ended: a burst of
-    submissions wakes one step, not one per submission, and under a stream the steps take at
-    most about half a core however long the queue grows. Before each step ``before_step`` runs
-    (taking in the cluster's own Jobs), after it ``after_step`` (publishing the metrics). A
-    failing step is logged and the loop goes on."""
+    """Runs ``controller.step()`` every ``interval_s`` (counted from the previous step's
+    start) and as soon as it is woken (``wake``, or a byte on ``wake_fd`` from an API process),
+    but never sooner than ``min_gap_s`` — nor sooner than the previous step took — after the
+    previous step ended: a burst of submissions wakes one step, not one per submission, and
+    under a stream the steps take at most about half a core however long the queue grows.
+    Before each step ``before_step`` runs (taking in the cluster's own Jobs), after it
+    ``after_step`` (publishing the metrics). A failing step is logged and the loop goes on.
+
+    The timer counts from the step's start so that an executor that learns of ends only by
+    looking (Slurm's ``squeue`` at each step) sees them every ``interval_s`` and not every
+    ``interval_s`` plus twice the step: with steps of 0.3 s that was 1.1 s between looks,
+    and every gang's end waited that long before the next gang was admitted."""
 
     def __init__(
         self,
@@ -73,8 +78,10 @@ class ControllerLoop:
                 os.close(descriptor)
 
     def _run(self) -> None:
+        began = time.monotonic()
         while not self._stopped.is_set():
-            readable, _, _ = select.select([self._read_fd], [], [], self.interval_s)
+            timeout_s = max(0.0, began + self.interval_s - time.monotonic())
+            readable, _, _ = select.select([self._read_fd], [], [], timeout_s)
             if readable:
                 with contextlib.suppress(BlockingIOError):
                     os.read(self._read_fd, 65536)  # every wake so far: one step serves them

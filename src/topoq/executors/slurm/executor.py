@@ -326,7 +326,7 @@ class SlurmExecutor:
             )
         elif found.state in ENDED_STATES:
             del self._gangs[gang.job]
-            code = found.exit_code if found.state != "CANCELLED" else 143
+            code = self._exit_code(found)
             if gang.started or code == 0:
                 event(ExecutorEventKind.EXITED, exit_code=code, message=f"Slurm: {found.state}")
             else:  # a pod's command could not run: the gang never started
@@ -335,6 +335,18 @@ class SlurmExecutor:
                     exit_code=code or 127,
                     message=f"Slurm: {found.state} before every pod began",
                 )
+
+    def _exit_code(self, found: SlurmJob) -> int:
+        """How an ended job ended: 0 when Slurm says COMPLETED, 143 (SIGTERM) when cancelled,
+        else its batch script's code as ``scontrol show job`` says it."""
+        if found.state == "COMPLETED":
+            return 0
+        if found.state == "CANCELLED":
+            return 143
+        try:
+            return self._slurm.exit_code(found.job_id) or 1
+        except SlurmCommandFailed:
+            return 1  # it ended otherwise than well; Slurm no longer says how
 
     def _all_pods_began(self, gang: _Gang) -> bool:
         """Whether every pod of the gang found its command and began it (its marker)."""

@@ -15,13 +15,17 @@ to a leaf's nodes) under one spine.
 
 - **Slurm**: each gang ``sbatch --nodes=N --ntasks-per-node=1 --gres=gpu:8 --exclusive
   --time=1 --switches=L@60`` at its arrival (``L`` its ideal leaves; Slurm may relax that
-  after 60 s); Slurm decides where.
+  after 60 s), running ``srun sleep D`` — one task per node, as a distributed job's ranks
+  and as topoq's gang runs; Slurm decides where.
 - **topoq**: the same bed, Slurm's own jobs gone; a real ``topoq server --executor slurm``
   with one team owning every GPU; each gang submitted through the API at its arrival, asking
   for its leaf level as *preferred* (the gang may span more when it cannot fit); topoq
   decides where and pins each gang with ``--nodelist``.
 
-Both runs are read back from Slurm (``squeue --json``: each job's nodes, start and end) and
+- **topoq, virtual clock**: the same stream and policy through ``topoq simulate`` (the same
+  scheduling core, no executor, no controller loop): what topoq's decisions alone give.
+
+Both real runs are read back from Slurm (``squeue --json``: each job's nodes, start and end) and
 reported side by side: leaves and spines spanned per gang, the share at its ideal span, mean
 and p95 wait (submission to start), makespan (first submission to last end), and GPU-hours
 left idle while a gang waited. A benchmark, not a timed test: nothing here fails on a number.
@@ -133,7 +137,7 @@ def run_slurm_mode(bed: SlurmBed, gangs: list[Gang], per_leaf: int) -> list[Ran]
                 "sbatch", "--parsable", f"--job-name={gang.name}", f"--nodes={gang.nodes}",
                 "--ntasks-per-node=1", f"--gres=gpu:{GPUS}", "--exclusive",
                 f"--switches={leaves}@{SWITCHES_WAIT}", "--output=/dev/null", "--time=1",
-                f"--wrap=sleep {gang.duration_s:.1f}",
+                f"--wrap=srun sleep {gang.duration_s:.1f}",
             ],
         )  # fmt: skip
         submitted[gang.name] = time.time()
@@ -147,6 +151,7 @@ def run_topoq_mode(
     leaf_level: str,
     admitted: dict[str, float],
     steps: dict[str, float] | None = None,
+    server_options: tuple[str, ...] = (),
 ) -> list[Ran]:
     """The stream through a real topoq server; ``admitted`` gets when topoq admitted each gang
     (to split its wait into topoq's decision and Slurm's start), ``steps`` the controller's
@@ -154,7 +159,7 @@ def run_topoq_mode(
     directory.mkdir(parents=True, exist_ok=True)
     policy = directory / "policy.yaml"
     policy.write_text(POLICY % (len(bed.nodes) * GPUS))
-    options = ["--executor", "slurm", "--slurm-conf", str(bed.slurm_conf)]
+    options = ["--executor", "slurm", "--slurm-conf", str(bed.slurm_conf), *server_options]
     submitted: dict[str, float] = {}
     with running_server(directory / "data", *options, policy=policy) as server:
         token = (server.data_dir / "admin-token").read_text().strip()
@@ -428,6 +433,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes-per-leaf", type=int, default=8)
     parser.add_argument("--markdown", action="store_true")
     parser.add_argument(
+        "--step-interval", type=float, default=None, help="topoq server's --step-interval"
+    )
+    parser.add_argument(
         "--save", type=Path, default=None, help="also write every gang of both runs (JSON lines)"
     )
     args = parser.parse_args(argv)
@@ -445,7 +453,10 @@ def main(argv: list[str] | None = None) -> int:
             leaf_level = f"topology.topoq.io/slurm-switch-{tiers}"
             admitted: dict[str, float] = {}
             steps: dict[str, float] = {}
-            topoq = run_topoq_mode(bed, gangs, directory / "topoq", leaf_level, admitted, steps)
+            step = ("--step-interval", str(args.step_interval)) if args.step_interval else ()
+            topoq = run_topoq_mode(
+                bed, gangs, directory / "topoq", leaf_level, admitted, steps, step
+            )
         finally:
             tear_down(directory / "bed")
         simulated = run_simulated_mode(

@@ -32,6 +32,7 @@ EVERY_OPTION_CHANGED = ServerSettings(
     policy_file=Path("/etc/topoq/policy.yaml"),
     executor="slurm",
     topology_levels=("rack", "kubernetes.io/hostname"),
+    step_interval_s=0.25,
     api_workers=3,
     api_spares=0,
     pod_log_limit_bytes=1 << 20,
@@ -122,6 +123,8 @@ def test_the_slurm_executor_is_told_its_cluster_partition_and_whether_to_write_t
         (["--log-format", "xml"], "--log-format"),
         (["--pod-log-limit", "lots"], "--pod-log-limit"),
         (["--topology-levels", " , "], "--topology-levels"),
+        (["--step-interval", "0"], "--step-interval"),
+        (["--step-interval", "nan"], "--step-interval"),
     ],
 )
 def test_a_bad_value_is_refused_naming_its_option(words: list[str], where: str) -> None:

@@ -136,7 +136,12 @@ def build_server(settings: ServerSettings) -> Server:
             namespace_pattern=settings.namespace_pattern,
             clock=time.time,
         ).take
-    loop = ControllerLoop(controller, before_step=before_step, after_step=after_step)
+    loop = ControllerLoop(
+        controller,
+        interval_s=settings.step_interval_s,
+        before_step=before_step,
+        after_step=after_step,
+    )
     return Server(store, executor, controller, loop, metrics, ensure_admin_token(store, data_dir))
 
 

@@ -134,6 +134,13 @@ class ServerSettings:
         parse=topology_levels,
         show=",".join,
     )
+    step_interval_s: float = option(
+        0.5,
+        "Seconds from one controller step's start to the next when nothing wakes it sooner (a "
+        "submission or any change through the API does): how soon an end the executor "
+        "learns of by looking (Slurm's squeue) frees its nodes.",
+        flag="--step-interval",
+    )
     api_workers: int = option(1, "API processes to start beside the controller's own (ADR 0004).")
     api_spares: int = option(
         1,
@@ -232,6 +239,12 @@ class ServerSettings:
                 f"{self.port} is not a port", where="--port", hint="give 0 to 65535 (0: any free)"
             )
         self._check_process_counts()
+        if not 0.05 <= self.step_interval_s <= 60:  # NaN too
+            raise InvalidInputError(
+                f"{self.step_interval_s} s between steps is out of range",
+                where="--step-interval",
+                hint="give 0.05 to 60 seconds (default 0.5)",
+            )
         for flag, rate in (
             ("--kube-qps", self.kube_qps),
             ("--kube-burst", self.kube_burst),

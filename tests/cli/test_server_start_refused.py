@@ -82,6 +82,8 @@ def test_a_refused_start_is_one_error_line_and_exit_2(
 ) -> None:
     options, expected = REFUSALS[refusal](tmp_path)
     assert_refused_in_one_line(run(program, options, tmp_path), expected)
+    if "cluster" in refusal:  # read before anything is made: no store left behind
+        assert not (tmp_path / "data").exists()
 
 
 @pytest.mark.parametrize("program", PROGRAMS)

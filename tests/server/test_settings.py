@@ -95,7 +95,9 @@ def test_topoq_server_offers_the_same_options_as_python_m_topoq_bootstrap() -> N
 
 @pytest.mark.parametrize("executor", sorted(PLUGINS))
 def test_each_executor_option_is_a_keyword_its_factory_takes(executor: str) -> None:
-    settings = dataclasses.replace(EVERY_OPTION_CHANGED, executor=executor)
+    settings = dataclasses.replace(
+        EVERY_OPTION_CHANGED, executor=executor, write_topology=executor == "slurm"
+    )
     taken = settings.executor_options()
     parameters = inspect.signature(PLUGINS[executor].factory).parameters
     assert set(taken) <= set(parameters), set(taken) - set(parameters)
@@ -124,6 +126,8 @@ def test_the_slurm_executor_is_told_its_cluster_partition_and_whether_to_write_t
         (["--pod-log-limit", "lots"], "--pod-log-limit"),
         (["--topology-levels", " , "], "--topology-levels"),
         (["--step-interval", "0"], "--step-interval"),
+        (["--write-topology", "--executor", "slurm"], "--write-topology"),
+        (["--write-topology", "--cluster", "c.yaml"], "--write-topology"),
         (["--step-interval", "nan"], "--step-interval"),
     ],
 )

@@ -95,12 +95,12 @@ class Server:
 def build_server(settings: ServerSettings) -> Server:
     """The controller process's parts (``settings.data_dir`` and the files resolved)."""
     found = plugin(settings.executor, where="--executor")
+    cluster = load_cluster(settings.cluster_file)  # read before anything is made: a bad file
+    topology = cluster_topology(settings, cluster)  # or cluster refuses the start untouched
     data_dir = settings.data_dir
     make_private(data_dir)
     store = open_store(settings.database_url, data_dir)
     try:
-        cluster = load_cluster(settings.cluster_file)
-        topology = cluster_topology(settings, cluster)
         if found.capabilities.reports_inventory:
             if settings.policy_file is not None:
                 policy_file = settings.policy_file

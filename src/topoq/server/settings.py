@@ -239,6 +239,15 @@ class ServerSettings:
                 f"{self.port} is not a port", where="--port", hint="give 0 to 65535 (0: any free)"
             )
         self._check_process_counts()
+        if self.write_topology and (self.executor != "slurm" or self.cluster_file is None):
+            raise InvalidInputError(
+                "--write-topology writes topoq's view of the network (its --cluster file) "
+                "into a Slurm cluster's topology.conf",
+                where="--write-topology",
+                hint="give it with --executor slurm and --cluster FILE (any format `topoq "
+                "place` reads); without --cluster topoq reads topology.conf and has nothing "
+                "to write back",
+            )
         if not 0.05 <= self.step_interval_s <= 60:  # NaN too
             raise InvalidInputError(
                 f"{self.step_interval_s} s between steps is out of range",

@@ -24,33 +24,47 @@ from topoq.server.settings import (
     settings_from,
 )
 
-EVERY_OPTION_CHANGED = ServerSettings(
-    host="0.0.0.0",
-    port=9999,
-    data_dir=Path("/srv/topoq"),
-    cluster_file=Path("/etc/topoq/cluster.yaml"),
-    policy_file=Path("/etc/topoq/policy.yaml"),
-    executor="slurm",
-    topology_levels=("rack", "kubernetes.io/hostname"),
-    step_interval_s=0.25,
-    api_workers=3,
-    api_spares=0,
-    pod_log_limit_bytes=1 << 20,
-    keep_pods_on_exit=True,
-    kubeconfig=Path("/etc/kube/config"),
-    node_selector="pool=gpu",
-    namespace_pattern="team-{team}",
-    kube_qps=7.5,
-    kube_burst=9,
-    kube_concurrency=2,
-    cluster_jobs=False,
-    slurm_conf=Path("/etc/slurm/slurm.conf"),
-    slurm_partition="gpu",
-    write_topology=True,
-    log_format="json",
-    log_level="debug",
-    access_log=True,
-)
+EVERY_VALUE_CHANGED: dict[str, Any] = {
+    "host": "0.0.0.0",
+    "port": 9999,
+    "data_dir": Path("/srv/topoq"),
+    "cluster_file": Path("/etc/topoq/cluster.yaml"),
+    "policy_file": Path("/etc/topoq/policy.yaml"),
+    "executor": "slurm",
+    "topology_levels": ("rack", "kubernetes.io/hostname"),
+    "step_interval_s": 0.25,
+    "api_workers": 3,
+    "api_spares": 0,
+    "pod_log_limit_bytes": 1 << 20,
+    "keep_pods_on_exit": True,
+    "kubeconfig": Path("/etc/kube/config"),
+    "node_selector": "pool=gpu",
+    "namespace_pattern": "team-{team}",
+    "kube_qps": 7.5,
+    "kube_burst": 9,
+    "kube_concurrency": 2,
+    "cluster_jobs": False,
+    "slurm_conf": Path("/etc/slurm/slurm.conf"),
+    "slurm_partition": "gpu",
+    "write_topology": True,
+    "log_format": "json",
+    "log_level": "debug",
+    "access_log": True,
+}
+
+
+def only_for(executor: str) -> ServerSettings:
+    """Every option changed but those of other executors (which a server refuses)."""
+    values = {
+        name: value
+        for name, value in EVERY_VALUE_CHANGED.items()
+        if not OPTIONS[name].executor or OPTIONS[name].executor == executor
+    }
+    values["write_topology"] = executor == "slurm"
+    return ServerSettings(**{**values, "executor": executor})
+
+
+OPTIONS = dict(options())
 
 
 def parse(words: list[str]) -> ServerSettings:
@@ -60,14 +74,21 @@ def parse(words: list[str]) -> ServerSettings:
 
 
 def test_every_option_is_changed_by_the_round_trip_example() -> None:
-    same = [name for name, _ in options() if getattr(EVERY_OPTION_CHANGED, name) == DEFAULTS[name]]
-    assert same == ["database_url"], "give each new option a value in EVERY_OPTION_CHANGED"
+    same = [
+        name
+        for name, _ in options()
+        if EVERY_VALUE_CHANGED.get(name, DEFAULTS[name]) == DEFAULTS[name]
+    ]
+    assert same == ["database_url"], "give each new option a value in EVERY_VALUE_CHANGED"
 
 
-def test_the_api_processes_command_line_says_every_setting_but_the_database_url() -> None:
-    words = EVERY_OPTION_CHANGED.command_line()
-    assert parse(words) == EVERY_OPTION_CHANGED
-    with_url = dataclasses.replace(EVERY_OPTION_CHANGED, database_url="postgresql://u:secret@db/t")
+@pytest.mark.parametrize("executor", sorted(PLUGINS))
+def test_the_api_processes_command_line_says_every_setting_but_the_database_url(
+    executor: str,
+) -> None:
+    settings = only_for(executor)
+    assert parse(settings.command_line()) == settings
+    with_url = dataclasses.replace(settings, database_url="postgresql://u:secret@db/t")
     assert not any("secret" in word for word in with_url.command_line())
 
 
@@ -95,9 +116,7 @@ def test_topoq_server_offers_the_same_options_as_python_m_topoq_bootstrap() -> N
 
 @pytest.mark.parametrize("executor", sorted(PLUGINS))
 def test_each_executor_option_is_a_keyword_its_factory_takes(executor: str) -> None:
-    settings = dataclasses.replace(
-        EVERY_OPTION_CHANGED, executor=executor, write_topology=executor == "slurm"
-    )
+    settings = only_for(executor)
     taken = settings.executor_options()
     parameters = inspect.signature(PLUGINS[executor].factory).parameters
     assert set(taken) <= set(parameters), set(taken) - set(parameters)
@@ -105,7 +124,7 @@ def test_each_executor_option_is_a_keyword_its_factory_takes(executor: str) -> N
 
 
 def test_the_slurm_executor_is_told_its_cluster_partition_and_whether_to_write_topology() -> None:
-    settings = dataclasses.replace(EVERY_OPTION_CHANGED, executor="slurm")
+    settings = only_for("slurm")
     assert settings.executor_options() == {
         "slurm_conf": Path("/etc/slurm/slurm.conf"),
         "partition": "gpu",
@@ -135,6 +154,17 @@ def test_a_bad_value_is_refused_naming_its_option(words: list[str], where: str) 
     with pytest.raises(InvalidInputError) as refused:
         parse(words)
     assert refused.value.where == where
+
+
+def test_an_option_of_another_executor_is_refused_not_ignored() -> None:
+    with pytest.raises(InvalidInputError) as refused:
+        parse(["--kubeconfig", "/etc/kube/config"])  # the local executor by default
+    assert refused.value.where == "--kubeconfig"
+    assert "--executor kubernetes" in str(refused.value)
+    with pytest.raises(InvalidInputError) as refused:
+        parse(["--executor", "kubernetes", "--slurm-partition", "gpu"])
+    assert refused.value.where == "--slurm-partition"
+    assert parse(["--executor", "slurm", "--slurm-partition", "gpu"]).slurm_partition == "gpu"
 
 
 def test_settings_cannot_change_once_made() -> None:

@@ -266,6 +266,15 @@ class ServerSettings:
                     hint="client-go's defaults are 5 a second, bursts of 10; topoq's 50, 100 and 8",
                 )
         for name, found in options():
+            flag = found.flag_of(name)
+            foreign = found.executor and self.executor != found.executor
+            if foreign and getattr(self, name) != DEFAULTS[name]:
+                raise InvalidInputError(
+                    f"{flag} is for --executor {found.executor}; this server runs "
+                    f"--executor {self.executor}",
+                    where=flag,
+                    hint=f"add --executor {found.executor}, or leave {flag} out",
+                )
             if found.choices and getattr(self, name) not in found.choices:
                 raise InvalidInputError(
                     f"{getattr(self, name)!r} is not one of {', '.join(found.choices)}",

@@ -66,22 +66,25 @@ def test_tear_down_stops_exactly_the_daemons_it_started_and_the_jobs_they_ran(
     deep = tmp_path / ("a-deep-directory-" * 4) / "bed"  # slurmstepd's sockets stay short
     names = ("node-with-a-long-name-1", "node-with-a-long-name-2")
     bed = bring_up(deep, SlurmShape(leaves=1, nodes_per_leaf=2, gpus_per_node=0, names=names))
-    daemons = recorded(bed.directory)
-    assert sorted(daemons) == ["munged", "slurmctld", *(f"slurmd-{name}" for name in names)]
-    assert all(is_alive(daemon) for daemon in daemons.values())
-    marker = tmp_path / "ran"
-    wrap = f"--wrap=srun bash -c 'touch {marker}-$SLURM_PROCID'; sleep 300"
-    run_slurm(bed, ["sbatch", "--nodes=2", "--ntasks-per-node=1", wrap])
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (tmp_path / "ran-1").exists():
-        time.sleep(0.2)
-    assert (tmp_path / "ran-0").exists() and (tmp_path / "ran-1").exists()
-    stopped = tear_down(bed.directory)
-    assert stopped[:2] == [f"slurmd-{name}" for name in names]
-    assert stopped[2:] == ["slurmctld", "munged"]
-    assert not any(is_alive(daemon) for daemon in daemons.values())
-    assert processes_using(bed.directory) == [] and processes_using(bed.spool) == []
-    assert not bed.spool.exists() and bed_in(bed.directory) is None
+    try:
+        daemons = recorded(bed.directory)
+        assert sorted(daemons) == ["munged", "slurmctld", *(f"slurmd-{name}" for name in names)]
+        assert all(is_alive(daemon) for daemon in daemons.values())
+        marker = tmp_path / "ran"
+        wrap = f"--wrap=srun bash -c 'touch {marker}-$SLURM_PROCID'; sleep 300"
+        run_slurm(bed, ["sbatch", "--nodes=2", "--ntasks-per-node=1", wrap])
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (tmp_path / "ran-1").exists():
+            time.sleep(0.2)
+        assert (tmp_path / "ran-0").exists() and (tmp_path / "ran-1").exists()
+        stopped = tear_down(bed.directory)
+        assert stopped[:2] == [f"slurmd-{name}" for name in names]
+        assert stopped[2:] == ["slurmctld", "munged"]
+        assert not any(is_alive(daemon) for daemon in daemons.values())
+        assert processes_using(bed.directory) == [] and processes_using(bed.spool) == []
+        assert not bed.spool.exists() and bed_in(bed.directory) is None
+    finally:
+        tear_down(bed.directory)  # a failed check above must not leave daemons running
     assert tear_down(bed.directory) == []
 
 

@@ -174,9 +174,9 @@ class Controller:
         self._stopping: set[JobId] = set()
         """Victims the executor was asked to stop (``Executor.stop``) and not yet stopped."""
         self._failed_nodes: set[str] | None = None
+        """Nodes not ready as of the last step (None before the first step)."""
         self._recovering: set[str] = set()
         """Nodes a user marked healthy whose ``recover_node`` failed: tried again next step."""
-        """Nodes not ready as of the last step (None before the first step)."""
         self._settled: _CycleInputs | None = None
         """The inputs of the last cycle that changed no job (its decisions are all stored)."""
         self._settled_until: float | None = None
@@ -207,9 +207,10 @@ class Controller:
     def step(self) -> StepReport:
         began = time.perf_counter()
         report = StepReport()
-        self._return_recovered_nodes(report)  # first: the cluster's next report shows them
-        self._take_inventory(report)
         nodes = self.store.nodes()
+        self._return_recovered_nodes(nodes, report)  # first: the cluster's report shows them
+        if self._take_inventory(nodes, report):
+            nodes = self.store.nodes()
         self._stop_work_on_failed_nodes(nodes, report)
         self._unapplied.extend(self._poll(report))
         if self._apply_events(report):
@@ -516,14 +517,14 @@ class Controller:
                 self._executor_failed(f"stop the work on node {name}", error, report)
                 self._failed_nodes.discard(name)
 
-    def _return_recovered_nodes(self, report: StepReport) -> None:
+    def _return_recovered_nodes(self, stored: Iterable[NodeSpec], report: StepReport) -> None:
         """A node failed at the last step that a user marked healthy since is handed back to
         the cluster (``recover_node``: Slurm resumes a node ``fail_node`` set DOWN) — before
         the step takes the cluster's nodes, so that their report shows it back rather than
         failing it again. One the executor failed to hand back is tried again next step."""
         if not self._failed_nodes or not self.executor.capabilities.can_fail_nodes:
             return
-        nodes = {str(node.name): node for node in self.store.nodes()}
+        nodes = {str(node.name): node for node in stored}
         self._recovering = set()
         for name in sorted(self._failed_nodes):
             node = nodes.get(name)
@@ -665,23 +666,26 @@ class Controller:
             and self._change_job(job_id, lambda job: _requeued(job, now, cause), now=now)
         ]
 
-    def _take_inventory(self, report: StepReport) -> None:
+    def _take_inventory(self, stored_nodes: Iterable[NodeSpec], report: StepReport) -> bool:
         """An executor that knows the cluster's nodes (Kubernetes) is where the inventory
         comes from: when its nodes changed, the store gets them before the step reads them —
         keeping a cordon or failure set through topoq that the cluster did not change since
-        its last report (``core.inventory_merge``)."""
+        its last report (``core.inventory_merge``). Whether the store's nodes changed."""
         try:
             nodes = self.executor.inventory_changes()
-            if nodes is not None:
-                stored = {node.name: node for node in self.store.nodes()}
-                merged = merged_inventory(nodes, self._reported_nodes, stored)
-                self.store.save_nodes(merged, actor=SYSTEM, now=self.clock())
-                self._reported_nodes = {node.name: node for node in nodes}
-                change = inventory_changed(stored.values(), merged)
-                if change is not None:
-                    write_event(log, change)
+            if nodes is None:
+                return False
+            stored = {node.name: node for node in stored_nodes}
+            merged = merged_inventory(nodes, self._reported_nodes, stored)
+            self.store.save_nodes(merged, actor=SYSTEM, now=self.clock())
+            self._reported_nodes = {node.name: node for node in nodes}
+            change = inventory_changed(stored.values(), merged)
+            if change is not None:
+                write_event(log, change)
+            return True
         except Exception as error:  # any executor or store failure: tried again next step
             self._executor_failed("take the cluster's nodes", error, report)
+            return False
 
 
 def _killed(job: JobView, *, now: float, cause: str) -> JobView | None:

@@ -130,9 +130,9 @@ class SlurmCommands:
         found = json.loads(self.run(["sinfo", "--json"]))
         return [_node(entry) for entry in found.get("nodes", [])]
 
-    def node_reason(self, name: str) -> str:
-        """Why node ``name`` is down or drained ("" when it is not, or is not known)."""
-        return next((node.reason for node in self.nodes() if node.name == name), "")
+    def node(self, name: str) -> SlurmNode | None:
+        """Node ``name`` as ``sinfo --json`` shows it (None when Slurm does not know it)."""
+        return next((node for node in self.nodes() if node.name == name), None)
 
     def cancel(self, job_ids: Sequence[int], *, signal: str | None = None) -> None:
         """``scancel`` the jobs (with ``signal``: only signal their steps)."""

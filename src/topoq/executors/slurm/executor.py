@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from topoq.domain.job import JobId
-from topoq.domain.node import NodeName, NodeSpec
+from topoq.domain.node import NodeSpec
 from topoq.domain.quantity import CPU, MEMORY, NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.engine.ports import (
@@ -357,7 +357,7 @@ class SlurmExecutor:
         already holds DOWN (an admin's, or Slurm's own) keeps its state and reason."""
         with self._lock:
             self._failed_nodes.add(node)
-            held = next((n for n in self._slurm.nodes() if n.name == node), None)
+            held = self._slurm.node(node)
             if held is None or held.state != "down":
                 self._slurm.set_node_state(node, "DOWN", FAIL_NODE_REASON)
             self._events.append(
@@ -373,7 +373,8 @@ class SlurmExecutor:
         with self._lock:
             self._failed_nodes.discard(node)
             self._reported = None
-            if self._slurm.node_reason(node) != FAIL_NODE_REASON:
+            held = self._slurm.node(node)
+            if held is None or held.reason != FAIL_NODE_REASON:
                 return
             self._slurm.set_node_state(node, "RESUME")
             deadline = time.monotonic() + RESUME_PATIENCE_S
@@ -381,8 +382,8 @@ class SlurmExecutor:
                 time.sleep(0.1)
 
     def _responding(self, node: str) -> bool:
-        found = next((n for n in self._slurm.nodes() if n.name == node), None)
-        return found is not None and _node_spec(NodeSpec(NodeName(found.name)), found).ready
+        found = self._slurm.node(node)
+        return found is not None and not _failed(found)
 
     def logs(self, job: JobId, pod: int | None = None, *, team: str | None = None) -> str:
         team = team if team is not None else self._teams.get(job)
@@ -456,9 +457,6 @@ def _node_spec(placed: NodeSpec, node: SlurmNode) -> NodeSpec:
             **({NVIDIA_GPU: node.gpus} if node.gpus else {}),
         }
     )
-    failed = node.state in ("down", "unknown", "future") or bool(
-        {"DOWN", "NOT_RESPONDING"} & set(node.flags)
-    )
     cordoned = node.state.startswith("drain") or bool(
         {"DRAIN", "DRAINING", "DRAINED"} & set(node.flags)
     )
@@ -467,7 +465,14 @@ def _node_spec(placed: NodeSpec, node: SlurmNode) -> NodeSpec:
         labels=placed.labels,
         allocatable=allocatable,
         unschedulable=cordoned,
-        ready=not failed,
+        ready=not _failed(node),
+    )
+
+
+def _failed(node: SlurmNode) -> bool:
+    """Whether Slurm holds the node DOWN or has not heard from its slurmd."""
+    return node.state in ("down", "unknown", "future") or bool(
+        {"DOWN", "NOT_RESPONDING"} & set(node.flags)
     )
 
 

@@ -544,11 +544,9 @@ def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str
 
 def eviction_order(policy: ClusterPolicy, jobs: Iterable[JobView]) -> list[JobView]:
     """Lowest priority first, then the most recently started (least work lost)."""
-    return sorted(
-        jobs,
-        key=lambda job: (
-            priority_of(policy, job),
-            -(job.started_at or job.admitted_at or 0.0),
-            job.id,
-        ),
-    )
+    return sorted(jobs, key=lambda job: eviction_key(policy, job))
+
+
+def eviction_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:
+    """``eviction_order``'s key: no two jobs share one."""
+    return (priority_of(policy, job), -(job.started_at or job.admitted_at or 0.0), job.id)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,6 +36,8 @@ class TrialBudget:
         self.held: dict[int, _Held] = {}
         """Each candidate's nodes and what it holds on each, as arrays (by the ``id`` of its
         allocation, which is kept beside them): worked out once for all the cycle's searches."""
+        self.entries = _Entries(self.held)
+        """The same, every candidate's rows in one array, for the searches' bounds."""
 
     def take(self) -> bool:
         if self.left <= 0:
@@ -64,27 +67,77 @@ def select_victims(
     domains of the job's own search levels are tried lowest first. ``candidates`` come in
     eviction order (lowest priority, most recently started first). Each trial placement
     takes one from ``budget``; once it is spent the search finds nothing (``budget.spent``),
-    and a search that starts with it spent tries nothing."""
+    and a search that starts with it spent tries nothing. A domain is tried only while victims
+    there could rank before the best found so far at its level (``_could_beat``)."""
     budget = budget or TrialBudget(UNBOUNDED)
     if not candidates or budget.spent:
         return None
     tree = ledger.tree
-    rank = {job.id: position for position, job in enumerate(candidates)}
     needed = tree.resource_vector(search.workload.total_requests)
-    held = [_held(tree, job, budget.held) for job in candidates]
+    held = budget.entries.of(tree, candidates)
     for level in _scope_levels(tree, search.workload):
-        found = []
-        for (start, end), local in _domains_that_could_hold(
-            ledger, level, candidates, held, needed
-        ):
-            chosen = _victims_in(ledger, book, search, local, may_evict, (start, end), budget)
+        best: _Chosen | None = None
+        for domain in _domains_that_could_hold(ledger, level, candidates, held, needed):
+            if best is not None and not _could_beat(best, domain, needed):
+                continue
+            chosen = _victims_in(
+                ledger, book, search, domain.candidates, may_evict, domain.nodes, budget
+            )
             if chosen:
-                found.append(chosen)
+                ranks = {
+                    id(job): rank for rank, job in zip(domain.ranks, domain.candidates, strict=True)
+                }
+                key = (len(chosen), sorted(ranks[id(job)] for job in chosen))
+                if best is None or key < best.key:
+                    best = _Chosen(key, chosen)
         if budget.spent:
             return None
-        if found:
-            return min(found, key=lambda chosen: (len(chosen), sorted(rank[j.id] for j in chosen)))
+        if best is not None:
+            return best.chosen
     return None
+
+
+class _Chosen(NamedTuple):
+    """The best victims found so far at a level, and how they rank: fewest victims, then the
+    least important (their positions in eviction order, sorted)."""
+
+    key: tuple[int, list[int]]
+    chosen: list[JobView]
+
+
+class _Domain(NamedTuple):
+    """A domain where victims could make the gang fit, as the bound found it."""
+
+    nodes: tuple[int, int]
+    """Its node range."""
+    candidates: list[JobView]
+    """The candidates holding capacity in it, in eviction order."""
+    ranks: list[int]
+    """Their positions in eviction order (ascending)."""
+    holdings: IntArray
+    """What each of them holds inside the domain (one row each)."""
+    free: IntArray
+    """The domain's free capacity."""
+
+
+def _could_beat(best: _Chosen, domain: _Domain, needed: IntArray) -> bool:
+    """Whether victims in ``domain`` could rank before ``best`` (a bound, before any trial):
+    no set of victims smaller than the fewest whose holdings there cover what the domain
+    lacks frees enough, and a set of that many ranks no better than the domain's that many
+    least important candidates. A domain that cannot is skipped: the level's choice is the
+    same (the first best found is kept), at no trial's cost."""
+    fewest_victims, best_ranks = best.key
+    if fewest_victims == 1 and domain.ranks[0] >= best_ranks[0]:
+        return False  # the usual: one victim found; this domain's least important is not less
+    lacking = needed - domain.free
+    fewest = 1
+    for column in np.flatnonzero(lacking > 0):
+        covered = np.cumsum(np.sort(domain.holdings[:, column])[::-1])
+        reaching = int(np.searchsorted(covered, lacking[column])) + 1
+        if reaching > len(domain.candidates):
+            return False  # all of them together do not cover it
+        fewest = max(fewest, reaching)
+    return (fewest, domain.ranks[:fewest]) < best.key
 
 
 _Held = tuple[object, IntArray, IntArray]
@@ -115,17 +168,78 @@ def _held(tree: TopologyTree, job: JobView, known: dict[int, _Held]) -> _Held:
     return made
 
 
+class _Entries:
+    """What every candidate met in a cycle holds, one row per node it holds (its rows of
+    ``_held``) in one array, so that a search's bound takes its candidates' rows at once
+    instead of gathering them one candidate at a time."""
+
+    def __init__(self, held: dict[int, _Held]) -> None:
+        self._held = held
+        self._slots: dict[int, tuple[int, object]] = {}
+        """Each allocation's slot, by ``id`` (the allocation kept, so the id stays its own)."""
+        self._pending: list[_Held] = []
+        """Allocations given a slot but not yet in the arrays."""
+        self.indexes: IntArray = np.zeros(0, dtype=np.int64)
+        self.vectors: IntArray | None = None
+        self.slot_of_row: IntArray = np.zeros(0, dtype=np.int64)
+
+    def of(self, tree: TopologyTree, candidates: Sequence[JobView]) -> _CandidateRows:
+        """The rows of ``candidates``: node indexes, what is held on each, and the position
+        in ``candidates`` of the one holding it."""
+        slots = [self._slot(tree, job) for job in candidates]
+        if self._pending or self.vectors is None:
+            self._take_pending(tree)
+        assert self.vectors is not None
+        member = np.full(len(self._slots), -1, dtype=np.int64)
+        member[slots] = np.arange(len(candidates), dtype=np.int64)
+        owner = member[self.slot_of_row]
+        inside = owner >= 0
+        return self.indexes[inside], self.vectors[inside], owner[inside]
+
+    def _slot(self, tree: TopologyTree, job: JobView) -> int:
+        allocation = job.allocation
+        found = self._slots.get(id(allocation))
+        if found is not None and found[1] is allocation:
+            return found[0]
+        slot = len(self._slots)
+        self._slots[id(allocation)] = (slot, allocation)
+        self._pending.append(_held(tree, job, self._held))
+        return slot
+
+    def _take_pending(self, tree: TopologyTree) -> None:
+        first = len(self._slots) - len(self._pending)
+        width = len(tree.resource_names)
+        before = self.vectors if self.vectors is not None else np.zeros((0, width), np.int64)
+        self.indexes = np.concatenate([self.indexes, *(held[1] for held in self._pending)])
+        self.vectors = np.concatenate([before, *(held[2] for held in self._pending)])
+        self.slot_of_row = np.concatenate(
+            [
+                self.slot_of_row,
+                np.repeat(
+                    np.arange(first, first + len(self._pending), dtype=np.int64),
+                    [len(held[1]) for held in self._pending],
+                ),
+            ]
+        )
+        self._pending = []
+
+
+_CandidateRows = tuple[IntArray, IntArray, IntArray]
+"""Node indexes, what is held on each, and whose (a position among the candidates)."""
+
+
 def _domains_that_could_hold(
     ledger: CapacityLedger,
     level: int,
     candidates: Sequence[JobView],
-    held: Sequence[_Held],
+    held: _CandidateRows,
     needed: IntArray,
-) -> list[tuple[tuple[int, int], list[JobView]]]:
-    """The node ranges of the domains (of ``level``) where some candidate holds capacity and
-    whose free capacity plus all the candidates hold there covers what the gang needs in
-    total — a bound checked before any trial eviction (no set of victims frees more than all
-    of them, and the gang must fit inside the domain) — each with its candidates, in order."""
+) -> list[_Domain]:
+    """The domains (of ``level``) where some candidate holds capacity and whose free capacity
+    plus all the candidates hold there covers what the gang needs in total — a bound checked
+    before any trial eviction (no set of victims frees more than all of them, and the gang
+    must fit inside the domain) — in order, each with its candidates in order. Worked out
+    for all candidates and domains at once."""
     tree = ledger.tree
     if level == WHOLE_CLUSTER:
         domain_of_node = np.zeros(len(tree.nodes), dtype=np.int64)
@@ -133,17 +247,38 @@ def _domains_that_could_hold(
     else:
         index = tree.levels[level]
         domain_of_node, starts = index.domain_of_node, index.node_start
-    room = np.add.reduceat(ledger.free, starts[:-1], axis=0) if len(tree.nodes) else None
-    local: dict[int, list[JobView]] = {}
-    for job, (_, indexes, vectors) in zip(candidates, held, strict=True):
-        if not len(indexes):
-            continue
-        domains = domain_of_node[indexes]
-        np.add.at(room, domains, vectors)  # type: ignore[arg-type]
-        for domain in dict.fromkeys(domains.tolist()):
-            local.setdefault(domain, []).append(job)
-    could = [d for d in sorted(local) if bool(np.all(room[d] >= needed))]  # type: ignore[index]
-    return [((int(starts[d]), int(starts[d + 1])), local[d]) for d in could]
+    indexes, vectors, owner = held
+    if not len(indexes) or not len(tree.nodes):
+        return []
+    domains = domain_of_node[indexes]
+    free = np.add.reduceat(ledger.free, starts[:-1], axis=0)
+    room = free.copy()
+    np.add.at(room, domains, vectors)
+    could = np.asarray((room >= needed).all(axis=1), dtype=bool)
+    inside = could[domains]
+    if not inside.any():
+        return []
+    pairs, pair_of = np.unique(
+        domains[inside] * len(candidates) + owner[inside], return_inverse=True
+    )  # by domain, then by rank
+    holdings = np.zeros((len(pairs), vectors.shape[1]), dtype=np.int64)
+    np.add.at(holdings, pair_of.reshape(-1), vectors[inside])
+    pair_domain, pair_rank = np.divmod(pairs, len(candidates))
+    bounds = np.flatnonzero(np.diff(pair_domain)) + 1
+    found = []
+    for first, last in zip([0, *bounds.tolist()], [*bounds.tolist(), len(pairs)], strict=True):
+        domain = int(pair_domain[first])
+        ranks = pair_rank[first:last].tolist()
+        found.append(
+            _Domain(
+                (int(starts[domain]), int(starts[domain + 1])),
+                [candidates[rank] for rank in ranks],
+                ranks,
+                holdings[first:last],
+                free[domain],
+            )
+        )
+    return found
 
 
 WHOLE_CLUSTER = -1
@@ -171,11 +306,14 @@ def _victims_in(
     budget: TrialBudget,
 ) -> list[JobView] | None:
     start, end = domain
-    trial_ledger, trial_book = ledger.scratch(), book.copy()
+    trial: tuple[CapacityLedger, QuotaBook] | None = None  # copied at the first eviction
     chosen: list[JobView] = []
     for victim in candidates:
-        if not may_evict(victim, trial_book):
+        if not may_evict(victim, book if trial is None else trial[1]):
             continue
+        if trial is None:
+            trial = ledger.scratch(), book.copy()
+        trial_ledger, trial_book = trial
         _evict(trial_ledger, trial_book, victim, budget.held)
         chosen.append(victim)
         if not budget.take():

@@ -12,7 +12,7 @@ from topoq.core.admission import Attempt
 from topoq.core.cycle.state import CycleState
 from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import total_demand
-from topoq.core.ordering import eviction_order, priority_of
+from topoq.core.ordering import priority_of
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
@@ -76,13 +76,17 @@ def _preemption_rules(
     mine = priority_of(policy, job)
     running = cycle.running_on(flavor)
     if team is not None and team.preempt_team_tasks is PreemptTeamTasks.LOWER_PRIORITY:
-        own = cycle.running_of_team_on(flavor).get(job.team, ())
-        lower = [h for h in own if priority_of(policy, h) < mine]
-        yield PreemptionCause.PREEMPTED_FOR_PRIORITY, eviction_order(policy, lower), _always
+        lower = cycle.lower_priority_running(job.team, flavor, mine)
+        yield PreemptionCause.PREEMPTED_FOR_PRIORITY, lower, _always
     if job.team in cycle.losing_teams:
         return  # a team that just lost work to others takes none back in the same cycle
-    if cycle.gaining_teams:
-        running = [h for h in running if h.team not in cycle.gaining_teams]
+    if cycle.gaining_teams:  # a team only gains as the books change: shared until then
+        gaining = cycle.gaining_teams
+        running = cycle.shared(
+            ("running on, of teams not gaining", flavor, len(gaining)),
+            lambda: [h for h in running if h.team not in gaining],
+            booked=True,
+        )
     if attempt.quota.verdict is QuotaVerdict.WITHIN_GUARANTEE or _fits_guarantee(
         cycle, job, flavor
     ):
@@ -108,7 +112,7 @@ def _preemption_rules(
         share = {
             team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
         }
-        richest_first = sorted(eviction_order(policy, richer), key=lambda h: -share[h.team])
+        richest_first = sorted(richer, key=lambda h: -share[h.team])  # in eviction order
         yield (
             PreemptionCause.PREEMPTED_FOR_FAIR_SHARE,
             richest_first,
@@ -123,15 +127,16 @@ def _reclaim_candidates(
     book: QuotaBook, job: JobView, running: list[JobView], flavor: FlavorName
 ) -> list[JobView]:
     """Work on capacity lent from the claimant's side of the cohort tree, the closest cohort
-    first (work of its own cohort's borrowers before that of cousins), each in eviction order."""
+    first (work of its own cohort's borrowers before that of cousins), each in eviction order
+    (``running`` comes in it)."""
     demand = total_demand(job)
-    reclaimable = {  # asked once per team, not per running job
-        team: team != job.team and book.reclaimable(job.team, team, flavor, demand)
+    closest_first = {  # asked once per team, not per running job
+        team: -book.closeness(job.team, team)
         for team in {h.team for h in running}
+        if team != job.team and book.reclaimable(job.team, team, flavor, demand)
     }
-    borrowers = [h for h in running if reclaimable[h.team]]
-    ordered = eviction_order(book.policy, borrowers)
-    return sorted(ordered, key=lambda h: -book.closeness(job.team, h.team))
+    borrowers = [h for h in running if h.team in closest_first]
+    return sorted(borrowers, key=lambda h: closest_first[h.team])
 
 
 def _share_left(cycle: CycleState, victim: JobView) -> float:

@@ -14,6 +14,8 @@ itself are forgotten with every hold.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -38,6 +40,7 @@ from topoq.core.ordering import (
     OrderFacts,
     Passes,
     Queued,
+    eviction_key,
     line_up,
     order_facts,
     priority_of,
@@ -359,16 +362,51 @@ class CycleState:
         self._changed()
 
     def running_on(self, flavor: FlavorName) -> list[JobView]:
-        """The jobs holding capacity in ``flavor`` that are not being evicted (until the books
-        change)."""
+        """The jobs holding capacity in ``flavor`` that are not being evicted, in eviction
+        order (``ordering.eviction_order``; until the books change)."""
         return self.shared(
             ("running on", flavor),
             lambda: [
                 held
-                for held in self.holders.values()
+                for held in self._holders_in_eviction_order()
                 if held.id not in self.evicting
                 and held.allocation is not None
                 and flavor in held.allocation.usage
+            ],
+            booked=True,
+        )
+
+    @cached_property
+    def _by_eviction(self) -> tuple[list[JobView], list[tuple[int, float, str]], int]:
+        """``holders`` in eviction order, their keys, and how many holders that counts."""
+        return _in_eviction_order(self.policy, self.holders)
+
+    def _holders_in_eviction_order(self) -> list[JobView]:
+        """``holders`` in eviction order, sorted once and brought up to date as jobs are
+        admitted (holders only grow within a cycle, the admitted last)."""
+        ordered, keys, counted = self._by_eviction
+        if counted != len(self.holders):
+            policy = self.policy
+            for job in itertools.islice(self.holders.values(), counted, None):
+                key = eviction_key(policy, job)
+                at = bisect.bisect(keys, key)
+                keys.insert(at, key)
+                ordered.insert(at, job)
+            self._by_eviction = (ordered, keys, len(self.holders))
+        return ordered
+
+    def lower_priority_running(
+        self, team: TeamName, flavor: FlavorName, priority: int
+    ) -> list[JobView]:
+        """The team's ``running_on(flavor)`` of a lower priority than ``priority``, in eviction
+        order (until the books change)."""
+        policy = self.policy
+        return self.shared(
+            ("lower priority running", team, flavor, priority),
+            lambda: [
+                held
+                for held in self.running_of_team_on(flavor).get(team, ())
+                if priority_of(policy, held) < priority
             ],
             booked=True,
         )
@@ -892,6 +930,14 @@ class CycleState:
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
             lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
         )
+
+
+def _in_eviction_order(
+    policy: ClusterPolicy, holders: Mapping[JobId, JobView]
+) -> tuple[list[JobView], list[tuple[int, float, str]], int]:
+    """``holders`` in eviction order, their keys, and how many they are."""
+    keyed = sorted((eviction_key(policy, job), job) for job in holders.values())  # no ties
+    return [job for _, job in keyed], [key for key, _ in keyed], len(holders)
 
 
 def _with_holds(book: QuotaBook, holds: list[QuotaHold]) -> QuotaBook:

@@ -12,7 +12,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.fit import Room, pods_per_leaf, pods_per_node
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.placement.search import pick_several
-from topoq.core.tree import TopologyTree
+from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.placement import ExclusionCause, PlacementReason, PodSetDiagnosis
 from topoq.domain.quantity import PODS
 from topoq.domain.workload import PodSetSpec
@@ -176,10 +176,12 @@ def excluded_nodes(
     if demand.missing or not len(demand.columns) or not len(tree.nodes):
         return dict(causes)
     blocked = eligibility.mask & (pods_per_node(ledger, demand) == 0)
-    if blocked.any():  # the binding resource worked out on the blocked nodes alone
-        per_resource = ledger.free[blocked][:, demand.columns] // demand.vector[demand.columns]
-        binding = np.argmin(per_resource, axis=1)
-        for column, number in zip(*np.unique(binding, return_counts=True), strict=True):
+    if blocked.any():
+        binding = np.bincount(
+            binding_resource(ledger, demand)[blocked], minlength=len(demand.columns)
+        )
+        for column in np.flatnonzero(binding):
+            number = binding[column]
             name = tree.resource_names[int(demand.columns[column])]
             cause = (
                 ExclusionCause.NO_FREE_POD_SLOT.value
@@ -188,6 +190,16 @@ def excluded_nodes(
             )
             causes[cause] += int(number)
     return dict(causes)
+
+
+def binding_resource(ledger: CapacityLedger, demand: Demand) -> IntArray:
+    """Per node, which of ``demand.columns`` (by position) holds the fewest pods of the shape:
+    the first such (read-only, kept on the ledger across charges like ``pods_per_node``)."""
+    columns, wanted = demand.columns, demand.vector[demand.columns]
+    return ledger.per_node(
+        ("binding-resource", demand.vector.tobytes()),
+        lambda free: np.argmin(free[:, columns] // wanted, axis=1),
+    )
 
 
 def _causes_text(excluded: dict[str, int]) -> str:

@@ -727,10 +727,13 @@ class CycleState:
     def _wait_as_known_all(self, team: TeamName, rest: list[Queued]) -> None:
         """``waits_as_known`` for each of ``rest`` (a team's jobs left, all of classes that
         failed: their facts name the class), written out for the many a settled team may have:
-        the run of them that settled alike last cycle under the same failures waits as it did
-        then (``SettledWaits``), taken whole; each of the others is looked at."""
+        the run of them that settled alike last cycle waits as it did then (``SettledWaits``),
+        taken whole but for the jobs of classes whose wait's identity moved since, which are
+        worked out again; each of the others is looked at."""
         known = self._carried.settled.get(team)
-        start, reused = self._settled_alike(known, rest) if known is not None else (0, 0)
+        start, reused, moved = (
+            self._settled_alike(known, rest) if known is not None else (0, 0, frozenset())
+        )
         ids, parked, said = [], [], []
         failed, previous = self._failed, self.previous
         waited = True  # whether every wait has an identity (the next cycle may take them)
@@ -749,8 +752,11 @@ class CycleState:
             said.append(before[1])
         if reused and known is not None:
             end = start + reused
-            ids, parked = known.ids[start:end] + ids, known.parked[start:end] + parked
-            said = known.said[start:end] + said
+            taken, taken_said = known.parked[start:end], known.said[start:end]
+            if moved:
+                _wait_anew(failed, rest, moved, taken, taken_said)
+            ids, parked = known.ids[start:end] + ids, taken + parked
+            said = taken_said + said
         self.waits.update(zip(ids, parked, strict=True))
         self.diagnostics.extend(said)
         if waited:
@@ -764,14 +770,20 @@ class CycleState:
             }
             self._settled[team] = SettledWaits(rest, ids, parked, said, failures)
 
-    def _settled_alike(self, known: SettledWaits, rest: list[Queued]) -> tuple[int, int]:
-        """Where in ``known`` the first jobs of ``rest`` are, and how many of them in a row,
-        when every class of ``known`` failed now as it did then (else none)."""
+    def _settled_alike(
+        self, known: SettledWaits, rest: list[Queued]
+    ) -> tuple[int, int, frozenset[int]]:
+        """Where in ``known`` the first jobs of ``rest`` are, how many of them in a row, and
+        the classes whose wait's identity moved since, when every class of ``known`` failed
+        now with an identity (else none)."""
         failed = self._failed
+        moved = set()
         for job_class, identity in known.failures.items():
             now = failed.get(job_class)
-            if now is None or now[1] != identity:
-                return 0, 0
+            if now is None or now[1] is None:
+                return 0, 0, frozenset()
+            if now[1] != identity:
+                moved.add(job_class)
         first = rest[0]
         entries = known.entries
         start = next(
@@ -779,17 +791,17 @@ class CycleState:
             None,
         )
         if start is None:
-            return 0, 0
+            return 0, 0, frozenset()
         low, high = 1, min(len(rest), len(entries) - start)  # rest[:low] matches
         if rest[:high] == entries[start : start + high]:  # the usual: all of them
-            return start, high
+            return start, high, frozenset(moved)
         while low < high - 1:  # the longest run alike, halving
             middle = (low + high) // 2
             if rest[:middle] == entries[start : start + middle]:
                 low = middle
             else:
                 high = middle
-        return start, low
+        return start, low, frozenset(moved)
 
     def known_failure(self, job_class: int) -> Failure | None:
         """How the first job of the class failed this cycle, and its wait's identity (None:
@@ -930,6 +942,25 @@ class CycleState:
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
             lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
         )
+
+
+def _wait_anew(
+    failed: Mapping[int, Failure],
+    rest: Sequence[Queued],
+    moved: frozenset[int],
+    parked: list[ParkedWait],
+    said: list[Diagnostic],
+) -> None:
+    """In ``parked`` and ``said`` (the waits of ``rest``'s first jobs as they were taken from
+    the last cycle), the jobs of the ``moved`` classes wait as their class failed now: named
+    for them, under the class's wait's new identity (as ``_wait_as_known_all`` would write a
+    job whose wait's identity moved)."""
+    for position in [at for at in range(len(parked)) if rest[at][0].alike in moved]:
+        facts, job = rest[position]
+        diagnostic, identity = failed[facts.alike]
+        assert identity is not None  # _settled_alike took none without
+        parked[position] = (identity, alike(diagnostic, job))
+        said[position] = parked[position][1]
 
 
 def _in_eviction_order(

@@ -223,11 +223,12 @@ def test_jobs_passed_over_leave_the_others_in_the_order_they_had(
     turns = ByMark(book)
     passed: list[JobView] = []
 
-    def passes(_: object, candidate: JobView) -> bool:
-        if mark[candidate.id] != "pass":
-            return False
-        passed.append(candidate)
-        return True
+    def passes(queued: list[tuple[object, JobView]], position: int) -> int:
+        at = position
+        while at < len(queued) and mark[queued[at][1].id] == "pass":
+            passed.append(queued[at][1])
+            at += 1
+        return at - position
 
     order = []
     lineup = line_up(jobs, partial(order_facts, rules))

@@ -242,6 +242,7 @@ class _LineupUpdate:
     def made(self, jobs: Sequence[JobView], facts_of: Callable[[JobView], OrderFacts]) -> Lineup:
         lineup, before = self.lineup, self.before
         present = set(map(id, jobs))
+        added = present - before._ids
         for gone in before._ids - present:
             entry, starving = lineup._where.pop(gone)
             self.take_out(False, entry[1].team, entry)
@@ -256,8 +257,8 @@ class _LineupUpdate:
                 # in the heap twice; the heap keeps it alive, so the id is its own)
                 self.own(True, known[0][0].kind).append((submission, job))
                 lineup._where[id(job)] = (known[0], (submission, job))
-        lineup._ids = before._ids & present
-        for job in _added(jobs, present - before._ids):
+        lineup._ids = present  # the jobs kept, and those added (``_add`` puts them in again)
+        for job in _added(jobs, added):
             facts = facts_of(job)
             self.own(False, job.team)
             self.own(True, facts.kind)
@@ -297,9 +298,10 @@ def _in_order_again(entries: list[Any], kept: int) -> None:
         entries[:] = heapq.merge(entries[:kept], added)
 
 
-Passes = Callable[[OrderFacts, JobView], bool]
-"""``passes(facts, job)``: True when the job's turn, whenever it comes in this cycle, would
-change nothing but the job's own wait, and that wait is decided now (the caller decides it)."""
+Passes = Callable[[Sequence["Queued"], int], int]
+"""``passes(queued, position)``: how many of a team's ``queued[position:]``, in a row, are jobs
+whose turns, whenever they come in this cycle, would change nothing but their own waits; those
+waits are decided now (the caller passes over the jobs)."""
 Passer = Callable[[TeamName], Passes | None]
 """A team's ``Passes`` as its queue is read now (None: none of its jobs is passed over now)."""
 
@@ -444,10 +446,15 @@ class _TeamQueue:
         ):
             return None
         passes = passer(self.team) if passer is not None else None
-        standings, passed = self.standings(), self.passed
-        while True:  # key_at and _later, written out: a passed job costs little else
-            facts, job = queued[position]
-            kind = standings.get(facts.kind)
+        standings = self.standings()
+        count = passes(queued, position) if passes is not None else 0
+        record = self.passed.append
+        for at in range(position, position + count + 1):  # the passed, then the next
+            if at == end:
+                self.position = end
+                return None
+            facts, job = queued[at]  # key_at and _later, written out: a passed job costs
+            kind = standings.get(facts.kind)  # little else
             if kind is None:
                 kind = standings[facts.kind] = _standing_of(
                     self._book, job, facts.kind, self._usage
@@ -455,14 +462,10 @@ class _TeamQueue:
             key = kind + facts.submission
             if standing is None or standing < key:
                 standing = key
-            if passes is None or not passes(facts, job):
-                self.position = position
-                return standing
-            passed.append((standing, position))
-            position += 1
-            if position == end:
-                self.position = end
-                return None
+            if at < position + count:
+                record((standing, at))
+        self.position = position + count
+        return standing
 
     def rekeyed(self, before: _Key) -> _Key:
         """The standing key of the head after the epoch moved at a job that stood at

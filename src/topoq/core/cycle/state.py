@@ -208,10 +208,11 @@ class CycleState:
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
         self._holders_to_come: set[JobId] = set()
         """Jobs that hold something and whose turn in the order is still to come."""
-        self._failed_tails: dict[TeamName, tuple[int, int]] = {}
+        self._failed_tails: dict[TeamName, tuple[int, int, int]] = {}
         """For each team, where the jobs it has left that are all of classes that failed
         begin in its queue, and how many classes had failed then, while failures stand
-        (``settle_rest``)."""
+        (``settle_rest``); and where its jobs that settled last cycle begin, when they are
+        the end of its queue still (``_settled_run``)."""
         self._failed: dict[int, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
@@ -678,16 +679,36 @@ class CycleState:
         if not self._failures_stand(team):
             return False
         failures = len(self._failed)
-        tail, seen = self._failed_tails.get(team, (len(queued), -1))
+        tail, seen, settled = self._failed_tails.get(team) or (
+            len(queued),
+            -1,
+            self._settled_run(team, queued),
+        )
         if seen != failures:  # a class failed since: the tail may reach further back
             failed = self._failed
+            if settled < tail and self._settled_classes_failed(team):
+                tail = settled  # each of them would be looked at and found failed
             while tail > position and queued[tail - 1][0].alike in failed:
                 tail -= 1  # each job is looked at once while failures stand
-            self._failed_tails[team] = (tail, failures)
+            self._failed_tails[team] = (tail, failures, settled)
         if tail > position:
             return False
         self._wait_as_known_all(team, list(queued[position:]))
         return True
+
+    def _settled_run(self, team: TeamName, queued: Sequence[Queued]) -> int:
+        """Where the team's jobs that settled last cycle (``SettledWaits.entries``) begin in
+        its queue when they are its end still (else the queue's length)."""
+        known = self._carried.settled.get(team)
+        if known is None:
+            return len(queued)
+        begins = len(queued) - len(known.entries)
+        return begins if begins >= 0 and queued[begins:] == known.entries else len(queued)
+
+    def _settled_classes_failed(self, team: TeamName) -> bool:
+        """Whether every class the team's jobs settled with last cycle has failed now."""
+        failed = self._failed
+        return all(job_class in failed for job_class in self._carried.settled[team].failures)
 
     def _failures_stand(self, team: TeamName) -> bool:
         """Whether the team's jobs whose classes failed may wait as they did now, whenever
@@ -706,21 +727,25 @@ class CycleState:
         failed, wait_alike = self._failed, self.wait_alike
         previous, waits, said = self.previous, self.waits, self.diagnostics.append
 
-        def passes(facts: OrderFacts, job: JobView) -> bool:
-            known = failed.get(facts.alike)
-            if known is None:
-                return False
-            identity = known[1]
-            if identity is None:
-                wait_alike(job, known)
-                return True
-            job_id = job.id  # wait_alike, written out: most waiting jobs are passed over
-            before = previous.get(job_id)
-            if before is None or before[0] != identity:
-                before = (identity, alike(known[0], job))
-            waits[job_id] = before
-            said(before[1])
-            return True
+        def passes(queued: Sequence[Queued], position: int) -> int:
+            at, end = position, len(queued)
+            while at < end:
+                facts, job = queued[at]
+                known = failed.get(facts.alike)
+                if known is None:
+                    break
+                identity = known[1]
+                if identity is None:
+                    wait_alike(job, known)
+                else:
+                    job_id = job.id  # wait_alike, written out: most waiting jobs pass here
+                    before = previous.get(job_id)
+                    if before is None or before[0] != identity:
+                        before = (identity, alike(known[0], job))
+                    waits[job_id] = before
+                    said(before[1])
+                at += 1
+            return at - position
 
         return passes
 

@@ -19,6 +19,7 @@ from topoq.domain.governance import FlavorName, TeamName
 from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.lint import accelerators_first, readable_amount
 from topoq.domain.placement import PlacementReason, PlacementResult, PodSetDiagnosis
+from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
 
@@ -282,11 +283,28 @@ class Shape:
     hundreds of thousands of times, and hashing the parts walks every pod set's requests,
     selectors, affinities and topology."""
 
-    __slots__ = ("__weakref__", "_hash", "parts")
+    __slots__ = ("__weakref__", "_demand", "_hash", "parts")
 
     def __init__(self, parts: tuple[Hashable, ...]) -> None:
         self.parts = parts
         self._hash = hash(parts)
+        self._demand: tuple[tuple[str, int], ...] | None = None
+
+    @property
+    def demand(self) -> tuple[tuple[str, int], ...]:
+        """The requests summed over every pod, pod slots excluded, as sorted items without
+        zeros (``WorkloadSpec.total_requests.items()`` of a workload of this shape): worked
+        out once per shape, not once per job."""
+        if self._demand is None:
+            totals: dict[str, int] = {}
+            for part in self.parts:
+                count, requests = part[0], part[1]  # type: ignore[index]
+                assert isinstance(count, int) and isinstance(requests, Resources)
+                for name, value in requests.items():
+                    if name != PODS:
+                        totals[name] = totals.get(name, 0) + value * count
+            self._demand = tuple(Resources(totals).items())
+        return self._demand
 
     def __hash__(self) -> int:
         return self._hash

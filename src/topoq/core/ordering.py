@@ -43,11 +43,20 @@ class OrderFacts(NamedTuple):
     class's; -1: none given)."""
 
 
-def order_facts(policy: ClusterPolicy, job: JobView, alike: int = -1) -> OrderFacts:
+def order_facts(
+    policy: ClusterPolicy,
+    job: JobView,
+    alike: int = -1,
+    demand: tuple[tuple[str, int], ...] | None = None,
+) -> OrderFacts:
+    """``demand``: the job's ``total_demand`` as items, when the caller knows it (a cycle has
+    it from the job's shape, once per shape)."""
     submission = (job.spec.submitted_at, job.id)
+    if demand is None:
+        demand = tuple(total_demand(job).items())
     return OrderFacts(
         (-priority_of(policy, job), *submission),
-        (job.team, job.spec.priority_class, tuple(total_demand(job).items())),
+        (job.team, job.spec.priority_class, demand),
         submission,
         waiting_since(job),
         alike,

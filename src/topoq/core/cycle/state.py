@@ -24,6 +24,7 @@ from typing import NamedTuple, TypeVar
 from topoq.core.admission import (
     Attempt,
     QuotaHold,
+    Shape,
     allocation_of,
     flavors_for,
     in_flavor,
@@ -125,7 +126,7 @@ class Carried:
     workload's ``id``; the workload is kept, so the id stays its own): on the same policy and
     tree the next cycle takes them as they are, and the shapes of the very same restricted
     workloads with them."""
-    shapes: Mapping[int, tuple[Hashable, WorkloadSpec]] = field(default_factory=dict)
+    shapes: Mapping[int, tuple[Shape, WorkloadSpec]] = field(default_factory=dict)
     """Each workload's shape the cycle worked out (by ``id``, the workload kept)."""
     priorities: dict[tuple[TeamName, Hashable, float | None], list[int]] = field(
         default_factory=dict
@@ -227,7 +228,7 @@ class CycleState:
         outlive an epoch that a hold ended, until the next booking. A key may name an object
         by ``id``: the answer keeps that object, so the id stays its own while it is known."""
         self._ending: tuple[tuple[int, int], list[Ending]] | None = None
-        self._shapes: dict[int, tuple[Hashable, WorkloadSpec]] = {}
+        self._shapes: dict[int, tuple[Shape, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
         self._in_flavors: dict[tuple[TeamName, int], tuple[WorkloadSpec, list[InFlavor]]] = {}
@@ -287,7 +288,7 @@ class CycleState:
             self._booked.clear()
             self.epoch += 1
 
-    def shape_of(self, workload: WorkloadSpec) -> Hashable:
+    def shape_of(self, workload: WorkloadSpec) -> Shape:
         """``workload_shape``, once per workload of the cycle."""
         key = id(workload)
         known = self._shapes.get(key)
@@ -314,7 +315,7 @@ class CycleState:
             if number is None:
                 number = numbers[job_class] = len(numbers)
                 self._carried.priorities.setdefault((job.team, shape, limit), []).append(number)
-            facts = (job, job_class, limit, order_facts(self.policy, job, number))
+            facts = (job, job_class, limit, order_facts(self.policy, job, number, shape.demand))
         self.facts[job.id] = facts
         return facts
 

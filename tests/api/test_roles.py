@@ -39,10 +39,13 @@ OPEN_ROUTES = frozenset(
         "/docs/oauth2-redirect",
         "/redoc",
         "/docs/assets/{asset}",
+        "/",
+        "/ui/{name}",
     }
 )
 """The routes that answer without a token (docs/api.md, "Routes without a token"): liveness,
-Prometheus metrics (per team at most), and the API's own documentation."""
+Prometheus metrics (per team at most), the API's own documentation, and the dashboard's page
+and files (which hold no data: the page asks the API with the token signed in with)."""
 
 ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/healthz"): PUBLIC,
@@ -52,6 +55,8 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/docs/oauth2-redirect"): PUBLIC,
     ("GET", "/redoc"): PUBLIC,
     ("GET", "/docs/assets/{asset}"): PUBLIC,
+    ("GET", "/"): PUBLIC,
+    ("GET", "/ui/{name}"): PUBLIC,
     ("POST", f"{V1}/jobs"): WRITERS,
     ("GET", f"{V1}/jobs"): EVERYONE,
     ("GET", f"{V1}/jobs/{{job_id}}"): EVERYONE,

@@ -71,6 +71,7 @@ def test_quick_demo_shows_every_scene_with_its_evidence_and_leaves_nothing_runni
         assert f"Scene {number}/5" in out and f"✓ scene {number}:" in out, out
     # where to look
     assert "/api/v1" in out and f"TOPOQ_TOKEN_FILE={data_dir / 'admin-token'}" in out
+    assert "Dashboard: http://127.0.0.1:" in out and "sign in with the admin token" in out
     assert "explain vision-pretrain" in out and "logs nlp-train-1" in out
     # 1 borrowing: nlp beyond its 192-GPU guarantee on what vision lends
     assert "nlp uses 384 GPUs: its 192 and 192 borrowed" in out

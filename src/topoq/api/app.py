@@ -8,7 +8,14 @@ from fastapi import FastAPI
 from fastapi_offline import FastAPIOffline
 
 from topoq import __version__
-from topoq.api import routes_access, routes_cluster, routes_jobs, routes_records, routes_reports
+from topoq.api import (
+    routes_access,
+    routes_cluster,
+    routes_jobs,
+    routes_records,
+    routes_reports,
+    routes_web,
+)
 from topoq.api.access_log import AccessLog
 from topoq.api.errors import install_error_handlers
 from topoq.api.request_body import BodySizeLimit
@@ -58,6 +65,7 @@ def create_app(service: Service, *, access_log: bool = False) -> FastAPI:
     app.state.service = service
     install_error_handlers(app)
     app.include_router(routes_records.health_router)
+    app.include_router(routes_web.router)  # the dashboard's page and files (ADR 0013)
     routers = (routes_jobs, routes_cluster, routes_records, routes_reports, routes_access)
     for module in routers:
         app.include_router(module.router, prefix=API_PREFIX, responses=_ERRORS)  # type: ignore[arg-type]  # FastAPI types the mapping loosely

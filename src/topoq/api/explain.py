@@ -86,6 +86,7 @@ def with_waits(service: Service, rows: Sequence[tuple[JobView, Row]]) -> list[Ro
                     "reason": None if diagnostic is None else diagnostic.reason.value,
                     "waiting_on": still_open,
                     "eta_at": eta_of(diagnostic),
+                    "reason_message": None if diagnostic is None else diagnostic.message,
                 }
             )
         )

@@ -24,6 +24,7 @@ from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.wire.v1 import (
+    NodeHolderModel,
     NodeModel,
     TeamFlavorModel,
     TeamModel,
@@ -61,11 +62,16 @@ def jobs_by_node(running: Iterable[JobView]) -> dict[str, list[JobView]]:
 
 def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
     """``on_node``: the holding jobs with a pod on this node (``jobs_by_node``)."""
-    used = sum(
-        job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU)
-        for job in on_node
+    holders = [
+        NodeHolderModel(
+            job=job.id,
+            team=job.team,
+            gpus=job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU),
+        )
+        for job in sorted(on_node, key=lambda job: job.id)
         if job.allocation is not None
-    )
+    ]
+    used = sum(holder.gpus for holder in holders)
     return NodeModel(
         name=node.name,
         ready=node.ready,
@@ -75,6 +81,7 @@ def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
         gpus=node.allocatable.amount(NVIDIA_GPU),
         gpus_used=used,
         jobs=sorted(job.id for job in on_node),
+        holders=holders,
     )
 
 

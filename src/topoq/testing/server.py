@@ -99,8 +99,14 @@ def _text(path: Path) -> str:
     return path.read_text(encoding="utf-8", errors="replace")
 
 
-def whole_node_submission(job_id: str, team: str) -> dict[str, object]:
-    """A ``POST /jobs`` body: one pod of 8 GPUs (a whole node) for ``team``."""
+def whole_node_submission(
+    job_id: str, team: str, pods: int = 1, **topology: str
+) -> dict[str, object]:
+    """A ``POST /jobs`` body: ``pods`` pods of 8 GPUs (a whole node each) for ``team``, with
+    the pod set's ``topology`` (``required=LEVEL``, ``preferred=LEVEL``) if given."""
+    pod_set: dict[str, object] = {"name": "w", "count": pods, "requests": {"nvidia.com/gpu": 8}}
+    if topology:
+        pod_set["topology"] = topology
     return {
         "format": "topoq",
         "team": team,
@@ -108,7 +114,7 @@ def whole_node_submission(job_id: str, team: str) -> dict[str, object]:
             "apiVersion": "topoq.io/v1",
             "kind": "Job",
             "metadata": {"name": job_id},
-            "spec": {"podSets": [{"name": "w", "count": 1, "requests": {"nvidia.com/gpu": 8}}]},
+            "spec": {"podSets": [pod_set]},
         },
     }
 

@@ -228,6 +228,8 @@ def _where_pods_run(server: DemoServer) -> str:
 def _print_where_to_look(console: Console, server: DemoServer) -> None:
     program, token_file = _program(), shlex.quote(str(server.token_path))
     lines = [
+        f"Dashboard: {server.url}/   (sign in with the admin token: the contents of "
+        f"{server.token_path})",
         f"API:     {server.url}/api/v1   (OpenAPI: {server.url}/docs)",
         f"Token:   {server.token_path}   (admin)",
         f"Logs:    {server.log_path}; each pod's output under {server.pods_dir}/"

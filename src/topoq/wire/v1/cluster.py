@@ -16,6 +16,12 @@ class Health(WireModel):
     version: str
 
 
+class NodeHolderModel(WireModel):
+    job: str
+    team: str
+    gpus: int
+
+
 class NodeModel(WireModel):
     name: str
     ready: bool
@@ -25,6 +31,10 @@ class NodeModel(WireModel):
     gpus: int
     gpus_used: int
     jobs: list[str] = Field(description="Jobs holding capacity on the node.")
+    holders: list[NodeHolderModel] = Field(
+        default_factory=list,
+        description="Each of those jobs with its team and the GPUs it holds on the node.",
+    )
 
 
 class TopologyDomainModel(WireModel):

@@ -151,6 +151,11 @@ class JobSummary(WireModel):
         description="When a pending job is expected to start (seconds since the epoch), "
         "where the time limits of running jobs allow computing it.",
     )
+    reason_message: str | None = Field(
+        default=None,
+        description="A pending job's reason in words, with its numbers, as its latest cycle "
+        "left it (`explain` adds the remedies; null where `reason` is).",
+    )
 
 
 class JobDetail(JobSummary):

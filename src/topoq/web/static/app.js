@@ -1,0 +1,109 @@
+// The dashboard: sign in with an API token, then one view at a time (#topology, #teams,
+// #queue), each redrawn from the API every REFRESH_MS while the tab is visible.
+
+import { api, ApiFailure, signedIn, signIn, signOut } from "/ui/api.js";
+import { drawQueue } from "/ui/queue.js";
+import { drawTeams } from "/ui/teams.js";
+import { drawTopology } from "/ui/topology.js";
+
+const VIEWS = { topology: drawTopology, teams: drawTeams, queue: drawQueue };
+const REFRESH_MS = 2000;
+
+const main = document.getElementById("view");
+const form = document.getElementById("sign-in");
+const tabs = document.getElementById("tabs");
+const who = document.getElementById("who");
+const status = document.getElementById("status");
+const signOutButton = document.getElementById("sign-out");
+
+let me = null;
+let timer = null;
+let drawing = false;
+let again = false; // asked to redraw while drawing: once more when done
+
+function currentView() {
+  const name = location.hash.slice(1);
+  return name in VIEWS ? name : "topology";
+}
+
+function showSignIn(message = "") {
+  clearTimeout(timer);
+  me = null;
+  form.hidden = false;
+  tabs.hidden = true;
+  signOutButton.hidden = true;
+  who.textContent = "";
+  main.replaceChildren();
+  document.getElementById("sign-in-error").textContent = message;
+  document.getElementById("token").focus();
+}
+
+async function start() {
+  if (!signedIn()) return showSignIn();
+  try {
+    me = await api("/whoami");
+  } catch (failure) {
+    signOut();
+    return showSignIn(failure.status === 401 ? "That token is not valid." : failure.message);
+  }
+  form.hidden = true;
+  tabs.hidden = false;
+  signOutButton.hidden = false;
+  who.textContent = `${me.name} · ${me.role}${me.teams.length ? ` · ${me.teams.join(", ")}` : ""}`;
+  document.body.dataset.role = me.role;
+  refresh();
+}
+
+async function refresh() {
+  clearTimeout(timer);
+  if (!me) return;
+  const name = currentView();
+  for (const link of tabs.querySelectorAll("a")) {
+    link.classList.toggle("current", link.dataset.view === name);
+  }
+  if (drawing) {
+    again = true;
+    return;
+  }
+  {
+    drawing = true;
+    try {
+      await VIEWS[name](main, me, refresh);
+      status.textContent = `updated ${new Date().toLocaleTimeString()}`;
+      status.classList.remove("error");
+    } catch (failure) {
+      if (failure instanceof ApiFailure && failure.status === 401) {
+        signOut();
+        drawing = false;
+        return showSignIn("The token is no longer valid: sign in again.");
+      }
+      status.textContent = `could not update: ${failure.message}`;
+      status.classList.add("error");
+    } finally {
+      drawing = false;
+    }
+  }
+  if (again) {
+    again = false;
+    return refresh();
+  }
+  if (document.visibilityState === "visible") timer = setTimeout(refresh, REFRESH_MS);
+}
+
+form.addEventListener("submit", (event) => {
+  event.preventDefault();
+  const field = document.getElementById("token");
+  signIn(field.value);
+  field.value = "";
+  start();
+});
+signOutButton.addEventListener("click", () => {
+  signOut();
+  showSignIn();
+});
+window.addEventListener("hashchange", refresh);
+document.addEventListener("visibilitychange", () => {
+  if (document.visibilityState === "visible") refresh();
+});
+
+start();

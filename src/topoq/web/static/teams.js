@@ -1,0 +1,56 @@
+// Teams against their quotas: per team and flavor, the guarantee, what is in use (and of it
+// borrowed), and what the team lends, as bars on one scale; its weight and waiting jobs.
+
+import { api } from "/ui/api.js";
+import { el, learnTeams, show, teamColour } from "/ui/draw.js";
+
+export async function drawTeams(main) {
+  const teams = await api("/teams");
+  learnTeams(teams.map((team) => team.name));
+  const scale = Math.max(1, ...teams.flatMap((team) => team.flavors.map(
+    (flavor) => Math.max(flavor.guaranteeGpus + flavor.borrowedGpus, flavor.usedGpus))));
+  show(
+    main,
+    el("table", { class: "teams", "data-testid": "teams" },
+      el("thead", {}, el("tr", {},
+        ...["Team", "Flavor", "Guarantee", "In use", "Borrowed", "Lent", "", "Weight", "Waiting"]
+          .map((name) => el("th", {}, name)))),
+      el("tbody", {}, ...teams.flatMap((team) => rows(team, scale))),
+    ),
+    el("p", { class: "note" },
+      "Bars on one scale: the outline is the guarantee, the fill what the team uses ",
+      "(hatched: borrowed from others); lent is what others use of its guarantee."),
+  );
+}
+
+function rows(team, scale) {
+  const waiting = team.jobs.pending ?? 0;
+  const flavors = team.flavors.length ? team.flavors : [null];
+  return flavors.map((flavor, index) => el("tr", { "data-team": team.name, "data-flavor": flavor?.flavor ?? "" },
+    index === 0
+      ? el("th", { scope: "row", rowspan: flavors.length },
+          el("span", { class: "swatch", style: { background: teamColour(team.name) } }), team.name)
+      : null,
+    el("td", {}, flavor?.flavor ?? "—"),
+    el("td", { class: "number", "data-figure": "guarantee" }, flavor?.guaranteeGpus ?? 0),
+    el("td", { class: "number", "data-figure": "used" }, flavor?.usedGpus ?? 0),
+    el("td", { class: "number", "data-figure": "borrowed" }, flavor?.borrowedGpus ?? 0),
+    el("td", { class: "number", "data-figure": "lent" }, flavor?.lentGpus ?? 0),
+    el("td", { class: "bar-cell" }, flavor ? bar(team.name, flavor, scale) : null),
+    index === 0 ? el("td", { class: "number", rowspan: flavors.length }, team.fairShareWeight) : null,
+    index === 0
+      ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "waiting" }, waiting)
+      : null,
+  ));
+}
+
+function bar(team, flavor, scale) {
+  const width = (gpus) => `${(100 * gpus) / scale}%`;
+  const own = Math.max(0, flavor.usedGpus - flavor.borrowedGpus);
+  return el("div", { class: "quota-bar", title:
+      `guarantee ${flavor.guaranteeGpus}, in use ${flavor.usedGpus} (borrowed ${flavor.borrowedGpus}), lent ${flavor.lentGpus}` },
+    el("div", { class: "guarantee", style: { width: width(flavor.guaranteeGpus) } }),
+    el("div", { class: "used", style: { width: width(own), background: teamColour(team) } }),
+    el("div", { class: "borrowed", style: { left: width(own), width: width(flavor.borrowedGpus), background: teamColour(team) } }),
+  );
+}

@@ -1,0 +1,217 @@
+"""The dashboard in a real browser against a real ``topoq server`` (issue 13 §4): jobs appear
+on the map in the domains the API placed them in, team bars show the API's figures, a pending
+job shows its reason, failed and cordoned nodes are marked, a viewer gets no admin action, and
+an admin's cordon from the page reaches the API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from topoq.testing.server import RunningServer, whole_node_submission
+
+T = TypeVar("T")
+BLOCK = "topology.k8s.aws/network-node-layer-2"
+
+
+def eventually(read: Callable[[], T], good: Callable[[T], bool], timeout_s: float = 30) -> T:
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while not good(value) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        value = read()
+    return value
+
+
+@pytest.fixture(scope="module")
+def jobs(admin: httpx.Client) -> dict[str, dict[str, Any]]:
+    """Two running gangs (nlp inside one block, vision on one node) and a speech job that
+    waits: speech never borrows, and 20 nodes are more than its 16."""
+    for body in (
+        whole_node_submission("nlp-train", "nlp", 2, required=BLOCK),
+        whole_node_submission("vision-eval", "vision"),
+        whole_node_submission("speech-big", "speech", 20),
+    ):
+        made = admin.post("/jobs", json=body)
+        assert made.status_code == 201, made.text
+    found = {}
+    for name, phase in (("nlp-train", "running"), ("vision-eval", "running")):
+        found[name] = eventually(
+            lambda n=name: admin.get(f"/jobs/{n}").json(), lambda j, p=phase: j["phase"] == p
+        )
+        assert found[name]["phase"] == phase, found[name]
+    found["speech-big"] = eventually(
+        lambda: admin.get("/jobs?phase=pending").json()["items"],
+        lambda items: any(i["id"] == "speech-big" and i["reason"] for i in items),
+    )
+    return found
+
+
+@pytest.fixture
+def page(browser: Any, dashboard_server: RunningServer) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1400, "height": 1000})
+    opened = context.new_page()
+    opened.set_default_timeout(15_000)
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def admin_page(
+    page: Any, dashboard_server: RunningServer, admin_token: str, jobs: dict[str, Any]
+) -> Any:
+    """The page signed in as the admin, with the jobs submitted."""
+    return signed_in(page, dashboard_server.url, admin_token)
+
+
+def signed_in(page: Any, url: str, token: str) -> Any:
+    page.goto(url)
+    page.fill("#token", token)
+    page.click("#sign-in button[type=submit]")
+    page.wait_for_selector("[data-node]")
+    assert page.is_hidden("#sign-in")  # the form goes once signed in
+    return page
+
+
+def test_the_page_and_its_files_need_no_token_and_nothing_from_elsewhere(
+    dashboard_server: RunningServer,
+) -> None:
+    page = httpx.get(f"{dashboard_server.url}/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "default-src 'self'" in page.headers["content-security-policy"]
+    assert "http://" not in page.text and "https://" not in page.text
+    for asset in ("app.js", "api.js", "topology.js", "style.css"):
+        served = httpx.get(f"{dashboard_server.url}/ui/{asset}")
+        assert served.status_code == 200, asset
+        assert "https://" not in served.text, asset
+    for bad in ("../__init__.py", "..%2F__init__.py", "nothing.js", ".hidden", "__init__.py"):
+        refused = httpx.get(f"{dashboard_server.url}/ui/{bad}")
+        assert refused.status_code == 404, (bad, refused.status_code)
+        assert "detail" in refused.json()
+
+
+def test_a_bad_token_is_refused_and_kept_nowhere(
+    browser: Any, dashboard_server: RunningServer
+) -> None:
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(dashboard_server.url)
+    page.fill("#token", "not-a-token")
+    page.click("#sign-in button[type=submit]")
+    page.wait_for_selector("#sign-in-error:not(:empty)")
+    assert "not valid" in page.text_content("#sign-in-error")
+    assert page.evaluate("sessionStorage.length") == 0
+    assert "not-a-token" not in page.url
+    context.close()
+
+
+def test_running_jobs_sit_on_the_map_where_the_api_placed_them(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    assert page.locator("[data-node]").count() == 64
+    assert "null" not in page.inner_text("main") and "undefined" not in page.inner_text("main")
+    for name in ("nlp-train", "vision-eval"):
+        allocation = jobs[name]["allocation"]
+        cells = page.locator(f".gpu[data-job='{name}']")
+        assert cells.count() == jobs[name]["gpus"]
+        on_map = set(
+            page.eval_on_selector_all(
+                f".gpu[data-job='{name}']",
+                "cells => cells.map(c => c.closest('[data-node]').dataset.node)",
+            )
+        )
+        assert on_map == set(allocation["nodes"])
+    blocks = set(
+        page.eval_on_selector_all(
+            ".gpu[data-job='nlp-train']",
+            f"cells => cells.map(c => c.closest('[data-level=\"{BLOCK}\"]').dataset.domain)",
+        )
+    )
+    assert len(blocks) == 1  # required inside one block, and drawn inside one
+    team = page.get_attribute(".gpu[data-job='nlp-train']", "data-team")
+    assert team == "nlp"
+    page.click(".gpu[data-job='nlp-train']")
+    page.wait_for_selector("[data-testid=job-card]")
+    assert page.locator(".gpu.selected").count() == 16
+    assert page.locator(".gpu.selected[data-job='nlp-train']").count() == 16
+    page.screenshot(path=str(screenshots / "dashboard-topology.png"), full_page=True)
+
+
+def test_team_bars_show_the_apis_figures(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    page.click("a[data-view=teams]")
+    page.wait_for_selector("[data-testid=teams]")
+    for team in admin.get("/teams").json():
+        for flavor in team["flavors"]:
+            row = f"tr[data-team='{team['name']}'][data-flavor='{flavor['flavor']}']"
+            for figure, field in (
+                ("guarantee", "guaranteeGpus"),
+                ("used", "usedGpus"),
+                ("borrowed", "borrowedGpus"),
+                ("lent", "lentGpus"),
+            ):
+                shown = page.text_content(f"{row} [data-figure={figure}]")
+                assert shown is not None and int(shown) == flavor[field], (row, figure)
+    assert int(page.text_content("tr[data-team='nlp'] [data-figure=used]") or -1) == 16
+    page.screenshot(path=str(screenshots / "dashboard-teams.png"), full_page=True)
+
+
+def test_a_pending_job_shows_why_it_waits(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    explained = admin.get("/jobs/speech-big/explain").json()
+    page.click("a[data-view=queue]")
+    row = page.wait_for_selector("tr[data-job='speech-big']")
+    reason = row.query_selector("[data-reason]")
+    assert reason is not None
+    assert reason.get_attribute("data-reason") == explained["reason"]
+    assert explained["message"].split(";")[0] in (reason.text_content() or "")
+    page.screenshot(path=str(screenshots / "dashboard-queue.png"), full_page=True)
+
+
+def test_failed_and_cordoned_nodes_are_marked_and_an_admins_cordon_reaches_the_api(
+    admin_page: Any, admin: httpx.Client
+) -> None:
+    page = admin_page
+    failed = admin.post("/nodes/p5-0064/fail")
+    assert failed.status_code == 200, failed.text
+    page.wait_for_selector("[data-node='p5-0064'][data-state=failed]")  # redrawn by itself
+    page.click("[data-node='p5-0063'] .node-name")
+    page.click("[data-testid=node-card] [data-action=cordon]")
+    page.wait_for_selector("[data-node='p5-0063'][data-state=cordoned]")
+    node = next(n for n in admin.get("/nodes").json() if n["name"] == "p5-0063")
+    assert node["cordoned"] is True
+    audit = admin.get("/audit").json()
+    assert any("p5-0063" in str(entry) for entry in audit)  # recorded, under the admin's name
+    page.click("[data-testid=node-card] [data-action=uncordon]")
+    page.wait_for_selector("[data-node='p5-0063'][data-state=ready]")
+    assert admin.post("/nodes/p5-0064/recover").status_code == 200
+
+
+def test_a_viewer_sees_no_admin_action(
+    page: Any,
+    dashboard_server: RunningServer,
+    admin: httpx.Client,
+    jobs: dict[str, dict[str, Any]],
+) -> None:
+    made = admin.post("/tokens", json={"name": "dash-viewer", "role": "viewer", "teams": ["nlp"]})
+    assert made.status_code == 201, made.text
+    signed_in(page, dashboard_server.url, made.json()["token"])
+    assert "viewer" in (page.text_content("#who") or "")
+    page.click("[data-node='p5-0063'] .node-name")
+    page.wait_for_selector("[data-testid=node-card]")
+    assert page.locator("[data-action]").count() == 0
+    page.click("a[data-view=queue]")
+    row = page.wait_for_selector("tr[data-job='speech-big']")
+    assert "another team" in (row.text_content() or "")  # a speech job, and the viewer is nlp's

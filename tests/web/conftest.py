@@ -4,15 +4,17 @@ Playwright (ADR 0013): the dashboard is tested the way a user opens it."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from importlib.resources import files
 from pathlib import Path
+from typing import Any, TypeVar
 
 import httpx
 import pytest
 from playwright.sync_api import sync_playwright
 
-from topoq.testing.server import RunningServer, running_server
+from topoq.testing.server import RunningServer, running_server, whole_node_submission
 
 CHROMIUM = Path(os.environ.get("TOPOQ_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_FLAGS = [
@@ -25,6 +27,7 @@ CHROMIUM_FLAGS = [
     "--disable-sync",
 ]
 DEMO = files("topoq") / "data" / "demo"
+BLOCK = "topology.k8s.aws/network-node-layer-2"
 
 
 def _chromium_needed() -> None:
@@ -86,3 +89,39 @@ def screenshots(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = Path(chosen) if chosen else tmp_path_factory.mktemp("screenshots")
     folder.mkdir(parents=True, exist_ok=True)
     return folder
+
+
+T = TypeVar("T")
+
+
+def eventually(read: Callable[[], T], good: Callable[[T], bool], timeout_s: float = 30) -> T:
+    deadline = time.monotonic() + timeout_s
+    value = read()
+    while not good(value) and time.monotonic() < deadline:
+        time.sleep(0.2)
+        value = read()
+    return value
+
+
+@pytest.fixture(scope="package")
+def jobs(admin: httpx.Client) -> dict[str, dict[str, Any]]:
+    """Two running gangs (nlp inside one block, vision on one node) and a speech job that
+    waits: speech never borrows, and 20 nodes are more than its 16."""
+    for body in (
+        whole_node_submission("nlp-train", "nlp", 2, required=BLOCK),
+        whole_node_submission("vision-eval", "vision"),
+        whole_node_submission("speech-big", "speech", 20),
+    ):
+        made = admin.post("/jobs", json=body)
+        assert made.status_code == 201, made.text
+    found = {}
+    for name, phase in (("nlp-train", "running"), ("vision-eval", "running")):
+        found[name] = eventually(
+            lambda n=name: admin.get(f"/jobs/{n}").json(), lambda j, p=phase: j["phase"] == p
+        )
+        assert found[name]["phase"] == phase, found[name]
+    found["speech-big"] = eventually(
+        lambda: admin.get("/jobs?phase=pending").json()["items"],
+        lambda items: any(i["id"] == "speech-big" and i["reason"] for i in items),
+    )
+    return found

@@ -5,51 +5,15 @@ an admin's cordon from the page reaches the API."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import httpx
 import pytest
 
-from topoq.testing.server import RunningServer, whole_node_submission
-
-T = TypeVar("T")
-BLOCK = "topology.k8s.aws/network-node-layer-2"
-
-
-def eventually(read: Callable[[], T], good: Callable[[T], bool], timeout_s: float = 30) -> T:
-    deadline = time.monotonic() + timeout_s
-    value = read()
-    while not good(value) and time.monotonic() < deadline:
-        time.sleep(0.2)
-        value = read()
-    return value
-
-
-@pytest.fixture(scope="module")
-def jobs(admin: httpx.Client) -> dict[str, dict[str, Any]]:
-    """Two running gangs (nlp inside one block, vision on one node) and a speech job that
-    waits: speech never borrows, and 20 nodes are more than its 16."""
-    for body in (
-        whole_node_submission("nlp-train", "nlp", 2, required=BLOCK),
-        whole_node_submission("vision-eval", "vision"),
-        whole_node_submission("speech-big", "speech", 20),
-    ):
-        made = admin.post("/jobs", json=body)
-        assert made.status_code == 201, made.text
-    found = {}
-    for name, phase in (("nlp-train", "running"), ("vision-eval", "running")):
-        found[name] = eventually(
-            lambda n=name: admin.get(f"/jobs/{n}").json(), lambda j, p=phase: j["phase"] == p
-        )
-        assert found[name]["phase"] == phase, found[name]
-    found["speech-big"] = eventually(
-        lambda: admin.get("/jobs?phase=pending").json()["items"],
-        lambda items: any(i["id"] == "speech-big" and i["reason"] for i in items),
-    )
-    return found
+from tests.web.conftest import BLOCK
+from topoq.testing.server import RunningServer
 
 
 @pytest.fixture

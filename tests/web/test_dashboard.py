@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from tests.web.conftest import BLOCK
-from topoq.testing.server import RunningServer
+from topoq.testing.server import RunningServer, whole_node_submission
 
 
 @pytest.fixture
@@ -179,3 +179,61 @@ def test_a_viewer_sees_no_admin_action(
     page.click("a[data-view=queue]")
     row = page.wait_for_selector("tr[data-job='speech-big']")
     assert "another team" in (row.text_content() or "")  # a speech job, and the viewer is nlp's
+    page.goto(f"{page.url.split('#')[0]}#job/nlp-train")  # its own team's job: no action either
+    page.wait_for_selector("[data-testid=job][data-job='nlp-train']")
+    assert page.locator("[data-action]").count() == 0
+
+
+def test_a_jobs_page_shows_where_it_runs_its_history_and_its_output(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    page.click(".gpu[data-job='nlp-train']")
+    page.click("[data-testid=job-card] a.open")
+    page.wait_for_selector("[data-testid=job][data-job='nlp-train']")
+    shown = set(
+        page.eval_on_selector_all(
+            "[data-testid=placement] [data-node]", "nodes => nodes.map(n => n.dataset.node)"
+        )
+    )
+    assert shown == set(jobs["nlp-train"]["allocation"]["nodes"])
+    assert "ranks 0" in (page.text_content("[data-testid=placement]") or "") or "rank 0" in (
+        page.text_content("[data-testid=placement]") or ""
+    )
+    history = page.eval_on_selector_all(
+        "[data-testid=history] li", "items => items.map(i => i.dataset.phase)"
+    )
+    assert history[-1] == "running" and "pending" in history
+    page.wait_for_selector("[data-testid=logs] pre:has-text('rank')")  # the pods' own output
+    page.screenshot(path=str(screenshots / "dashboard-job.png"), full_page=True)
+
+
+def test_a_waiting_jobs_page_gives_the_reason_and_the_remedies_explain_gives(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]]
+) -> None:
+    page = admin_page
+    explained = admin.get("/jobs/speech-big/explain").json()
+    page.click("a[data-view=queue]")
+    page.click("tr[data-job='speech-big'] a")
+    page.wait_for_selector("[data-testid=why]")
+    assert (
+        page.get_attribute("[data-testid=why] [data-reason]", "data-reason") == explained["reason"]
+    )
+    remedies = page.eval_on_selector_all(
+        "[data-testid=why] li", "items => items.map(i => i.textContent)"
+    )
+    assert remedies == explained["remedies"]
+
+
+def test_an_admins_cancel_from_a_jobs_page_reaches_the_api(
+    admin_page: Any, admin: httpx.Client
+) -> None:
+    made = admin.post("/jobs", json=whole_node_submission("dash-cancel", "vision"))
+    assert made.status_code == 201, made.text
+    page = admin_page
+    page.goto(f"{page.url.split('#')[0]}#job/dash-cancel")
+    page.click("[data-action=cancel]")
+    page.wait_for_selector("[data-testid=job] [data-phase=cancelled]")
+    assert admin.get("/jobs/dash-cancel").json()["phase"] == "cancelled"
+    cause = admin.get("/jobs/dash-cancel/history").json()
+    assert "admin" in str(cause)  # recorded as cancelled by the admin's token

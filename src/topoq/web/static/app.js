@@ -2,6 +2,7 @@
 // #queue), each redrawn from the API every REFRESH_MS while the tab is visible.
 
 import { api, ApiFailure, signedIn, signIn, signOut } from "/ui/api.js";
+import { drawJob } from "/ui/job.js";
 import { drawQueue } from "/ui/queue.js";
 import { drawTeams } from "/ui/teams.js";
 import { drawTopology } from "/ui/topology.js";
@@ -21,9 +22,11 @@ let timer = null;
 let drawing = false;
 let again = false; // asked to redraw while drawing: once more when done
 
+// The view the address names: #topology, #teams, #queue, or #job/<id>.
 function currentView() {
-  const name = location.hash.slice(1);
-  return name in VIEWS ? name : "topology";
+  const [name, ...rest] = location.hash.slice(1).split("/");
+  if (name === "job" && rest.length) return { name, draw: drawJob, argument: decodeURIComponent(rest.join("/")) };
+  return name in VIEWS ? { name, draw: VIEWS[name] } : { name: "topology", draw: VIEWS.topology };
 }
 
 function showSignIn(message = "") {
@@ -57,9 +60,9 @@ async function start() {
 async function refresh() {
   clearTimeout(timer);
   if (!me) return;
-  const name = currentView();
+  const view = currentView();
   for (const link of tabs.querySelectorAll("a")) {
-    link.classList.toggle("current", link.dataset.view === name);
+    link.classList.toggle("current", link.dataset.view === view.name);
   }
   if (drawing) {
     again = true;
@@ -68,7 +71,7 @@ async function refresh() {
   {
     drawing = true;
     try {
-      await VIEWS[name](main, me, refresh);
+      await view.draw(main, me, refresh, view.argument);
       status.textContent = `updated ${new Date().toLocaleTimeString()}`;
       status.classList.remove("error");
     } catch (failure) {

@@ -19,7 +19,8 @@ export async function drawQueue(main) {
         ...["Job", "Team", "Priority", "GPUs", "Waiting", "Expected start", "Why it waits"]
           .map((name) => el("th", {}, name)))),
       el("tbody", {}, ...listed.items.map((job) => el("tr", { "data-job": job.id },
-        el("td", {}, job.id, job.held ? el("span", { class: "badge" }, "held") : null),
+        el("td", {}, job.visible ? el("a", { href: `#job/${encodeURIComponent(job.id)}` }, job.id) : job.id,
+          job.held ? el("span", { class: "badge" }, "held") : null),
         el("td", {}, el("span", { class: "swatch", style: { background: teamColour(job.team) } }), job.team),
         el("td", {}, job.visible ? (job.priorityClass ?? "default") : "—"),
         el("td", { class: "number" }, job.gpus),

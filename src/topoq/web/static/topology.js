@@ -178,6 +178,7 @@ function panel(nodes, me, refresh) {
         ? el("dl", { class: "span" }, ...Object.entries(span).flatMap(([level, domains]) => [
             el("dt", {}, level.split("/").pop()), el("dd", {}, `${domains} domain(s)`)]))
         : null,
+      el("a", { href: `#job/${encodeURIComponent(state.job)}`, class: "open" }, "Open the job"), " ",
       el("button", { type: "button", onclick: () => { state.job = null; refresh(); } }, "Clear"),
     ));
   }

@@ -102,6 +102,9 @@ def test_running_jobs_sit_on_the_map_where_the_api_placed_them(
     assert len(blocks) == 1  # required inside one block, and drawn inside one
     team = page.get_attribute(".gpu[data-job='nlp-train']", "data-team")
     assert team == "nlp"
+    first_node = sorted(jobs["nlp-train"]["allocation"]["nodes"])[0]
+    hover = page.get_attribute(f"[data-node='{first_node}'] .gpu[data-job='nlp-train']", "title")
+    assert hover is not None and "team nlp" in hover and "pod w:" in hover  # job, team, rank
     page.click(".gpu[data-job='nlp-train']")
     page.wait_for_selector("[data-testid=job-card]")
     assert page.locator(".gpu.selected").count() == 16

@@ -19,7 +19,7 @@ from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree, build_tree
 from topoq.domain.governance import FlavorName, TeamName, TeamSpec
-from topoq.domain.job import JobPhase, JobView
+from topoq.domain.job import Allocation, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -67,6 +67,7 @@ def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
             job=job.id,
             team=job.team,
             gpus=job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU),
+            ranks=_ranks_on(job.allocation, node.name),
         )
         for job in sorted(on_node, key=lambda job: job.id)
         if job.allocation is not None
@@ -83,6 +84,17 @@ def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
         jobs=sorted(job.id for job in on_node),
         holders=holders,
     )
+
+
+def _ranks_on(allocation: Allocation, node: str) -> list[str]:
+    """The allocation's pods on ``node``, as ``podSet:rank``."""
+    return [
+        f"{outcome.name}:{rank}"
+        for outcome in allocation.placement.pod_sets
+        for assignment in outcome.assignments
+        if assignment.node == node
+        for rank in range(assignment.first_rank, assignment.first_rank + assignment.count)
+    ]
 
 
 # --- topology ------------------------------------------------------------------------------

@@ -122,12 +122,13 @@ function occupancy(used, gpus) {
 function drawNode(node, refresh) {
   const cells = [];
   for (const holder of node.holders) {
+    const ranks = holder.ranks.length ? ` · pod ${holder.ranks.join(", ")}` : "";
     for (let index = 0; index < holder.gpus; index += 1) {
       cells.push(el("span", {
         class: `gpu${holder.job === state.job ? " selected" : ""}`,
         "data-job": holder.job,
         "data-team": holder.team,
-        title: `${holder.job} · team ${holder.team} · ${holder.gpus} GPU(s) on ${node.name}`,
+        title: `${holder.job} · team ${holder.team}${ranks} · ${holder.gpus} GPU(s) on ${node.name}`,
         style: { background: teamColour(holder.team) },
         onclick: () => { state.job = holder.job; state.jobDetail = null; refresh(); },
       }));

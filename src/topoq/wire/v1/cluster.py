@@ -20,6 +20,10 @@ class NodeHolderModel(WireModel):
     job: str
     team: str
     gpus: int
+    ranks: list[str] = Field(
+        default_factory=list,
+        description="The job's pods on the node, as `podSet:rank`, in rank order.",
+    )
 
 
 class NodeModel(WireModel):

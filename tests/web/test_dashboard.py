@@ -240,3 +240,42 @@ def test_an_admins_cancel_from_a_jobs_page_reaches_the_api(
     assert admin.get("/jobs/dash-cancel").json()["phase"] == "cancelled"
     cause = admin.get("/jobs/dash-cancel/history").json()
     assert "admin" in str(cause)  # recorded as cancelled by the admin's token
+
+
+def test_the_cluster_view_shows_capacity_health_activity_and_the_policy(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    assert admin.post("/nodes/p5-0062/cordon").status_code == 200
+    try:
+        page.click("a[data-view=cluster]")
+        page.wait_for_selector("[data-testid=health] tr[data-node='p5-0062'][data-state=cordoned]")
+        topology = admin.get("/topology").json()
+        assert int(page.text_content("[data-figure=gpus-used]") or -1) == topology["gpusUsed"]
+        assert int(page.text_content("[data-figure=gpus-free]") or -1) == topology["gpusFree"]
+        admitted = [
+            e
+            for e in admin.get("/events?since_s=3600&limit=1000").json()
+            if e["phase"] == "admitted"
+        ]
+        assert int(page.text_content("[data-figure=admitted]") or -1) == len(admitted) > 0
+        version = admin.get("/policy").json()["version"]
+        page.wait_for_selector(f"[data-testid=policy] tr[data-version='{version}']")
+        page.wait_for_selector("[data-testid=gpu-hours] tr[data-day]")
+        page.screenshot(path=str(screenshots / "dashboard-cluster.png"), full_page=True)
+    finally:
+        assert admin.post("/nodes/p5-0062/uncordon").status_code == 200
+
+
+def test_the_teams_view_charts_the_weeks_gpu_hours_as_the_usage_report_gives_them(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]]
+) -> None:
+    page = admin_page
+    page.click("a[data-view=teams]")
+    row = "[data-testid=week] tr[data-team='nlp']"
+    page.wait_for_selector(row)
+    shown = float(page.text_content(f"{row} [data-figure=hours-guarantee]") or -1)
+    reported = sum(
+        d["gpuHoursInGuarantee"] for d in admin.get("/reports/usage").json()["days"] if d["team"] == "nlp"
+    )
+    assert abs(shown - reported) < 0.05  # the hours grow while the page and the test read them

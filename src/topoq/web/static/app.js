@@ -1,13 +1,14 @@
 // The dashboard: sign in with an API token, then one view at a time (#topology, #teams,
-// #queue), each redrawn from the API every REFRESH_MS while the tab is visible.
+// #queue, #cluster, #job/<id>), each redrawn from the API every REFRESH_MS while the tab is visible.
 
 import { api, ApiFailure, signedIn, signIn, signOut } from "/ui/api.js";
+import { drawCluster } from "/ui/cluster.js";
 import { drawJob } from "/ui/job.js";
 import { drawQueue } from "/ui/queue.js";
 import { drawTeams } from "/ui/teams.js";
 import { drawTopology } from "/ui/topology.js";
 
-const VIEWS = { topology: drawTopology, teams: drawTeams, queue: drawQueue };
+const VIEWS = { topology: drawTopology, teams: drawTeams, queue: drawQueue, cluster: drawCluster };
 const REFRESH_MS = 2000;
 
 const main = document.getElementById("view");

@@ -5,7 +5,7 @@ import { api } from "/ui/api.js";
 import { el, learnTeams, show, teamColour } from "/ui/draw.js";
 
 export async function drawTeams(main) {
-  const teams = await api("/teams");
+  const [teams, usage] = await Promise.all([api("/teams"), api("/reports/usage")]);
   learnTeams(teams.map((team) => team.name));
   const scale = Math.max(1, ...teams.flatMap((team) => team.flavors.map(
     (flavor) => Math.max(flavor.guaranteeGpus + flavor.borrowedGpus, flavor.usedGpus))));
@@ -20,7 +20,31 @@ export async function drawTeams(main) {
     el("p", { class: "note" },
       "Bars on one scale: the outline is the guarantee, the fill what the team uses ",
       "(hatched: borrowed from others); lent is what others use of its guarantee."),
+    week(usage),
   );
+}
+
+// GPU-hours of the last 7 days per team, inside its guarantee and borrowed (GET /reports/usage).
+function week(usage) {
+  const byTeam = new Map();
+  for (const row of usage.days) {
+    const hours = byTeam.get(row.team) ?? { guarantee: 0, borrowed: 0 };
+    hours.guarantee += row.gpuHoursInGuarantee;
+    hours.borrowed += row.gpuHoursBorrowed;
+    byTeam.set(row.team, hours);
+  }
+  const most = Math.max(1, ...[...byTeam.values()].map((h) => h.guarantee + h.borrowed));
+  return el("section", { class: "card", "data-testid": "week" },
+    el("h2", {}, "GPU-hours, the last 7 days"),
+    byTeam.size === 0 ? el("p", { class: "note" }, "No GPU held in the window yet.") : el("table", {},
+      el("thead", {}, el("tr", {}, ...["Team", "In guarantee", "Borrowed", ""].map((h) => el("th", {}, h)))),
+      el("tbody", {}, ...[...byTeam].sort().map(([team, hours]) => el("tr", { "data-team": team },
+        el("td", {}, el("span", { class: "swatch", style: { background: teamColour(team) } }), team),
+        el("td", { class: "number", "data-figure": "hours-guarantee" }, hours.guarantee.toFixed(2)),
+        el("td", { class: "number", "data-figure": "hours-borrowed" }, hours.borrowed.toFixed(2)),
+        el("td", { class: "bar-cell" }, el("div", { class: "quota-bar" },
+          el("div", { class: "used", style: { width: `${(100 * hours.guarantee) / most}%`, background: teamColour(team) } }),
+          el("div", { class: "borrowed", style: { left: `${(100 * hours.guarantee) / most}%`, width: `${(100 * hours.borrowed) / most}%`, background: teamColour(team) } }))))))));
 }
 
 function rows(team, scale) {

@@ -275,7 +275,6 @@ def test_the_teams_view_charts_the_weeks_gpu_hours_as_the_usage_report_gives_the
     row = "[data-testid=week] tr[data-team='nlp']"
     page.wait_for_selector(row)
     shown = float(page.text_content(f"{row} [data-figure=hours-guarantee]") or -1)
-    reported = sum(
-        d["gpuHoursInGuarantee"] for d in admin.get("/reports/usage").json()["days"] if d["team"] == "nlp"
-    )
+    days = admin.get("/reports/usage").json()["days"]
+    reported = sum(day["gpuHoursInGuarantee"] for day in days if day["team"] == "nlp")
     assert abs(shown - reported) < 0.05  # the hours grow while the page and the test read them

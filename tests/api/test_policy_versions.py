@@ -93,3 +93,27 @@ def test_the_audit_log_filters_by_time_and_by_actor(api: Api) -> None:
         bad = api.client.get(f"{V1}/audit", params={"since_s": bad_since}, headers=admin)
         assert bad.status_code == 422, bad_since
     assert api.client.get(f"{V1}/audit", headers=api.headers("member")).status_code == 403
+
+
+def test_a_policy_linted_without_keeping_it_says_what_put_would(api: Api) -> None:
+    before = current(api)
+    versions = api.client.get(f"{V1}/policy/versions", headers=api.headers("admin")).json()
+    lint = f"{V1}/policy/lint"
+    fine = api.client.post(lint, json=before["document"], headers=api.headers("admin"))
+    assert fine.status_code == 200, fine.text
+    assert fine.json()["accepted"] is True
+    too_big = copy.deepcopy(before["document"])
+    too_big["teams"][0]["quotas"][0]["instances"] = 100_000  # far over the cluster
+    refused = api.client.post(lint, json=too_big, headers=api.headers("admin"))
+    assert refused.status_code == 200, refused.text
+    answer = refused.json()
+    assert answer["accepted"] is False and answer["findings"][0]["severity"] == "error"
+    put = api.client.put(f"{V1}/policy", json=too_big, headers=api.headers("admin"))
+    assert put.status_code == 422  # what the lint said: refused
+    assert answer["findings"][0]["code"] in put.json()["detail"]["message"]
+    broken = api.client.post(lint, json={"kind": "Policy"}, headers=api.headers("admin"))
+    assert broken.status_code == 422 and broken.json()["detail"]["where"].startswith("body")
+    member = api.client.post(lint, json=before["document"], headers=api.headers("member"))
+    assert member.status_code == 403
+    after = api.client.get(f"{V1}/policy/versions", headers=api.headers("admin")).json()
+    assert after == versions and current(api) == before  # nothing kept

@@ -69,6 +69,7 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", f"{V1}/teams"): EVERYONE,
     ("GET", f"{V1}/policy"): EVERYONE,
     ("PUT", f"{V1}/policy"): ADMIN,
+    ("POST", f"{V1}/policy/lint"): ADMIN,
     ("GET", f"{V1}/policy/versions"): EVERYONE,
     ("GET", f"{V1}/policy/versions/{{version}}"): EVERYONE,
     ("POST", f"{V1}/policy/versions/{{version}}/rollback"): ADMIN,

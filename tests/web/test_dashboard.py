@@ -278,3 +278,48 @@ def test_the_teams_view_charts_the_weeks_gpu_hours_as_the_usage_report_gives_the
     days = admin.get("/reports/usage").json()["days"]
     reported = sum(day["gpuHoursInGuarantee"] for day in days if day["team"] == "nlp")
     assert abs(shown - reported) < 0.05  # the hours grow while the page and the test read them
+
+
+def test_an_admin_edits_a_quota_seeing_the_lint_before_saving(
+    admin_page: Any, admin: httpx.Client, jobs: dict[str, dict[str, Any]], screenshots: Path
+) -> None:
+    page = admin_page
+    before = admin.get("/policy").json()
+    page.click("a[data-view=teams]")
+    page.click("tr[data-team='nlp'] [data-action=edit-quota]")
+    editor = "[data-testid=quota-editor][data-team='nlp']"
+    field = f"{editor} tr[data-flavor] input"
+    page.fill(field, "100000")
+    page.dispatch_event(field, "change")
+    page.click("[data-action=check-quota]")
+    page.wait_for_selector("[data-testid=lint] [data-accepted=false]")
+    assert page.locator("[data-testid=lint] li[data-severity=error]").count() >= 1
+    assert page.is_disabled("[data-action=save-quota]")  # an error: nothing can be saved
+    page.screenshot(path=str(screenshots / "dashboard-quota-lint.png"), full_page=True)
+    page.fill(field, "20")
+    page.dispatch_event(field, "change")
+    assert page.is_disabled("[data-action=save-quota]")  # changed since the check
+    page.click("[data-action=check-quota]")
+    page.wait_for_selector("[data-testid=lint] [data-accepted=true]")
+    page.click("[data-action=save-quota]")
+    page.wait_for_selector("[data-testid=teams]")  # back to the table
+    after = admin.get("/policy").json()
+    assert after["version"] == before["version"] + 1
+    nlp = next(team for team in after["document"]["teams"] if team["name"] == "nlp")
+    assert nlp["quotas"][0]["instances"] == 20
+    guarantee = page.text_content("tr[data-team='nlp'] [data-figure=guarantee]")
+    page.wait_for_selector("tr[data-team='nlp'] [data-figure=guarantee]:has-text('160')")
+    assert guarantee is not None
+    restored = admin.put("/policy", json=before["document"])
+    assert restored.status_code == 200, restored.text
+
+
+def test_a_viewer_gets_no_quota_editor(
+    page: Any, dashboard_server: RunningServer, admin: httpx.Client, jobs: dict[str, Any]
+) -> None:
+    made = admin.post("/tokens", json={"name": "dash-viewer-2", "role": "viewer", "teams": ["nlp"]})
+    assert made.status_code == 201, made.text
+    signed_in(page, dashboard_server.url, made.json()["token"])
+    page.click("a[data-view=teams]")
+    page.wait_for_selector("[data-testid=teams]")
+    assert page.locator("[data-action=edit-quota]").count() == 0

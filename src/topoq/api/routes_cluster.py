@@ -39,6 +39,7 @@ from topoq.wire.v1 import (
     LintFindingModel,
     NodeAction,
     NodeModel,
+    PolicyLintModel,
     PolicyModel,
     RemovedNodeModel,
     TeamModel,
@@ -85,12 +86,38 @@ def put_policy(
     ),
 ) -> PolicyModel:
     """Every version is kept with who set it and when."""
+    return _set_policy(service, principal, _policy_in_body(document))
+
+
+def _policy_in_body(document: dict[str, Any]) -> ClusterPolicy:
+    """The policy a request's body holds; a 422 naming the field (``body.teams[1]...``)."""
     try:
-        policy = policy_from_document(document, source=POLICY_BODY)
+        return policy_from_document(document, source=POLICY_BODY)
     except InvalidInputError as error:
         where = (error.where or POLICY_BODY).replace(f"{POLICY_BODY}: ", f"{POLICY_BODY}.", 1)
         raise InvalidInputError(error.message, where=where, hint=error.hint) from None
-    return _set_policy(service, principal, policy)
+
+
+@router.post(
+    "/policy/lint", summary="Lint a policy on the cluster's nodes, keeping nothing (admin)"
+)
+def lint_policy_document(
+    principal: Admin,
+    service: ServiceDep,
+    document: dict[str, Any] = Body(  # noqa: B008 FastAPI declares the body this way
+        description="A policy in topoq's policy-file format, as `PUT /policy` takes it."
+    ),
+) -> PolicyLintModel:
+    """What `PUT /policy` would say of this policy, without keeping it: a policy the lint
+    finds an error in is one it refuses (the dashboard shows this before saving)."""
+    policy = _policy_in_body(document)
+    nodes = service.store.nodes()
+    findings = lint_policy(policy, nodes, service.topology) if nodes else []
+    findings.sort(key=lambda finding: not finding.is_error)
+    return PolicyLintModel(
+        accepted=not any(finding.is_error for finding in findings),
+        findings=finding_models(findings),
+    )
 
 
 def _set_policy(

@@ -4,7 +4,10 @@
 import { api } from "/ui/api.js";
 import { el, learnTeams, show, teamColour } from "/ui/draw.js";
 
-export async function drawTeams(main) {
+const editor = { team: null, document: null, lint: null };
+
+export async function drawTeams(main, me, refresh) {
+  if (editor.team) return; // the quota editor stays as the admin left it until saved or closed
   const [teams, usage] = await Promise.all([api("/teams"), api("/reports/usage")]);
   learnTeams(teams.map((team) => team.name));
   const scale = Math.max(1, ...teams.flatMap((team) => team.flavors.map(
@@ -13,9 +16,10 @@ export async function drawTeams(main) {
     main,
     el("table", { class: "teams", "data-testid": "teams" },
       el("thead", {}, el("tr", {},
-        ...["Team", "Flavor", "Guarantee", "In use", "Borrowed", "Lent", "", "Weight", "Waiting"]
-          .map((name) => el("th", {}, name)))),
-      el("tbody", {}, ...teams.flatMap((team) => rows(team, scale))),
+        ...["Team", "Flavor", "Guarantee", "In use", "Borrowed", "Lent", "", "Weight", "Waiting",
+          ...(me.role === "admin" ? [""] : [])].map((name) => el("th", {}, name)))),
+      el("tbody", {}, ...teams.flatMap((team) => rows(team, scale, me.role === "admin"
+        ? () => openEditor(main, team.name, refresh) : null))),
     ),
     el("p", { class: "note" },
       "Bars on one scale: the outline is the guarantee, the fill what the team uses ",
@@ -47,7 +51,7 @@ function week(usage) {
           el("div", { class: "borrowed", style: { left: `${(100 * hours.guarantee) / most}%`, width: `${(100 * hours.borrowed) / most}%`, background: teamColour(team) } }))))))));
 }
 
-function rows(team, scale) {
+function rows(team, scale, edit) {
   const waiting = team.jobs.pending ?? 0;
   const flavors = team.flavors.length ? team.flavors : [null];
   return flavors.map((flavor, index) => el("tr", { "data-team": team.name, "data-flavor": flavor?.flavor ?? "" },
@@ -65,6 +69,10 @@ function rows(team, scale) {
     index === 0
       ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "waiting" }, waiting)
       : null,
+    index === 0 && edit
+      ? el("td", { rowspan: flavors.length },
+          el("button", { type: "button", class: "action", "data-action": "edit-quota", onclick: edit }, "Edit quota"))
+      : null,
   ));
 }
 
@@ -77,4 +85,63 @@ function bar(team, flavor, scale) {
     el("div", { class: "used", style: { width: width(own), background: teamColour(team) } }),
     el("div", { class: "borrowed", style: { left: width(own), width: width(flavor.borrowedGpus), background: teamColour(team) } }),
   );
+}
+
+// The quota editor (admins): the team's guarantee per flavor (instances) and borrow limit,
+// linted on the cluster's nodes before it can be saved as the next policy version.
+async function openEditor(main, name, refresh) {
+  const policy = await api("/policy");
+  editor.team = name;
+  editor.document = structuredClone(policy.document);
+  editor.lint = null;
+  const close = () => { editor.team = null; refresh(); };
+  const spec = editor.document.teams.find((team) => team.name === name);
+  const findings = el("div", { "data-testid": "lint" });
+  const save = el("button", { type: "button", class: "action", "data-action": "save-quota", disabled: true }, "Save");
+  const changed = () => { editor.lint = null; save.disabled = true; findings.replaceChildren(); };
+  const number = (value, onchange, label) => el("input", {
+    type: "number", min: "0", step: "1", value: String(value ?? 0), "aria-label": label,
+    onchange: (event) => { onchange(Number(event.target.value)); changed(); } });
+  const check = async () => {
+    try {
+      editor.lint = await api("/policy/lint", { method: "POST", body: editor.document });
+    } catch (failure) {
+      show(findings, el("p", { class: "error", "data-severity": "error" }, failure.message));
+      return;
+    }
+    save.disabled = !editor.lint.accepted;
+    show(findings,
+      el("p", { "data-accepted": String(editor.lint.accepted) }, editor.lint.accepted
+        ? "The policy lint finds no error: it can be saved."
+        : "The policy lint finds an error: it cannot be saved as it is."),
+      editor.lint.findings.length
+        ? el("ul", {}, ...editor.lint.findings.map((finding) => el("li", { "data-severity": finding.severity },
+            el("strong", {}, `${finding.severity} ${finding.code}: `), finding.message, ` (${finding.hint})`)))
+        : null);
+  };
+  save.addEventListener("click", async () => {
+    try {
+      await api("/policy", { method: "PUT", body: editor.document });
+      close();
+    } catch (failure) {
+      show(findings, el("p", { class: "error" }, failure.message));
+    }
+  });
+  show(main,
+    el("section", { class: "card", "data-testid": "quota-editor", "data-team": name },
+      el("h2", {}, `Quota of team ${name}`),
+      el("table", {}, el("thead", {}, el("tr", {}, el("th", {}, "Flavor"), el("th", {}, "Guarantee (instances)"))),
+        el("tbody", {}, ...(spec.quotas ?? []).map((quota) => el("tr", { "data-flavor": quota.flavor },
+          el("td", {}, quota.flavor),
+          el("td", {}, number(quota.instances, (value) => { quota.instances = value; }, `${quota.flavor} instances`)))))),
+      spec.sharing === "LendAndBorrow"
+        ? el("p", {}, el("label", {}, "Borrow limit (% of the guarantee) ",
+            number(spec.borrowLimitPercent, (value) => { spec.borrowLimitPercent = value; }, "borrow limit percent")))
+        : null,
+      el("p", { class: "actions" },
+        el("button", { type: "button", class: "action", "data-action": "check-quota", onclick: check }, "Check"),
+        save,
+        el("button", { type: "button", "data-action": "close-editor", onclick: close }, "Close")),
+      findings,
+      el("p", { class: "note" }, "Saving sets the next policy version (kept, audited, and undone with a rollback).")));
 }

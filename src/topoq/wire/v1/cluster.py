@@ -105,6 +105,13 @@ class LintFindingModel(WireModel):
     hint: str
 
 
+class PolicyLintModel(WireModel):
+    """What the policy lint finds in a policy on the cluster's nodes, nothing kept."""
+
+    accepted: bool = Field(description="Whether `PUT /policy` would keep it (no lint error).")
+    findings: list[LintFindingModel] = Field(description="Errors first, then warnings.")
+
+
 class PolicyModel(WireModel):
     version: int | None = Field(description="Null while no policy was ever set.")
     document: dict[str, Any] = Field(description="The policy in topoq's policy-file format.")

@@ -214,6 +214,7 @@ def test_other_teams_jobs_show_only_id_team_phase_and_gpus(api: Api) -> None:
         "reason": None,
         "waitingOn": None,
         "etaAt": None,
+        "reasonMessage": None,
     }
     assert api.client.get(f"{V1}/jobs/theirs", headers=api.headers("member")).status_code == 403
 

@@ -8,7 +8,7 @@ follows what runs, not how many jobs wait."""
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -45,9 +45,15 @@ def holding(service: Service) -> list[JobView]:
 
 
 # --- nodes ---------------------------------------------------------------------------------
-def node_models(nodes: Sequence[NodeSpec], running: Sequence[JobView]) -> list[NodeModel]:
+def node_models(
+    nodes: Sequence[NodeSpec],
+    running: Sequence[JobView],
+    sees: Callable[[str], bool] = lambda team: True,
+) -> list[NodeModel]:
+    """``sees(team)``: whether the caller sees the team's jobs in full (their pods' ranks by
+    pod set); of other teams' jobs a node shows id, team and GPUs only."""
     by_node = jobs_by_node(running)
-    return [node_model(node, by_node.get(node.name, ())) for node in nodes]
+    return [node_model(node, by_node.get(node.name, ()), sees) for node in nodes]
 
 
 def jobs_by_node(running: Iterable[JobView]) -> dict[str, list[JobView]]:
@@ -60,14 +66,17 @@ def jobs_by_node(running: Iterable[JobView]) -> dict[str, list[JobView]]:
     return by_node
 
 
-def node_model(node: NodeSpec, on_node: Sequence[JobView]) -> NodeModel:
-    """``on_node``: the holding jobs with a pod on this node (``jobs_by_node``)."""
+def node_model(
+    node: NodeSpec, on_node: Sequence[JobView], sees: Callable[[str], bool] = lambda team: True
+) -> NodeModel:
+    """``on_node``: the holding jobs with a pod on this node (``jobs_by_node``); ``sees`` as
+    for ``node_models``."""
     holders = [
         NodeHolderModel(
             job=job.id,
             team=job.team,
             gpus=job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU),
-            ranks=_ranks_on(job.allocation, node.name),
+            ranks=_ranks_on(job.allocation, node.name) if sees(job.team) else [],
         )
         for job in sorted(on_node, key=lambda job: job.id)
         if job.allocation is not None

@@ -189,7 +189,7 @@ def _kept(service: Service, version: int) -> ClusterPolicy:
 
 @router.get("/nodes", summary="Nodes with health, cordon state and GPUs in use")
 def nodes(principal: Anyone, service: ServiceDep) -> list[NodeModel]:
-    return node_models(service.store.nodes(), holding(service))
+    return node_models(service.store.nodes(), holding(service), principal.acts_for)
 
 
 @router.post("/nodes/{name}/cordon", summary="Keep new work off a node (admin)")

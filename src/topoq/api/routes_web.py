@@ -8,9 +8,10 @@ from fastapi import APIRouter
 from fastapi.responses import Response
 
 from topoq.api.errors import ApiError
+from topoq.api.request_body import StrictJsonRoute
 from topoq.web import asset
 
-router = APIRouter(tags=["dashboard"])
+router = APIRouter(tags=["dashboard"], route_class=StrictJsonRoute)
 
 _NO_STORE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 """Revalidated on every load (a new version's files are seen at once), never sniffed."""

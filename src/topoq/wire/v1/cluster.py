@@ -22,7 +22,8 @@ class NodeHolderModel(WireModel):
     gpus: int
     ranks: list[str] = Field(
         default_factory=list,
-        description="The job's pods on the node, as `podSet:rank`, in rank order.",
+        description="The job's pods on the node, as `podSet:rank`, in rank order (empty for "
+        "other teams' jobs than the token's).",
     )
 
 

@@ -130,8 +130,12 @@ def filled_store(data_dir: Path, nodes: int, running: int, pending: int) -> tupl
 def api_serving(store: SqlStore, topology: Any) -> Iterator[str]:
     """The real API app under uvicorn in a thread, on a free port."""
     port = free_port()
-    config = uvicorn.Config(
-        create_app(Service(store, topology)), host="127.0.0.1", port=port, log_level="warning"
+    config = uvicorn.Config(  # log_config None: uvicorn leaves the process's logging alone
+        create_app(Service(store, topology)),
+        host="127.0.0.1",
+        port=port,
+        log_level="warning",
+        log_config=None,
     )
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)

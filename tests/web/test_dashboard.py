@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.web.conftest import BLOCK
+from tests.web.conftest import BLOCK, eventually
 from topoq.testing.server import RunningServer, whole_node_submission
 
 
@@ -323,3 +323,26 @@ def test_a_viewer_gets_no_quota_editor(
     page.click("a[data-view=teams]")
     page.wait_for_selector("[data-testid=teams]")
     assert page.locator("[data-action=edit-quota]").count() == 0
+
+
+def test_an_admins_drain_from_the_map_requeues_the_nodes_gang(
+    admin_page: Any, admin: httpx.Client
+) -> None:
+    made = admin.post("/jobs", json=whole_node_submission("dash-drain", "vision"))
+    assert made.status_code == 201, made.text
+    running = eventually(
+        lambda: admin.get("/jobs/dash-drain").json(), lambda j: j["phase"] == "running"
+    )
+    [node] = running["allocation"]["nodes"]
+    page = admin_page
+    page.wait_for_selector(f"[data-node='{node}'] .gpu[data-job='dash-drain']")
+    page.click(f"[data-node='{node}'] .node-name")
+    page.click("[data-testid=node-card] [data-action=drain]")
+    page.wait_for_selector("[data-testid=node-card] [data-action=confirm-drain]")  # asked once more
+    assert "send its 1 gang(s) back" in (page.text_content("[data-testid=node-card]") or "")
+    page.click("[data-testid=node-card] [data-action=confirm-drain]")
+    page.wait_for_selector(f"[data-node='{node}'][data-state=cordoned]")
+    history = admin.get("/jobs/dash-drain/history").json()
+    assert "drain" in str(history).lower()  # requeued by the drain, and why
+    assert admin.post(f"/nodes/{node}/uncordon").status_code == 200
+    assert admin.post("/jobs/dash-drain/cancel").status_code in (200, 202)

@@ -9,7 +9,7 @@ import { el, learnTeams, percent, show, teamColour } from "/ui/draw.js";
 const HOSTNAME = "kubernetes.io/hostname";
 const COLLAPSE_ABOVE = 128; // nodes: a larger domain starts as an occupancy bar
 
-const state = { toggled: new Set(), job: null, node: null, jobDetail: null };
+const state = { toggled: new Set(), job: null, node: null, jobDetail: null, draining: null };
 
 export async function drawTopology(main, me, refresh) {
   const [topology, nodes, teamList] = await Promise.all([api("/topology"), api("/nodes"), api("/teams")]);
@@ -202,6 +202,17 @@ function panel(nodes, me, refresh) {
         : null,
       admin && node.cordoned
         ? el("button", { type: "button", class: "action", "data-action": "uncordon", onclick: act("uncordon") }, "Uncordon")
+        : null,
+      admin && node.ready && state.draining !== node.name
+        ? el("button", { type: "button", class: "action", "data-action": "drain",
+            onclick: () => { state.draining = node.name; refresh(); } }, "Drain")
+        : null,
+      admin && state.draining === node.name
+        ? el("p", { class: "confirm" },
+            `Drain ${node.name}: cordon it and send its ${node.holders.length} gang(s) back to the queue? `,
+            el("button", { type: "button", class: "action", "data-action": "confirm-drain",
+              onclick: async () => { state.draining = null; await act("drain")(); } }, "Drain now"),
+            el("button", { type: "button", onclick: () => { state.draining = null; refresh(); } }, "Keep it"))
         : null,
       el("button", { type: "button", onclick: () => { state.node = null; refresh(); } }, "Close"),
     ));

@@ -42,6 +42,7 @@ from topoq.testbeds.daemons import (
     BedError,
     check_ports_free,
     free_listen_port,
+    is_alive,
     kill_daemon,
     read_bed_record,
     recorded,
@@ -283,17 +284,33 @@ def tear_down(directory: Path) -> list[str]:
     return stopped
 
 
+RESTART_ATTEMPTS = 3
+
+
 def restart_apiserver(bed: KubernetesBed, *, timeout_s: float = 60.0) -> None:
     """Kill the API server (SIGKILL: with clients holding watches, SIGTERM takes a minute)
-    and start it again with the same command line and etcd; returns once it is ready."""
+    and start it again with the same command line and etcd; returns once it is ready. A new
+    server that exits at once (CI saw one refused its port, "address already in use", a
+    moment after the old one was gone) is started again, up to ``RESTART_ATTEMPTS`` times."""
     argv = json.loads((bed.directory / "apiserver.argv").read_text())
     kill_daemon(bed.directory, "apiserver")
-    start_daemon(bed.directory, "apiserver", argv)
-    wait_until(
-        lambda: _api_ready(bed.server, bed.ca_file, bed.admin_token),
-        time.monotonic() + timeout_s,
-        "the API server to be ready again",
-        bed.directory / "apiserver.log",
+    deadline = time.monotonic() + timeout_s
+    for _ in range(RESTART_ATTEMPTS):
+        daemon = start_daemon(bed.directory, "apiserver", argv)
+        wait_until(
+            lambda daemon=daemon: (  # type: ignore[misc]
+                not is_alive(daemon) or _api_ready(bed.server, bed.ca_file, bed.admin_token)
+            ),
+            deadline,
+            "the API server to be ready again",
+            bed.directory / "apiserver.log",
+        )
+        if is_alive(daemon):
+            return
+        time.sleep(1.0)  # what held its port lets go: start it again
+    raise BedError(
+        f"the API server exited at each of {RESTART_ATTEMPTS} restarts",
+        hint=f"see {bed.directory / 'apiserver.log'}",
     )
 
 

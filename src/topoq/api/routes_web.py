@@ -13,7 +13,7 @@ from topoq.web import asset
 
 router = APIRouter(tags=["dashboard"], route_class=StrictJsonRoute)
 
-_NO_STORE = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
+_REVALIDATED = {"Cache-Control": "no-cache", "X-Content-Type-Options": "nosniff"}
 """Revalidated on every load (a new version's files are seen at once), never sniffed."""
 
 
@@ -37,7 +37,7 @@ def _served(name: str) -> Response:
     return Response(
         body,
         media_type=media_type,
-        headers=_NO_STORE | {"Content-Security-Policy": _POLICY},
+        headers=_REVALIDATED | {"Content-Security-Policy": _POLICY},
     )
 
 

@@ -4,7 +4,7 @@
 // figures that are per job (the API decides).
 
 import { api } from "/ui/api.js";
-import { el, percent, show } from "/ui/draw.js";
+import { el, gpuHoursBy, percent, show } from "/ui/draw.js";
 
 const BUCKET_S = 300;
 const WINDOW_S = 3600;
@@ -43,13 +43,7 @@ export async function drawCluster(main, me) {
 }
 
 function gpuHours(usage, gpus, me) {
-  const days = new Map();
-  for (const row of usage.days) {
-    const day = days.get(row.day) ?? { guarantee: 0, borrowed: 0 };
-    day.guarantee += row.gpuHoursInGuarantee;
-    day.borrowed += row.gpuHoursBorrowed;
-    days.set(row.day, day);
-  }
+  const days = gpuHoursBy(usage, "day");
   const offered = gpus * 24;
   const scope = me.role === "admin" ? "every team" : `teams ${me.teams.join(", ")}`;
   return el("section", { class: "card", "data-testid": "gpu-hours" },

@@ -53,3 +53,16 @@ export function age(seconds) {
   if (seconds < 172800) return `${Math.round(seconds / 3600)} h`;
   return `${Math.round(seconds / 86400)} d`;
 }
+
+// GPU-hours of a usage report (GET /reports/usage) summed by ``key`` of its rows (team or
+// day): inside the guarantee and borrowed.
+export function gpuHoursBy(usage, key) {
+  const sums = new Map();
+  for (const row of usage.days) {
+    const hours = sums.get(row[key]) ?? { guarantee: 0, borrowed: 0 };
+    hours.guarantee += row.gpuHoursInGuarantee;
+    hours.borrowed += row.gpuHoursBorrowed;
+    sums.set(row[key], hours);
+  }
+  return sums;
+}

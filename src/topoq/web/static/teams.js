@@ -2,7 +2,7 @@
 // borrowed), and what the team lends, as bars on one scale; its weight and waiting jobs.
 
 import { api } from "/ui/api.js";
-import { el, learnTeams, show, teamColour } from "/ui/draw.js";
+import { el, gpuHoursBy, learnTeams, show, teamColour } from "/ui/draw.js";
 
 const editor = { team: null, document: null, lint: null };
 
@@ -30,13 +30,7 @@ export async function drawTeams(main, me, refresh) {
 
 // GPU-hours of the last 7 days per team, inside its guarantee and borrowed (GET /reports/usage).
 function week(usage) {
-  const byTeam = new Map();
-  for (const row of usage.days) {
-    const hours = byTeam.get(row.team) ?? { guarantee: 0, borrowed: 0 };
-    hours.guarantee += row.gpuHoursInGuarantee;
-    hours.borrowed += row.gpuHoursBorrowed;
-    byTeam.set(row.team, hours);
-  }
+  const byTeam = gpuHoursBy(usage, "team");
   const most = Math.max(1, ...[...byTeam.values()].map((h) => h.guarantee + h.borrowed));
   return el("section", { class: "card", "data-testid": "week" },
     el("h2", {}, "GPU-hours, the last 7 days"),

@@ -1,6 +1,6 @@
 """``explain`` under fair share: every team that borrows or has usage, and the job's own team,
 with its borrowed share now, decayed usage, weight and position, lowest position first; and
-each team's decayed usage in ``/teams``."""
+each team's decayed usage and position in ``/teams``."""
 
 from __future__ import annotations
 
@@ -60,9 +60,13 @@ def test_teams_show_each_team_s_decayed_usage(api: Api) -> None:
     usage = {row["name"]: row["fairShareUsage"] for row in teams}
     assert usage[OTHER_TEAM] == pytest.approx(0.5, rel=1e-3)  # stored, barely decayed
     assert 0 < usage[TEAM] < 0.001  # borrowing a quarter of the cluster for a few seconds
+    position = {row["name"]: row["fairSharePosition"] for row in teams}
+    assert position[TEAM] == pytest.approx((0.25 + usage[TEAM]) / 2)  # weight 2
+    assert position[OTHER_TEAM] is None  # weight 0 with usage: served last
     fair_share(api, idle=IdleAllocation.FIRST_COME)
     teams = api.client.get(f"{V1}/teams", headers=api.headers("viewer")).json()
     assert {row["fairShareUsage"] for row in teams} == {0.0}  # first-come keeps no usage
+    assert {row["fairSharePosition"] for row in teams} == {None}  # and no position
 
 
 def test_the_job_s_own_team_is_listed_even_past_the_first_fifty(api: Api) -> None:

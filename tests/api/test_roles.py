@@ -82,6 +82,8 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("POST", f"{V1}/cluster/apply"): ADMIN,
     ("GET", f"{V1}/topology"): EVERYONE,
     ("GET", f"{V1}/events"): EVERYONE,
+    ("GET", f"{V1}/queue"): EVERYONE,
+    ("GET", f"{V1}/changes"): EVERYONE,
     ("GET", f"{V1}/audit"): ADMIN,
     ("GET", f"{V1}/reports/usage"): EVERYONE,
     ("GET", f"{V1}/whoami"): EVERYONE,

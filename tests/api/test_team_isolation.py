@@ -24,7 +24,8 @@ MARKERS = {TEAM: "nsecret", OTHER_TEAM: "vsecret"}
 """Every value a team's jobs carry contains its marker (in any case); job ids do not, since
 ids are part of the aggregate view."""
 JOBS = ("running", "waiting", "cancelled")
-AGGREGATE_FIELDS = {"id", "team", "phase", "gpus", "visible"}
+AGGREGATE_FIELDS = {"id", "team", "phase", "gpus", "visible", "position"}
+"""A position is in the queue's rows only: its place in the queue every team shares."""
 NODE = "p5-0001"
 MUTATING = {"POST", "PUT", "DELETE", "PATCH"}
 

@@ -166,8 +166,16 @@ def test_a_job_over_its_teams_quota_waits_and_explain_shows_the_numbers(
     assert "team nlp may use at most 48 nvidia.com/gpu" in explained.stdout
     assert "requested 56" in explained.stdout and "guarantee 32" in explained.stdout
     assert "would change it: ask an admin to raise nlp's borrow limit" in explained.stdout
+    queued = topoq(server, "queue", "--team", "nlp")
+    assert queued.returncode == 0, queued.stderr
+    header, _, row = queued.stdout.splitlines()[:3]  # a rule under the header
+    assert header.split()[:3] == ["#", "JOB", "TEAM"] and "TOPOLOGY" in header
+    assert row.split()[1:3] == ["over-quota", "nlp"] and "NEVER_FITS" in row
+    assert row.split()[0].isdigit()  # in line: it has a turn
     held = topoq(server, "hold", "over-quota")
     assert held.returncode == 0 and "(held)" in held.stdout
+    queued = topoq(server, "queue", "--team", "nlp")
+    assert queued.stdout.splitlines()[2].split()[:3] == ["-", "over-quota", "(held)"]
     released = topoq(server, "release", "over-quota")
     assert released.returncode == 0
 
@@ -314,6 +322,11 @@ def test_every_job_verb_prints_the_apis_answer_as_json_and_yaml(
     page = structured(server, output, "list", "--team", "vision")
     assert {"items", "total", "limit", "offset"} <= set(page)
     assert {first, second} <= {row["id"] for row in page["items"]}
+    queued = structured(server, output, "queue", "--team", "vision")
+    assert {"items", "total", "inLine", "limit", "offset"} <= set(queued)
+    by_id = {row["id"]: row for row in queued["items"]}
+    assert by_id[second]["position"] is None  # waiting on the first: not in line
+    assert by_id[second]["waitingOn"] == [{"kind": "after-ok", "job": first}]
     described = structured(server, output, "describe", first)
     assert described["id"] == first and described["history"][0]["phase"] == "pending"
     explained = structured(server, output, "explain", second)

@@ -130,6 +130,14 @@ def test_team_bars_show_the_apis_figures(
                 shown = page.text_content(f"{row} [data-figure={figure}]")
                 assert shown is not None and int(shown) == flavor[field], (row, figure)
     assert int(page.text_content("tr[data-team='nlp'] [data-figure=used]") or -1) == 16
+    standing = {
+        team["name"]: team["fairSharePosition"] for team in admin.get("/teams").json()
+    }  # the demo shares idle GPUs by fair share: every team has a position
+    assert all(position is not None for position in standing.values())
+    for rank, name in enumerate(sorted(standing, key=lambda n: standing[n]), start=1):
+        shown = page.text_content(f"tr[data-team='{name}'] [data-figure=fair-share]") or ""
+        assert shown.startswith(f"{standing[name]:.3f}"), (name, shown)
+        assert f"({rank}" in shown, (name, shown)
     page.screenshot(path=str(screenshots / "dashboard-teams.png"), full_page=True)
 
 
@@ -144,7 +152,55 @@ def test_a_pending_job_shows_why_it_waits(
     assert reason is not None
     assert reason.get_attribute("data-reason") == explained["reason"]
     assert explained["message"].split(";")[0] in (reason.text_content() or "")
+    remedies = row.query_selector_all("[data-testid=remedies] li")
+    assert [r.text_content() for r in remedies] == explained["remedies"] != []
     page.screenshot(path=str(screenshots / "dashboard-queue.png"), full_page=True)
+
+
+def test_the_queue_is_in_turn_order_and_follows_a_change_by_itself(
+    admin_page: Any, admin: httpx.Client
+) -> None:
+    """Two more jobs that never fit wait behind speech-big, one of them held: the page lists
+    them in the API's order, with their turns, the held one last; a release redraws it."""
+    page = admin_page
+    page.click("a[data-view=queue]")
+    page.wait_for_selector("tr[data-job='speech-big']")
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    for name in ("speech-next", "speech-held"):
+        made = admin.post("/jobs", json=whole_node_submission(name, "speech", 20))
+        assert made.status_code == 201, made.text
+    assert admin.post("/jobs/speech-held/hold").status_code == 200
+    try:
+        page.wait_for_selector("tr[data-job='speech-held'][data-position='']")
+        queue = admin.get("/queue").json()
+        expected = [(row["id"], str(row["position"] or "")) for row in queue["items"]]
+        shown = page.eval_on_selector_all(
+            "[data-testid=queue] tbody tr",
+            "rows => rows.map(r => [r.dataset.job, r.dataset.position])",
+        )
+        assert [tuple(row) for row in shown] == expected
+        turns = dict(expected)
+        assert int(turns["speech-big"]) < int(turns["speech-next"]) and turns["speech-held"] == ""
+        assert any(url.endswith("/api/v1/changes") for url in requests)
+        assert admin.post("/jobs/speech-held/release").status_code == 200
+        page.wait_for_selector("tr[data-job='speech-held']:not([data-position=''])")
+    finally:
+        for name in ("speech-next", "speech-held"):
+            admin.post(f"/jobs/{name}/cancel")
+
+
+def test_an_idle_dashboard_asks_only_whether_anything_changed(admin_page: Any) -> None:
+    """Nothing changes on the cluster for three seconds: the page asks ``/changes`` each
+    second and reads no view again."""
+    page = admin_page
+    page.wait_for_selector("[data-node]")
+    page.wait_for_timeout(1500)  # the first draws are done
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url.split("/api/v1")[-1]))
+    page.wait_for_timeout(3000)
+    assert requests.count("/changes") >= 2, requests
+    assert set(requests) == {"/changes"}, requests
 
 
 def test_failed_and_cordoned_nodes_are_marked_and_an_admins_cordon_reaches_the_api(

@@ -88,9 +88,17 @@ def with_waits(service: Service, rows: Sequence[tuple[JobView, Row]]) -> list[Ro
                     "eta_at": eta_of(diagnostic),
                     "reason_message": None if diagnostic is None else diagnostic.message,
                 }
+                | _remedies(row, diagnostic)
             )
         )
     return answered
+
+
+def _remedies(row: JobSummary, diagnostic: Diagnostic | None) -> dict[str, list[str]]:
+    """What would let the job start, for a row that has room for it (a queue's)."""
+    if "remedies" not in type(row).model_fields:
+        return {}
+    return {"remedies": [] if diagnostic is None else list(diagnostic.remedies)}
 
 
 def _explanation(service: Service, view: JobView, *, fresh: bool) -> Explanation:
@@ -107,9 +115,7 @@ def _explanation(service: Service, view: JobView, *, fresh: bool) -> Explanation
     stored = None if fresh else service.store.diagnostic(view.id)
     if stored is not None:
         return _waiting(view, stored, fair_share)
-    jobs = tuple(service.store.jobs().values())
-    upstream = upstream_phases(service.store, jobs)
-    snapshot = Snapshot(now, tree, jobs, policy, upstream_phases=upstream, fair_share_usage=usage)
+    snapshot = snapshot_now(service)
     with service.cycle_lock:  # the cycle places on the tree, which other requests share
         result = schedule_until(snapshot, view.id)
     diagnostic = next((d for d in result.diagnostics if d.job == view.id), None)
@@ -117,6 +123,21 @@ def _explanation(service: Service, view: JobView, *, fresh: bool) -> Explanation
         return _waiting(view, diagnostic, fair_share)
     message = _undiagnosed(view, result)
     return Explanation(job=view.id, phase=view.phase, message=message, fair_share=fair_share)
+
+
+def snapshot_now(service: Service) -> Snapshot:
+    """What a cycle would look at now: the unfinished jobs, the tree, the policy, the phases of
+    finished jobs waited on, and each team's decayed usage."""
+    store = service.store
+    policy = store.policy() or ClusterPolicy()
+    tree = service.tree()
+    now = service.clock()
+    jobs = tuple(store.jobs().values())
+    holders = [job for job in jobs if job.phase.holds_capacity]
+    stored = store.fair_share_usage() if kept_half_life_s(policy) > 0 else {}
+    usage = estimated_usage(policy, tree, holders, stored, now)
+    upstream = upstream_phases(store, jobs)
+    return Snapshot(now, tree, jobs, policy, upstream_phases=upstream, fair_share_usage=usage)
 
 
 def _fair_share(

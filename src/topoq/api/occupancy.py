@@ -7,6 +7,7 @@ follows what runs, not how many jobs wait."""
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -14,11 +15,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from topoq.api.service import Service
-from topoq.core.fair_share import estimated_usage, kept_half_life_s
+from topoq.core.fair_share import estimated_usage, fair_share_position, kept_half_life_s
 from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree, build_tree
-from topoq.domain.governance import FlavorName, TeamName, TeamSpec
+from topoq.domain.governance import FlavorName, IdleAllocation, TeamName, TeamSpec
 from topoq.domain.job import Allocation, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
@@ -209,7 +210,16 @@ def _team_model(
         flavors=[_flavor_model(team, flavor, book) for flavor in flavors],
         jobs={phase: count for (name, phase), count in phases.items() if name == team.name},
         fair_share_usage=usage.get(team.name, 0.0),
+        fair_share_position=_position(book, team.name, usage),
     )
+
+
+def _position(book: QuotaBook, team: TeamName, usage: Mapping[TeamName, float]) -> float | None:
+    """The team's fair-share position (None: not shared fairly, or last by a weight of 0)."""
+    if book.policy.idle_allocation is not IdleAllocation.FAIR_SHARE:
+        return None
+    position = fair_share_position(book, team, usage)
+    return None if math.isinf(position) else position
 
 
 def _flavor_model(team: TeamSpec, flavor: FlavorName, book: QuotaBook) -> TeamFlavorModel:

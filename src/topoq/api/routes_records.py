@@ -1,4 +1,5 @@
-"""Records and access: job events, the audit log, tokens, who am I, and health."""
+"""Records and access: job events, the audit log, tokens, who am I, and health; the queue in
+scheduling order and the mark of what changed, which views poll."""
 
 from __future__ import annotations
 
@@ -9,11 +10,14 @@ from prometheus_client import CONTENT_TYPE_LATEST
 
 from topoq import __version__
 from topoq.api.auth import Admin, Anyone, ServiceDep, require_team
+from topoq.api.queue import queue_page
 from topoq.api.request_body import StrictJsonRoute
 from topoq.wire.v1 import (
     AuditEntryModel,
+    ChangesModel,
     EventModel,
     Health,
+    QueueList,
 )
 
 router = APIRouter(tags=["records"], route_class=StrictJsonRoute)
@@ -21,6 +25,7 @@ health_router = APIRouter(tags=["health"], route_class=StrictJsonRoute)
 
 MAX_RECORDS = 1000
 MAX_EVENT_AGE_S = 30 * 86400.0
+MAX_QUEUE_OFFSET = 1_000_000_000
 
 
 @health_router.get("/healthz", summary="Liveness (no token needed)")
@@ -36,6 +41,30 @@ def metrics(service: ServiceDep) -> Response:
     if service.metrics is None:
         return Response("metrics are not enabled\n", status_code=404, media_type="text/plain")
     return Response(service.metrics.exposition(), media_type=CONTENT_TYPE_LATEST)
+
+
+@router.get("/queue", summary="The waiting jobs in scheduling order")
+def queue(
+    principal: Anyone,
+    service: ServiceDep,
+    team: str | None = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_RECORDS)] = 100,
+    offset: Annotated[int, Query(ge=0, le=MAX_QUEUE_OFFSET)] = 0,
+) -> QueueList:
+    """Every team's waiting jobs (or ``team``'s) in the order the next cycle would give them
+    their turns, as the books stand: first those that fit their team's guarantee, then by
+    priority, fair-share position and submission, each team's own jobs in its order. Then the
+    jobs not in line (held by a user, waiting on another job). Jobs of teams the token does
+    not act for show id, team, GPUs and position only; the others carry why they wait and
+    what would let them start, as their latest cycle left it."""
+    return queue_page(service, principal, team=team, limit=limit, offset=offset)
+
+
+@router.get("/changes", summary="A mark that moves when anything a view shows changed")
+def changes(principal: Anyone, service: ServiceDep) -> ChangesModel:
+    """One cheap statement: a dashboard polls it every second and reads its views again only
+    when the mark moved. It tells that something changed, never what or whose."""
+    return ChangesModel(mark=".".join(map(str, service.store.change_marks())))
 
 
 @router.get("/events", summary="Recent job phase changes, newest first")

@@ -9,7 +9,7 @@ import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, TypeVar
+from typing import Protocol, TypeVar, cast
 
 from topoq.api.cluster_limits import ClusterLimits
 from topoq.core.inventory_diff import InventoryDiff, displacement, inventory_diff
@@ -61,6 +61,9 @@ class ServiceStore(Store, Protocol):
     ) -> dict[tuple[str, JobPhase], int]: ...
 
     def diagnostic(self, job_id: JobId) -> Diagnostic | None: ...
+
+    def change_marks(self) -> tuple[int, ...]:
+        """Marks that move with every change a view shows (``SqlStore.change_marks``)."""
 
     def diagnostics(self, job_ids: Collection[JobId]) -> dict[JobId, Diagnostic]: ...
 
@@ -162,12 +165,27 @@ class Service:
     """The configured cluster: a job it could never admit under the policy is refused."""
     cycle_lock: threading.Lock = field(default_factory=threading.Lock)
     """Held around the read-only cycles ``explain`` runs: they place on the shared tree."""
+    _kept: dict[str, tuple[tuple[int, ...], float, object]] = field(default_factory=dict)
+    _kept_lock: threading.Lock = field(default_factory=threading.Lock)
 
     def __post_init__(self) -> None:
         self.intake = Intake(self.store, self.clock)
         self.trees = TreeCache(self.topology)
         self.node_sizes = NodeSizes(self.store.nodes, NODE_SIZES_REFRESH_S)
         self.limits = ClusterLimits(self.store.nodes, self.topology, NODE_SIZES_REFRESH_S)
+
+    def kept(self, name: str, work: Callable[[], T], max_age_s: float) -> T:
+        """``work()``'s answer, kept under ``name`` and given again while the store's change
+        marks stay the same, for at most ``max_age_s`` (what time alone moves). One request
+        works it out at a time: dashboards polling a dear figure share it."""
+        with self._kept_lock:
+            marks = self.store.change_marks()
+            kept = self._kept.get(name)
+            if kept is not None and kept[0] == marks and time.monotonic() - kept[1] < max_age_s:
+                return cast(T, kept[2])
+            value = work()
+            self._kept[name] = (marks, time.monotonic(), value)
+            return value
 
     def tree(self) -> TopologyTree:
         """The topology tree of the stored nodes (rebuilt when they changed)."""

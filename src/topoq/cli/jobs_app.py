@@ -125,6 +125,8 @@ def register(app: typer.Typer) -> None:
             lambda: f"{jobs_table(page.items)}\n{len(page.items)} of {counted(page.total, 'job')}",
         )
 
+    _queue_command(app)
+
     @app.command()
     def describe(
         job: JobArgument,
@@ -231,6 +233,39 @@ def register(app: typer.Typer) -> None:
                     print_logs(client, job, options)
 
         guarded(run)
+
+
+def _queue_command(app: typer.Typer) -> None:
+    """Add ``topoq queue``: the waiting jobs in scheduling order."""
+
+    @app.command()
+    def queue(
+        team: str | None = None,
+        limit: int = 100,
+        offset: int = 0,
+        server: ServerOption = None,
+        token: TokenOption = None,
+        output: OutputOption = Output.TABLE,
+        as_json: JsonAliasOption = False,
+    ) -> None:
+        """Waiting jobs in scheduling order: the next cycle's turn (#), the job, team,
+        priority, GPUs, topology asked for, age, expected start and why it waits; held jobs
+        and jobs waiting on another last (-o json|yaml: the page the API answered, with what
+        would let each of your jobs start)."""
+        from topoq.cli.output import counted
+        from topoq.cli.server_commands import connected, queue_table
+
+        chosen = chosen_output(output, as_json)
+        with connected(server, token) as client:
+            page = client.queue(team=team, limit=limit, offset=offset)
+        print_as(
+            chosen,
+            page,
+            lambda: (
+                f"{queue_table(page.items)}\n{len(page.items)} of "
+                f"{counted(page.total, 'waiting job')}, {page.in_line} in line"
+            ),
+        )
 
 
 def _job_action(app: typer.Typer, verb: str) -> None:

@@ -22,7 +22,14 @@ if TYPE_CHECKING:  # a verb loads the wire models of the answers it reads, when 
     from rich.table import Table
     from rich.tree import Tree
 
-    from topoq.wire.v1 import Explanation, JobDetail, JobFormat, JobSummary, SubmitJobRequest
+    from topoq.wire.v1 import (
+        Explanation,
+        JobDetail,
+        JobFormat,
+        JobSummary,
+        QueueEntry,
+        SubmitJobRequest,
+    )
     from topoq.wire.v1.base import ResourceAmounts
     from topoq.wire.v1.cluster import (
         EventModel,
@@ -201,6 +208,31 @@ def jobs_table(rows: list[JobSummary]) -> str:
                 "/".join(str(count) for count in (row.span or {}).values()) or "-",
                 eta_text(row.eta_at),
                 waiting_reason(row),
+            )
+            for row in rows
+        ],
+    )
+
+
+QUEUE_COLUMNS = ("#", "JOB", "TEAM", "PRIORITY", "GPUS", "TOPOLOGY", "AGE", "ETA", "REASON")
+
+
+def queue_table(rows: list[QueueEntry]) -> str:
+    """The queue as ``topoq queue`` prints it: turn, then the job; ``-`` for a job not in line
+    (held, or waiting on another job); another team's job shows its id, team, GPUs and turn."""
+    return table_of(
+        QUEUE_COLUMNS,
+        [
+            (
+                "-" if row.position is None else str(row.position),
+                row.id + (" (held)" if row.held else ""),
+                row.team,
+                row.priority_class or "-",
+                str(row.gpus),
+                row.topology or "-",
+                age(row.submitted_at),
+                eta_text(row.eta_at),
+                waiting_reason(row) or ("-" if row.visible else "(another team's job)"),
             )
             for row in rows
         ],

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         JobHistory,
         JobList,
         JobLogs,
+        QueueList,
         SubmitJobRequest,
     )
     from topoq.wire.v1.access import TokenCreated, TokenModel, WhoAmI
@@ -165,6 +166,12 @@ class TopoqClient:
 
         params = {key: value for key, value in filters.items() if value is not None}
         return self._call("GET", "/jobs", JobList, params=params)
+
+    def queue(self, **filters: str | int | None) -> QueueList:
+        from topoq.wire.v1 import QueueList
+
+        params = {key: value for key, value in filters.items() if value is not None}
+        return self._call("GET", "/queue", QueueList, params=params)
 
     def job(self, job_id: str) -> JobDetail:
         from topoq.wire.v1 import JobDetail

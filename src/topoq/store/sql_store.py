@@ -45,13 +45,24 @@ from topoq.store.records import (
 )
 from topoq.store.schema import (
     ApiTokenRow,
+    CycleRow,
     DecisionRow,
     JobEventRow,
     JobRow,
+    NodeRow,
     PolicyVersionRow,
 )
 from topoq.store.submissions import Submission, SubmissionWriter
 from topoq.store.transactions import T, Transactions, Work
+
+CHANGE_MARKS = select(
+    select(func.max(JobRow.write_seq)).scalar_subquery(),
+    select(func.count()).select_from(NodeRow).scalar_subquery(),
+    select(func.max(NodeRow.write_seq)).scalar_subquery(),
+    select(func.max(PolicyVersionRow.version)).scalar_subquery(),
+    select(func.max(CycleRow.number)).scalar_subquery(),
+)
+"""``SqlStore.change_marks``' one statement."""
 
 MAX_REMEMBERED_VERSIONS = 100_000
 """Per thread; past it the memory starts afresh (writes then fall back to the history check)."""
@@ -424,6 +435,14 @@ class SqlStore:
                 c, name, ready=ready, unschedulable=unschedulable, now=now
             )
         )
+
+    # --- what changed -------------------------------------------------------------------
+    def change_marks(self) -> tuple[int, ...]:
+        """Marks that move with every write a view of the cluster shows (one statement): the
+        latest job write, the count and latest write of nodes, the latest policy version, the
+        latest recorded cycle (a cycle with a decision, or a pending job's reason changed).
+        Equal marks: none of those changed."""
+        return self._query(lambda c: tuple(int(v or 0) for v in c.execute(CHANGE_MARKS).one()))
 
     # --- fair-share usage ---------------------------------------------------------------
     def fair_share_usage(self) -> dict[TeamName, TeamUsage]:

@@ -156,15 +156,18 @@ class Cluster:
         for new in jobs:
             self.jobs[new.id] = replace(new, spec=replace(new.spec, submitted_at=self.now))
 
-    def cycle(self) -> CycleResult:
-        snapshot = Snapshot(
+    def snapshot(self) -> Snapshot:
+        """What a cycle would look at now."""
+        return Snapshot(
             self.now,
             self.tree,
             tuple(self.jobs.values()),
             self.policy,
             fair_share_usage=self.fair_share_usage,
         )
-        self.last = schedule(snapshot)
+
+    def cycle(self) -> CycleResult:
+        self.last = schedule(self.snapshot())
         self.jobs = apply_cycle(
             self.jobs, self.last, now=self.now, start_at_once=True, evict_at_once=True
         )

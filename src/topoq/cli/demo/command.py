@@ -249,6 +249,7 @@ def _print_where_to_look(console: Console, server: DemoServer) -> None:
     pods_print = server.kubeconfig is None
     for command, meaning in (
         ("list", "jobs, phases, and why pending ones wait"),
+        ("queue", "the waiting jobs in the order their turns come"),
         ("explain vision-pretrain", "why a job waits, with the numbers"),
         *([("logs nlp-train-1", "what a job's pods print: rank and topology")] * pods_print),
         ("teams", "guarantee, used, borrowed and lent GPUs per team"),

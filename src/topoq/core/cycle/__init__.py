@@ -6,11 +6,20 @@
 - ``admitting``: one job's turn — quota, placement, holds, why it waits;
 - ``preempting``: making room by eviction when a job does not fit;
 - ``run``: the cycle as numbered phases;
-- ``parking``: a cycle that carries what it parked to the next (``schedule_with_parking``).
+- ``parking``: a cycle that carries what it parked to the next (``schedule_with_parking``);
+- ``queue``: the order the next cycle would take the waiting jobs in (``queue_order``).
 """
 
 from topoq.core.cycle.parking import Parking, schedule_with_parking
+from topoq.core.cycle.queue import queue_order
 from topoq.core.cycle.run import schedule, schedule_until
 from topoq.core.cycle.snapshot import Snapshot
 
-__all__ = ["Parking", "Snapshot", "schedule", "schedule_until", "schedule_with_parking"]
+__all__ = [
+    "Parking",
+    "Snapshot",
+    "queue_order",
+    "schedule",
+    "schedule_until",
+    "schedule_with_parking",
+]

@@ -61,7 +61,7 @@ def run_cycle(
     team's quota hold fails for its team's jobs of the same shape and time limit at every
     priority (``CycleState.held_back_at_every_priority``; the same decisions as trying the
     first job of each priority)."""
-    jobs = _JobsByPhase(snapshot.jobs)
+    jobs = JobsByPhase(snapshot.jobs)
     holding = jobs.holding
     requeues = _requeue_lost_gangs(snapshot, holding)  # 1
     requeued = {requeue.job for requeue in requeues}
@@ -118,7 +118,7 @@ def run_cycle(
     return result, cycle.carried()
 
 
-class _JobsByPhase:
+class JobsByPhase:
     """The snapshot's jobs sorted out in one pass, each list in the snapshot's order: those
     that hold capacity; the pending ones not held by a user (``ready``, until dependencies
     block some) and those held; the pending ones that depend on other jobs."""

@@ -1,5 +1,6 @@
 // Teams against their quotas: per team and flavor, the guarantee, what is in use (and of it
-// borrowed), and what the team lends, as bars on one scale; its weight and waiting jobs.
+// borrowed), and what the team lends, as bars on one scale; its weight, its fair-share
+// position (under fair share: the lowest is served first) and its waiting jobs.
 
 import { api } from "/ui/api.js";
 import { el, gpuHoursBy, learnTeams, show, teamColour } from "/ui/draw.js";
@@ -10,20 +11,27 @@ export async function drawTeams(main, me, refresh) {
   if (editor.team) return; // the quota editor stays as the admin left it until saved or closed
   const [teams, usage] = await Promise.all([api("/teams"), api("/reports/usage")]);
   learnTeams(teams.map((team) => team.name));
+  const ranked = teams.filter((team) => team.fairSharePosition !== null)
+    .sort((a, b) => a.fairSharePosition - b.fairSharePosition).map((team) => team.name);
+  const fair = ranked.length > 0;
   const scale = Math.max(1, ...teams.flatMap((team) => team.flavors.map(
     (flavor) => Math.max(flavor.guaranteeGpus + flavor.borrowedGpus, flavor.usedGpus))));
   show(
     main,
     el("table", { class: "teams", "data-testid": "teams" },
       el("thead", {}, el("tr", {},
-        ...["Team", "Flavor", "Guarantee", "In use", "Borrowed", "Lent", "", "Weight", "Waiting",
+        ...["Team", "Flavor", "Guarantee", "In use", "Borrowed", "Lent", "", "Weight",
+          ...(fair ? ["Fair-share position"] : []), "Waiting",
           ...(me.role === "admin" ? [""] : [])].map((name) => el("th", {}, name)))),
-      el("tbody", {}, ...teams.flatMap((team) => rows(team, scale, me.role === "admin"
+      el("tbody", {}, ...teams.flatMap((team) => rows(team, scale, fair ? ranked : null, me.role === "admin"
         ? () => openEditor(main, team.name, refresh) : null))),
     ),
     el("p", { class: "note" },
       "Bars on one scale: the outline is the guarantee, the fill what the team uses ",
-      "(hatched: borrowed from others); lent is what others use of its guarantee."),
+      "(hatched: borrowed from others); lent is what others use of its guarantee.",
+      fair ? " Fair-share position: the team's weighted borrowed share now plus its decayed "
+        + "usage over its weight; of jobs of one priority waiting to borrow, the team lowest "
+        + "goes first (— : weight 0, served last)." : ""),
     week(usage),
   );
 }
@@ -45,7 +53,7 @@ function week(usage) {
           el("div", { class: "borrowed", style: { left: `${(100 * hours.guarantee) / most}%`, width: `${(100 * hours.borrowed) / most}%`, background: teamColour(team) } }))))))));
 }
 
-function rows(team, scale, edit) {
+function rows(team, scale, ranked, edit) {
   const waiting = team.jobs.pending ?? 0;
   const flavors = team.flavors.length ? team.flavors : [null];
   return flavors.map((flavor, index) => el("tr", { "data-team": team.name, "data-flavor": flavor?.flavor ?? "" },
@@ -60,6 +68,9 @@ function rows(team, scale, edit) {
     el("td", { class: "number", "data-figure": "lent" }, flavor?.lentGpus ?? 0),
     el("td", { class: "bar-cell" }, flavor ? bar(team.name, flavor, scale) : null),
     index === 0 ? el("td", { class: "number", rowspan: flavors.length }, team.fairShareWeight) : null,
+    index === 0 && ranked ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "fair-share" },
+      team.fairSharePosition === null ? "—"
+        : `${team.fairSharePosition.toFixed(3)} (${ordinal(ranked.indexOf(team.name) + 1)})`) : null,
     index === 0
       ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "waiting" }, waiting)
       : null,
@@ -138,4 +149,10 @@ async function openEditor(main, name, refresh) {
         el("button", { type: "button", "data-action": "close-editor", onclick: close }, "Close")),
       findings,
       el("p", { class: "note" }, "Saving sets the next policy version (kept, audited, and undone with a rollback).")));
+}
+
+function ordinal(n) {
+  const tens = n % 100;
+  const suffix = tens >= 11 && tens <= 13 ? "th" : ({ 1: "st", 2: "nd", 3: "rd" }[n % 10] ?? "th");
+  return `${n}${suffix}`;
 }

@@ -97,6 +97,13 @@ class TeamModel(WireModel):
         description="Under fair share, the team's decayed usage of borrowed capacity: the "
         "decayed average of its borrowed share of the cluster (0 without history).",
     )
+    fair_share_position: float | None = Field(
+        default=None,
+        description="Under fair share, the team's position: its weighted borrowed share now "
+        "plus its decayed usage over its weight. Of teams of one priority that wait to "
+        "borrow, the lowest position is served first. Null when idle compute is shared first "
+        "come, first served, or when the team's weight is 0 (it is served last).",
+    )
 
 
 class LintFindingModel(WireModel):

@@ -31,6 +31,22 @@ def requested_gpus(spec: JobSpec) -> int:
     )
 
 
+def topology_asked(spec: JobSpec) -> str:
+    """Where the job's pods must or should go, in a few words: ``required block``,
+    ``preferred rack``, ``any``; per pod set (``name: …``, joined by ``; ``) when they differ."""
+    sets = [(pod_set.name, _topology_words(pod_set.topology)) for pod_set in spec.workload.pod_sets]
+    if len({words for _, words in sets}) <= 1:
+        return sets[0][1] if sets else "any"
+    return "; ".join(f"{name}: {words}" for name, words in sets)
+
+
+def _topology_words(request: TopologyRequest) -> str:
+    words = [f"required {request.required}"] if request.required else []
+    if request.preferred:
+        words.append(f"preferred {request.preferred}")
+    return ", ".join(words) or "any"
+
+
 def amounts(resources: Resources) -> ResourceAmounts:
     """Readable quantities, pod slots left out."""
     return {name: text for name, text in sorted(resources.formatted().items()) if name != PODS}

@@ -186,6 +186,49 @@ class JobList(WireModel):
     offset: int
 
 
+class QueueEntry(JobSummary):
+    """A waiting job in the queue: its place, what topology it asks for and, for a job the
+    caller sees, what would let it start."""
+
+    position: int | None = Field(
+        description="Its turn in the next cycle, 1 first, counted over every team's waiting "
+        "jobs, as the books stand (an admission moves its team back in the order). Null for "
+        "a job not in line: held by a user, or waiting on another job."
+    )
+    topology: str | None = Field(
+        default=None,
+        description="Where its pods must or should go, per pod set, e.g. `required block` "
+        "or `preferred rack` (`any`: no constraint); null for other teams' jobs.",
+    )
+    remedies: list[str] | None = Field(
+        default=None,
+        description="What would let it start, as its latest cycle left it (`explain`'s "
+        "remedies); null for other teams' jobs.",
+    )
+
+
+class QueueList(WireModel):
+    """The waiting jobs in scheduling order: those in line first, by position, then those not
+    in line (held, or waiting on another job), oldest first."""
+
+    items: list[QueueEntry]
+    total: int = Field(description="Waiting jobs matching the filter, on every page.")
+    in_line: int = Field(description="Of them, those in line (with a position).")
+    limit: int
+    offset: int
+
+
+class ChangesModel(WireModel):
+    """A mark that moves with every change a view of the cluster shows."""
+
+    mark: str = Field(
+        description="Opaque. It moves when a job is written (submitted, admitted, moved to "
+        "another phase, held, released), the inventory or a node's state changes, a policy "
+        "version is set, or a cycle records a decision or a changed reason to wait. A client "
+        "polls it and reads its views again only when it moved."
+    )
+
+
 class DependencyStatusModel(WireModel):
     """One dependency of a job and where it stands now."""
 

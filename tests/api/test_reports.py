@@ -56,6 +56,18 @@ def test_a_finished_job_counts_its_gpu_hours_per_team_day_and_job(api: Api) -> N
     assert job["wallTimeS"] == pytest.approx(times["succeeded"] - times["admitted"])
 
 
+def test_hourly_the_same_gpu_hours_come_an_hour_at_a_time(api: Api) -> None:
+    times = run_job(api, "u")
+    report = usage(api, hourly="true")
+    expected = GPUS * (times["succeeded"] - times["admitted"]) / 3600
+    hours = report["hours"]
+    assert hours and all(hour["start"] % 3600 == 0 for hour in hours)
+    assert hours[0]["start"] <= times["admitted"] < hours[-1]["start"] + 3600
+    total = sum(hour["gpuHoursInGuarantee"] + hour["gpuHoursBorrowed"] for hour in hours)
+    assert total == pytest.approx(expected, abs=1e-5)
+    assert usage(api)["hours"] == []  # only when asked for
+
+
 def test_a_job_admitted_before_the_window_counts_from_its_start(api: Api) -> None:
     run_job(api, "early", finish=False)
     run_job(api, "still", finish=False)
@@ -114,6 +126,8 @@ def test_the_window_takes_dates_times_and_epoch_seconds(api: Api) -> None:
         ({"from": "-1", "to": "5"}, "query.from", "out of range"),
         ({"from": "2024-05-02", "to": "2024-05-01"}, "query.from", "ends before it starts"),
         ({"from": "2023-01-01", "to": "2024-05-01"}, "query.from", "spans 486 days"),
+        ({"from": "2024-03-01", "to": "2024-05-01", "hourly": "true"}, "query.hourly", "61 days"),
+        ({"hourly": "sometimes"}, "query.hourly", "bool"),
     ],
 )
 def test_a_bad_window_is_a_422_naming_the_parameter(

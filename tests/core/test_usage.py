@@ -226,7 +226,7 @@ def test_splitting_the_window_splits_the_usage(
         )
     ]
     start, cut, end = MAY_1, MAY_1 + cut_h * H, MAY_1 + 48 * H
-    whole = usage_report(events, start, end)
+    whole = usage_report(events, start, end, hourly=True)
     parts = (
         [usage_report(events, start, cut), usage_report(events, cut, end)]
         if start < cut < end
@@ -236,6 +236,24 @@ def test_splitting_the_window_splits_the_usage(
     total_days = sum(d.gpu_hours for d in whole.days)
     assert total_days == pytest.approx(_hours(whole.jobs), abs=1e-6)
     assert total_days == pytest.approx(sum(sum(d.gpu_hours for d in p.days) for p in parts))
+    hours = whole.hours  # the same GPU-hours, an hour at a time, each in its own hour
+    in_guarantee = sum(d.gpu_hours_in_guarantee for d in whole.days)
+    assert sum(h.gpu_hours_in_guarantee for h in hours) == pytest.approx(in_guarantee, abs=1e-6)
+    borrowed = sum(d.gpu_hours_borrowed for d in whole.days)
+    assert sum(h.gpu_hours_borrowed for h in hours) == pytest.approx(borrowed, abs=1e-6)
+    assert all(start <= h.start_s < end and h.start_s % H == 0 for h in hours)
+    assert [h.start_s for h in hours] == sorted({h.start_s for h in hours})
+
+
+def test_an_hour_holds_at_most_the_gpus_held_for_an_hour() -> None:
+    """8 GPUs from 00:30 to 02:15, 4 of them borrowed: 4 GPU-hours in the first hour's half,
+    8 in the second hour, 2 in the third's quarter."""
+    events = history("a", (0.5, P.ADMITTED, 8, 4), (2.25, P.SUCCEEDED))
+    report = usage_report(events, MAY_1, MAY_1 + DAY, hourly=True)
+    assert [(h.start_s - MAY_1) / H for h in report.hours] == [0, 1, 2]
+    assert [h.gpu_hours_in_guarantee + h.gpu_hours_borrowed for h in report.hours] == [4, 8, 2]
+    assert [h.gpu_hours_borrowed for h in report.hours] == [2, 4, 1]
+    assert usage_report(events, MAY_1, MAY_1 + DAY).hours == ()  # only when asked for
 
 
 def _hours(jobs: tuple[JobUsage, ...]) -> float:

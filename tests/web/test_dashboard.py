@@ -318,6 +318,11 @@ def test_the_cluster_view_shows_capacity_health_activity_and_the_policy(
         version = admin.get("/policy").json()["version"]
         page.wait_for_selector(f"[data-testid=policy] tr[data-version='{version}']")
         page.wait_for_selector("[data-testid=gpu-hours] tr[data-day]")
+        hours = admin.get("/reports/usage", params={"hourly": "true"}).json()["hours"]
+        latest = page.locator("[data-testid=utilisation] .slot").last
+        assert float(latest.get_attribute("data-hour") or -1) == hours[-1]["start"]
+        in_use = float(latest.get_attribute("data-gpus") or -1)
+        assert 0 < in_use <= topology["gpusUsed"]  # an average over the hour so far
         page.screenshot(path=str(screenshots / "dashboard-cluster.png"), full_page=True)
     finally:
         assert admin.post("/nodes/p5-0062/uncordon").status_code == 200

@@ -19,12 +19,13 @@ from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
 from topoq.domain.durations import iso_time_s
 from topoq.store.records import JobEvent
-from topoq.wire.v1 import JobUsageModel, TeamDayUsageModel, UsageReportModel
+from topoq.wire.v1 import HourUsageModel, JobUsageModel, TeamDayUsageModel, UsageReportModel
 
 router = APIRouter(prefix="/reports", tags=["reports"], route_class=StrictJsonRoute)
 
 DEFAULT_WINDOW_S = 7 * 86400.0
 MAX_WINDOW_S = 366 * 86400.0
+MAX_HOURLY_WINDOW_S = 31 * 86400.0
 LATEST_TIME_S = 253_402_300_799.0
 """9999-12-31T23:59:59Z, the last second a date can name."""
 TIME_HINT = (
@@ -45,17 +46,29 @@ def usage(
         str | None, Query(alias="to", description="The window's end (exclusive); default: now.")
     ] = None,
     team: str | None = None,
+    hourly: Annotated[
+        bool,
+        Query(description="Also GPU-hours per UTC hour (`hours`), for windows of 31 days at most."),
+    ] = False,
 ) -> UsageReportModel:
     """Admins see every team (or the one asked); everyone else their own teams (403 for
     another team). A job holds the allocation its admission booked until it finishes, is
-    preempted, requeued or cancelled; holdings are cut at the window and at midnight UTC."""
+    preempted, requeued or cancelled; holdings are cut at the window and at midnight UTC (and
+    every full hour, ``hourly``)."""
     now = service.clock()
     end_s = now if end is None else parse_time(end, "query.to")
     start_s = end_s - DEFAULT_WINDOW_S if start is None else parse_time(start, "query.from")
     check_window(start_s, end_s)
+    if hourly and end_s - start_s > MAX_HOURLY_WINDOW_S:
+        raise ApiError(
+            422,
+            f"an hourly report of {(end_s - start_s) / 86400:.0f} days",
+            where="query.hourly",
+            hint="ask for at most 31 days per hour, or leave hourly out for days",
+        )
     teams = report_teams(principal, team)
     events = report_events(service.store, start_s, end_s, teams)
-    report = usage_report(events, start_s, end_s, open_until_s=min(now, end_s))
+    report = usage_report(events, start_s, end_s, open_until_s=min(now, end_s), hourly=hourly)
     return report_model(report, teams)
 
 
@@ -125,6 +138,14 @@ def report_model(report: UsageReport, teams: list[str] | None) -> UsageReportMod
                 preemptions=day.preemptions,
             )
             for day in report.days
+        ],
+        hours=[
+            HourUsageModel(
+                start=hour.start_s,
+                gpu_hours_in_guarantee=_rounded(hour.gpu_hours_in_guarantee),
+                gpu_hours_borrowed=_rounded(hour.gpu_hours_borrowed),
+            )
+            for hour in report.hours
         ],
         jobs=[
             JobUsageModel(

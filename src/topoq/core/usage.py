@@ -10,6 +10,8 @@
   counts the jobs that held GPUs that day and the preemptions its jobs suffered that day.
 - Per job: GPU-hours, borrowed GPU-hours, wall time holding GPUs and attempts (admissions
   whose holding falls in the window).
+- Per UTC hour (asked for): the GPU-hours of every team reported, in guarantee and borrowed,
+  holdings cut at every full hour: the GPUs in use over time, an hour at a time.
 
 Pure: the caller brings the events (of every job that may have held GPUs in the window,
 including the admission of a holding that began before it) and the current time.
@@ -79,6 +81,14 @@ class TeamDayUsage:
 
 
 @dataclass(frozen=True)
+class HourUsage:
+    start_s: float
+    """The hour's start (a full UTC hour, seconds since the epoch)."""
+    gpu_hours_in_guarantee: float
+    gpu_hours_borrowed: float
+
+
+@dataclass(frozen=True)
 class JobUsage:
     job: JobId
     team: str
@@ -98,6 +108,8 @@ class UsageReport:
     """Ordered by team, then day; only days on which the team held GPUs or was preempted."""
     jobs: tuple[JobUsage, ...]
     """Ordered by team, then job."""
+    hours: tuple[HourUsage, ...] = ()
+    """Every hour of the window on which GPUs were held, in order (when asked for)."""
 
 
 def usage_report(
@@ -106,9 +118,10 @@ def usage_report(
     end_s: float,
     *,
     open_until_s: float | None = None,
+    hourly: bool = False,
 ) -> UsageReport:
     """The usage of ``[start_s, end_s)``; holdings without an end count up to ``open_until_s``
-    (default: the end of the window)."""
+    (default: the end of the window); with ``hourly``, per UTC hour too."""
     if not (math.isfinite(start_s) and math.isfinite(end_s)) or end_s <= start_s:
         raise InvalidInputError(
             f"the window [{start_s}, {end_s}) is empty", hint="give a start before the end"
@@ -130,6 +143,7 @@ def usage_report(
         end_s=end_s,
         days=team_days(in_window, preempted),
         jobs=job_usage(in_window),
+        hours=hour_totals(in_window) if hourly else (),
     )
 
 
@@ -188,14 +202,35 @@ def clipped(holding: GpuHolding, start_s: float, end_s: float) -> GpuHolding | N
 
 def day_pieces(holding: GpuHolding) -> Iterator[tuple[date, float]]:
     """(UTC day, seconds held that day) for every day the holding touches."""
+    for start, seconds in period_pieces(holding, SECONDS_PER_DAY):
+        yield utc_day(start), seconds
+
+
+def period_pieces(holding: GpuHolding, period_s: float) -> Iterator[tuple[float, float]]:
+    """(period's start, seconds held in it) for every period of ``period_s`` (counted from the
+    epoch: UTC days, hours) the holding touches."""
     at = holding.start_s
     while True:
-        midnight = (math.floor(at / SECONDS_PER_DAY) + 1) * SECONDS_PER_DAY
-        until = min(midnight, holding.end_s)
-        yield utc_day(at), until - at
+        start = math.floor(at / period_s) * period_s
+        until = min(start + period_s, holding.end_s)
+        yield start, until - at
         if until >= holding.end_s:
             return
         at = until
+
+
+def hour_totals(holdings: Iterable[GpuHolding]) -> tuple[HourUsage, ...]:
+    """GPU-hours per UTC hour, in guarantee and borrowed, over all ``holdings``."""
+    totals: dict[float, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for holding in holdings:
+        for start, seconds in period_pieces(holding, SECONDS_PER_HOUR):
+            hour = totals[start]
+            hour[0] += (holding.gpus - holding.borrowed_gpus) * seconds
+            hour[1] += holding.borrowed_gpus * seconds
+    return tuple(
+        HourUsage(start, guarantee_s / SECONDS_PER_HOUR, borrowed_s / SECONDS_PER_HOUR)
+        for start, (guarantee_s, borrowed_s) in sorted(totals.items())
+    )
 
 
 def utc_day(at_s: float) -> date:

@@ -1,6 +1,6 @@
-// The cluster (#cluster): capacity now, GPU-hours used per day against what the cluster
-// offers, admissions and preemptions over the last hour, the nodes that are not healthy, and
-// the policy in force with its versions. A team's token sees its own teams' part of the
+// The cluster (#cluster): capacity now, the GPUs in use hour by hour over the last day and
+// GPU-hours per day against what the cluster offers, admissions and preemptions over the last
+// hour, the nodes that are not healthy, and the policy in force with its versions. A team's token sees its own teams' part of the
 // figures that are per job (the API decides).
 
 import { api } from "/ui/api.js";
@@ -8,12 +8,14 @@ import { el, gpuHoursBy, percent, show } from "/ui/draw.js";
 
 const BUCKET_S = 300;
 const WINDOW_S = 3600;
+const HOUR_S = 3600;
+const HOURS_SHOWN = 24;
 
 export async function drawCluster(main, me) {
   const [topology, nodes, usage, events, policy, versions] = await Promise.all([
     api("/topology"),
     api("/nodes"),
-    api("/reports/usage"),
+    api("/reports/usage?hourly=true"),
     api(`/events?since_s=${WINDOW_S}&limit=1000`),
     api("/policy"),
     api("/policy/versions"),
@@ -31,6 +33,7 @@ export async function drawCluster(main, me) {
         el("span", { "data-figure": "nodes-cordoned" }, cordoned.length), " cordoned"),
       el("div", { class: "occupancy wide" },
         el("div", { class: "occupancy-used", style: { width: `${percent(topology.gpusUsed, topology.gpus)}%` } }))),
+    hourly(usage, topology.gpus, me),
     gpuHours(usage, topology.gpus, me),
     timeline(events, me),
     health(failed, cordoned),
@@ -57,6 +60,33 @@ function gpuHours(usage, gpus, me) {
         el("td", { class: "number" }, `${percent(hours.guarantee + hours.borrowed, offered)}%`),
         el("td", { class: "bar-cell" }, el("div", { class: "occupancy" },
           el("div", { class: "occupancy-used", style: { width: `${percent(hours.guarantee + hours.borrowed, offered)}%` } }))))))));
+}
+
+// The GPUs in use, on average, in each of the last HOURS_SHOWN UTC hours (the hour under way
+// over its part gone by), against the cluster's GPUs now.
+function hourly(usage, gpus, me) {
+  const now = Date.now() / 1000;
+  const current = Math.floor(now / HOUR_S) * HOUR_S;
+  const byStart = new Map(usage.hours.map((hour) => [hour.start, hour]));
+  const slots = Array.from({ length: HOURS_SHOWN }, (_, index) => {
+    const start = current - (HOURS_SHOWN - 1 - index) * HOUR_S;
+    const hour = byStart.get(start);
+    const spent = Math.max(1, Math.min(HOUR_S, now - start)) / HOUR_S;
+    const used = hour ? (hour.gpuHoursInGuarantee + hour.gpuHoursBorrowed) / spent : 0;
+    const borrowed = hour ? hour.gpuHoursBorrowed / spent : 0;
+    return { start, used, borrowed };
+  });
+  const scope = me.role === "admin" ? "every team" : `teams ${me.teams.join(", ")}`;
+  const label = (slot) => new Date(slot.start * 1000).toISOString().slice(11, 16);
+  return el("section", { class: "card", "data-testid": "utilisation" },
+    el("h2", {}, `GPUs in use, hour by hour, the last day (${scope})`),
+    el("div", { class: "timeline" }, ...slots.map((slot) => el("div", {
+        class: "slot", "data-hour": slot.start, "data-gpus": slot.used,
+        title: `${label(slot)} UTC: ${slot.used.toFixed(1)} of ${gpus} GPUs in use on average (${slot.borrowed.toFixed(1)} borrowed)` },
+      el("div", { class: "used", style: { height: `${percent(slot.used, gpus)}%` } })))),
+    el("p", { class: "note" }, `UTC hours, oldest on the left, from ${label(slots[0])}: `,
+      "each bar is the GPUs held on average over the hour (the hour under way: so far) ",
+      `against the cluster's ${gpus} GPUs.`));
 }
 
 function timeline(events, me) {

@@ -57,7 +57,12 @@ if TYPE_CHECKING:
         SubmitJobRequest,
         WorkloadModel,
     )
-    from topoq.wire.v1.reports import JobUsageModel, TeamDayUsageModel, UsageReportModel
+    from topoq.wire.v1.reports import (
+        HourUsageModel,
+        JobUsageModel,
+        TeamDayUsageModel,
+        UsageReportModel,
+    )
 
 _HOME: dict[str, str] = {
     "Role": "access",
@@ -106,6 +111,7 @@ _HOME: dict[str, str] = {
     "QueueList": "jobs",
     "SubmitJobRequest": "jobs",
     "WorkloadModel": "jobs",
+    "HourUsageModel": "reports",
     "JobUsageModel": "reports",
     "TeamDayUsageModel": "reports",
     "UsageReportModel": "reports",
@@ -128,6 +134,7 @@ __all__ = [
     "Explanation",
     "FairShareStandingModel",
     "Health",
+    "HourUsageModel",
     "JobDetail",
     "JobFormat",
     "JobHistory",

@@ -20,6 +20,14 @@ class TeamDayUsageModel(WireModel):
     preemptions: int = Field(description="Preemptions the team's jobs suffered that day.")
 
 
+class HourUsageModel(WireModel):
+    start: float = Field(description="The UTC hour's start, seconds since the epoch.")
+    gpu_hours_in_guarantee: float = Field(
+        description="GPU-hours inside the guarantees of the teams reported, in that hour."
+    )
+    gpu_hours_borrowed: float = Field(description="GPU-hours borrowed by them, in that hour.")
+
+
 class JobUsageModel(WireModel):
     job: str
     team: str
@@ -39,3 +47,8 @@ class UsageReportModel(WireModel):
         description="Per team and UTC day on which it held GPUs or was preempted."
     )
     jobs: list[JobUsageModel] = Field(description="Per job that held GPUs in the window.")
+    hours: list[HourUsageModel] = Field(
+        default_factory=list,
+        description="With `hourly=true`: per UTC hour on which the teams reported held GPUs, "
+        "their GPU-hours summed (the GPUs in use over time); empty otherwise.",
+    )

@@ -14,9 +14,13 @@ the real app (``topoq.api.app.create_app``) under uvicorn on a free port, as an 
 **Measured**, ``--repeat`` times in a fresh browser context each (no cache): from the
 navigation to ``/`` (signed in: the token is in the tab's session storage) until the topology
 map has drawn its summary and every top-level domain (*first paint*); then until a top-level
-domain clicked open has drawn its nodes and their GPU cells (*open a spine*); and the bytes the
+domain clicked open has drawn its nodes and their GPU cells (*open a spine*); the bytes the
 page downloaded for the first paint (its files and the API's answers, as the browser's
-resource timing counts them). **Baseline**, in the same run: the same three API answers
+resource timing counts them); the bytes per second an idle page downloads afterwards (nothing
+changes on the cluster: it asks ``GET /changes`` each second); and the queue view's first
+paint. With httpx: ``GET /queue?limit=500`` (the waiting jobs in scheduling order) the first
+time it is asked, when the order is worked out, and again while nothing changed, when the kept
+order is served. **Baseline**, in the same run: the same three API answers
 (``/topology``, ``/nodes``, ``/teams``) fetched with httpx, one after another — what the data
 alone costs; the ratio says what the page adds to it. A benchmark, not a timed test: it prints
 numbers and never fails on them (``tests/benchmarks/`` runs it small).
@@ -69,6 +73,10 @@ TEAMS = [f"team-{index}" for index in range(8)]
 SHAPES = {256: [2, 2, 4, 16], 512: [2, 4, 4, 16], 1024: [4, 4, 4, 16], 2048: [4, 8, 4, 16]}
 """Nodes → spines, blocks per spine, racks per block, nodes per rack."""
 TOKEN_KEY = "topoq.token"
+QUEUE_PAGE = 500
+"""Jobs the queue view asks for."""
+IDLE_S = 5.0
+TRANSFERRED = "performance.getEntriesByType('resource').map(e => e.transferSize)"
 
 
 @dataclass
@@ -78,6 +86,11 @@ class Measured:
     downloaded_bytes: int
     files: int
     data_only_s: list[float]
+    idle_bytes_per_s: float
+    queue_paint_s: list[float]
+    queue_first_s: float
+    queue_kept_s: list[float]
+    pending_list_s: list[float]
     nodes_drawn: int
     running: int
     pending: int
@@ -162,13 +175,26 @@ def measure(nodes: int, running: int, pending: int, repeat: int) -> Measured:
         run_count = sum(n for (_, phase), n in counts.items() if phase.value == "running")
         wait_count = sum(n for (_, phase), n in counts.items() if phase.value == "pending")
         with api_serving(store, topology) as url:
+            queue_first = _timed_get(url, token, f"/queue?limit={QUEUE_PAGE}")
+            queue_kept = [_timed_get(url, token, f"/queue?limit={QUEUE_PAGE}") for _ in range(5)]
+            pending = [
+                _timed_get(url, token, f"/jobs?phase=pending&limit={QUEUE_PAGE}") for _ in range(5)
+            ]
             data_only = [_data_only(url, token) for _ in range(repeat)]
             measured = _in_browser(url, token, repeat)
         store.close()
     return Measured(
         measured["first"], measured["open"], measured["bytes"], measured["files"], data_only,
+        measured["idle"], measured["queue"], queue_first, queue_kept, pending,
         measured["nodes"], run_count, wait_count,
     )  # fmt: skip
+
+
+def _timed_get(url: str, token: str, route: str) -> float:
+    headers = {"Authorization": f"Bearer {token}"}
+    began = time.perf_counter()
+    httpx.get(f"{url}/api/v1{route}", headers=headers, timeout=60).raise_for_status()
+    return time.perf_counter() - began
 
 
 def _data_only(url: str, token: str) -> float:
@@ -181,7 +207,7 @@ def _data_only(url: str, token: str) -> float:
 
 
 def _in_browser(url: str, token: str, repeat: int) -> dict[str, Any]:
-    first, opened, downloaded, files, drawn = [], [], 0, 0, 0
+    first, opened, downloaded, files, drawn, queue, idle = [], [], 0, 0, 0, [], 0.0
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(
             executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS
@@ -207,15 +233,28 @@ def _in_browser(url: str, token: str, repeat: int) -> dict[str, Any]:
                 page.wait_for_selector("[data-testid=map] [data-node] .gpu")
                 opened.append(time.perf_counter() - began)
                 drawn = page.locator("[data-node]").count()
+                page.wait_for_timeout(2000)  # the first polls settle
+                before = len(page.evaluate(TRANSFERRED))
+                page.wait_for_timeout(IDLE_S * 1000)
+                idle = sum(page.evaluate(TRANSFERRED)[before:]) / IDLE_S
+                began = time.perf_counter()
+                page.evaluate("location.hash = '#queue'")
+                page.wait_for_selector("[data-testid=queue] tbody tr")
+                queue.append(time.perf_counter() - began)
                 context.close()
         finally:
             browser.close()
-    return {"first": first, "open": opened, "bytes": downloaded, "files": files, "nodes": drawn}
+    return {
+        "first": first, "open": opened, "bytes": downloaded, "files": files, "nodes": drawn,
+        "queue": queue, "idle": idle,
+    }  # fmt: skip
 
 
 def table(nodes: int, measured: Measured, *, markdown: bool = False) -> str:
     first = statistics.median(measured.first_paint_s)
     data = statistics.median(measured.data_only_s)
+    kept = statistics.median(measured.queue_kept_s)
+    listed = statistics.median(measured.pending_list_s)
     rows = [
         ("first paint of the map (median)", f"{first:.3f} s"),
         ("  slowest of the runs", f"{max(measured.first_paint_s):.3f} s"),
@@ -225,6 +264,12 @@ def table(nodes: int, measured: Measured, *, markdown: bool = False) -> str:
         ("  files and API answers", f"{measured.files}"),
         ("baseline: the map's API answers alone (median)", f"{data:.3f} s"),
         ("first paint / baseline", f"{first / data:.1f}×" if data else "-"),
+        ("idle page: downloaded per second", f"{measured.idle_bytes_per_s:,.0f} B/s"),
+        ("queue view's first paint (median)", f"{statistics.median(measured.queue_paint_s):.3f} s"),
+        ("GET /queue?limit=500, order worked out", f"{measured.queue_first_s * 1000:.0f} ms"),
+        ("GET /queue?limit=500, order kept (median)", f"{kept * 1000:.0f} ms"),
+        ("baseline: pending jobs newest first (median)", f"{listed * 1000:.0f} ms"),
+        ("queue kept / baseline", f"{kept / listed:.1f}×" if listed else "-"),
     ]  # fmt: skip
     title = f"{nodes:,} nodes, {measured.running:,} running, {measured.pending:,} pending"
     if markdown:

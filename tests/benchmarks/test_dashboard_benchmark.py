@@ -22,5 +22,8 @@ def test_the_dashboard_benchmark_paints_the_map_and_tables_it() -> None:
     assert len(measured.first_paint_s) == 1 and measured.first_paint_s[0] > 0
     assert measured.nodes_drawn == 256  # one folded spine of two opened: its nodes drawn
     assert measured.downloaded_bytes > 10_000 and measured.files >= 8  # page, 5 modules, css, API
+    assert 0 < measured.idle_bytes_per_s < 10_000  # polls the change mark, reads no view again
+    assert len(measured.queue_paint_s) == 1 and measured.queue_first_s > 0
     printed = table(512, measured, markdown=True)
     assert "| 512 nodes, 64 running" in printed and "first paint / baseline" in printed
+    assert "queue kept / baseline" in printed

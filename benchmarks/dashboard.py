@@ -18,9 +18,9 @@ domain clicked open has drawn its nodes and their GPU cells (*open a spine*); th
 page downloaded for the first paint (its files and the API's answers, as the browser's
 resource timing counts them); the bytes per second an idle page downloads afterwards (nothing
 changes on the cluster: it asks ``GET /changes`` each second); and the queue view's first
-paint. With httpx: ``GET /queue?limit=500`` (the waiting jobs in scheduling order) the first
-time it is asked, when the order is worked out, and again while nothing changed, when the kept
-order is served. **Baseline**, in the same run: the same three API answers
+paint. With httpx: ``GET /queue?limit=500`` (the waiting jobs in scheduling order) right after
+a write (a waiting job held), when the order is worked out again, and while nothing changed,
+when the kept order is served. **Baseline**, in the same run: the same three API answers
 (``/topology``, ``/nodes``, ``/teams``) fetched with httpx, one after another — what the data
 alone costs; the ratio says what the page adds to it. A benchmark, not a timed test: it prints
 numbers and never fails on them (``tests/benchmarks/`` runs it small).
@@ -175,7 +175,8 @@ def measure(nodes: int, running: int, pending: int, repeat: int) -> Measured:
         run_count = sum(n for (_, phase), n in counts.items() if phase.value == "running")
         wait_count = sum(n for (_, phase), n in counts.items() if phase.value == "pending")
         with api_serving(store, topology) as url:
-            queue_first = _timed_get(url, token, f"/queue?limit={QUEUE_PAGE}")
+            _timed_get(url, token, f"/queue?limit={QUEUE_PAGE}")  # the API's caches warm
+            queue_first = _after_a_write(url, token, f"/queue?limit={QUEUE_PAGE}")
             queue_kept = [_timed_get(url, token, f"/queue?limit={QUEUE_PAGE}") for _ in range(5)]
             pending = [
                 _timed_get(url, token, f"/jobs?phase=pending&limit={QUEUE_PAGE}") for _ in range(5)
@@ -188,6 +189,16 @@ def measure(nodes: int, running: int, pending: int, repeat: int) -> Measured:
         measured["idle"], measured["queue"], queue_first, queue_kept, pending,
         measured["nodes"], run_count, wait_count,
     )  # fmt: skip
+
+
+def _after_a_write(url: str, token: str, route: str) -> float:
+    """``route`` timed right after a write (a waiting job held): the order is worked out."""
+    headers = {"Authorization": f"Bearer {token}"}
+    with httpx.Client(base_url=f"{url}/api/v1", headers=headers, timeout=60) as client:
+        waiting = client.get("/jobs", params={"phase": "pending", "limit": 1}).json()["items"]
+        if waiting:
+            client.post(f"/jobs/{waiting[0]['id']}/hold").raise_for_status()
+    return _timed_get(url, token, route)
 
 
 def _timed_get(url: str, token: str, route: str) -> float:
@@ -266,7 +277,7 @@ def table(nodes: int, measured: Measured, *, markdown: bool = False) -> str:
         ("first paint / baseline", f"{first / data:.1f}×" if data else "-"),
         ("idle page: downloaded per second", f"{measured.idle_bytes_per_s:,.0f} B/s"),
         ("queue view's first paint (median)", f"{statistics.median(measured.queue_paint_s):.3f} s"),
-        ("GET /queue?limit=500, order worked out", f"{measured.queue_first_s * 1000:.0f} ms"),
+        ("GET /queue?limit=500 after a write", f"{measured.queue_first_s * 1000:.0f} ms"),
         ("GET /queue?limit=500, order kept (median)", f"{kept * 1000:.0f} ms"),
         ("baseline: pending jobs newest first (median)", f"{listed * 1000:.0f} ms"),
         ("queue kept / baseline", f"{kept / listed:.1f}×" if listed else "-"),

@@ -1,7 +1,7 @@
 """Preemption waits for the victim to stop, through a real ``topoq server`` with the local
 executor (issue 9): the victim is PREEMPTING (listed and explained) while its pods checkpoint
-on SIGTERM; its preemptor starts only after the victim's checkpoint line was written and its
-pods were gone."""
+on SIGTERM, and its nodes show it as being stopped; its preemptor starts only after the
+victim's checkpoint line was written and its pods were gone."""
 
 from __future__ import annotations
 
@@ -93,6 +93,9 @@ def test_the_preemptor_starts_only_after_the_victim_checkpointed_and_stopped(
     assert explained["numbers"]["preempted_for"] == "nlp-train"
     waiting = admin.get("/jobs/nlp-train/explain").json()
     assert waiting["reason"] == "WAITING_FOR_VICTIMS" and victim in waiting["message"]
+    holders = [h for node in admin.get("/nodes").json() for h in node["holders"]]
+    assert {h["stopping"] for h in holders if h["job"] == victim} == {True}  # keeps its room
+    assert not any(h["stopping"] for h in holders if h["job"] != victim)
 
     started = wait_for(
         lambda: log_time(admin, "nlp-train", "preemptor started"), lambda t: t is not None

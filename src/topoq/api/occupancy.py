@@ -78,6 +78,7 @@ def node_model(
             team=job.team,
             gpus=job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU),
             ranks=_ranks_on(job.allocation, node.name) if sees(job.team) else [],
+            stopping=job.phase is JobPhase.PREEMPTING,
         )
         for job in sorted(on_node, key=lambda job: job.id)
         if job.allocation is not None

@@ -12,7 +12,7 @@ export async function drawTeams(main, me, refresh) {
   const [teams, usage] = await Promise.all([api("/teams"), api("/reports/usage")]);
   learnTeams(teams.map((team) => team.name));
   const ranked = teams.filter((team) => team.fairSharePosition !== null)
-    .sort((a, b) => a.fairSharePosition - b.fairSharePosition).map((team) => team.name);
+    .map((team) => team.fairSharePosition);
   const fair = ranked.length > 0;
   const scale = Math.max(1, ...teams.flatMap((team) => team.flavors.map(
     (flavor) => Math.max(flavor.guaranteeGpus + flavor.borrowedGpus, flavor.usedGpus))));
@@ -70,7 +70,7 @@ function rows(team, scale, ranked, edit) {
     index === 0 ? el("td", { class: "number", rowspan: flavors.length }, team.fairShareWeight) : null,
     index === 0 && ranked ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "fair-share" },
       team.fairSharePosition === null ? "—"
-        : `${team.fairSharePosition.toFixed(3)} (${ordinal(ranked.indexOf(team.name) + 1)})`) : null,
+        : `${team.fairSharePosition.toFixed(3)} (${ordinal(rankOf(team, ranked))})`) : null,
     index === 0
       ? el("td", { class: "number", rowspan: flavors.length, "data-figure": "waiting" }, waiting)
       : null,
@@ -149,6 +149,11 @@ async function openEditor(main, name, refresh) {
         el("button", { type: "button", "data-action": "close-editor", onclick: close }, "Close")),
       findings,
       el("p", { class: "note" }, "Saving sets the next policy version (kept, audited, and undone with a rollback).")));
+}
+
+// 1 + the teams standing strictly lower: teams at one position share its rank.
+function rankOf(team, positions) {
+  return 1 + positions.filter((position) => position < team.fairSharePosition).length;
 }
 
 function ordinal(n) {

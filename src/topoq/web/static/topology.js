@@ -125,10 +125,11 @@ function drawNode(node, refresh) {
     const ranks = holder.ranks.length ? ` · pod ${holder.ranks.join(", ")}` : "";
     for (let index = 0; index < holder.gpus; index += 1) {
       cells.push(el("span", {
-        class: `gpu${holder.job === state.job ? " selected" : ""}`,
+        class: `gpu${holder.job === state.job ? " selected" : ""}${holder.stopping ? " stopping" : ""}`,
         "data-job": holder.job,
         "data-team": holder.team,
-        title: `${holder.job} · team ${holder.team}${ranks} · ${holder.gpus} GPU(s) on ${node.name}`,
+        title: `${holder.job} · team ${holder.team}${ranks} · ${holder.gpus} GPU(s) on ${node.name}`
+          + (holder.stopping ? " · being stopped (preempted): its room is free once its pods are gone" : ""),
         style: { background: teamColour(holder.team) },
         onclick: () => { state.job = holder.job; state.jobDetail = null; refresh(); },
       }));
@@ -163,7 +164,8 @@ function legend(teams) {
       el("span", { class: "swatch", style: { background: teamColour(team) } }), team)),
     el("span", { class: "legend-item" }, el("span", { class: "swatch free" }), "free"),
     el("span", { class: "legend-item" }, el("span", { class: "swatch failed" }), "failed node"),
-    el("span", { class: "legend-item" }, el("span", { class: "swatch cordoned" }), "cordoned"),
+    el("span", { class: "legend-item" }, el("span", { class: "swatch cordoned" }), "cordoned (drained: cordoned, its gangs requeued)"),
+    el("span", { class: "legend-item" }, el("span", { class: "swatch stopping" }), "being stopped (preempted)"),
   );
 }
 

@@ -25,6 +25,11 @@ class NodeHolderModel(WireModel):
         description="The job's pods on the node, as `podSet:rank`, in rank order (empty for "
         "other teams' jobs than the token's).",
     )
+    stopping: bool = Field(
+        default=False,
+        description="The job's pods are being stopped (preempted, or its node drained): they "
+        "keep their room until they are gone.",
+    )
 
 
 class NodeModel(WireModel):

@@ -264,6 +264,9 @@ def test_a_jobs_page_shows_where_it_runs_its_history_and_its_output(
         "[data-testid=history] li", "items => items.map(i => i.dataset.phase)"
     )
     assert history[-1] == "running" and "pending" in history
+    terms = page.text_content("[data-testid=terms]") or ""
+    detail = admin.get("/jobs/nlp-train").json()
+    assert f"retries {detail['failures']} of {detail['maxRetry']} used" in terms
     page.wait_for_selector("[data-testid=logs] pre:has-text('rank')")  # the pods' own output
     page.screenshot(path=str(screenshots / "dashboard-job.png"), full_page=True)
 

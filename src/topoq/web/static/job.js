@@ -3,7 +3,7 @@
 // cancel, hold and release where the token may.
 
 import { api } from "/ui/api.js";
-import { el, show, teamColour } from "/ui/draw.js";
+import { age, el, show, teamColour } from "/ui/draw.js";
 
 const LOG_TAIL_BYTES = 4096;
 const WRITERS = new Set(["admin", "team-admin", "member"]);
@@ -47,11 +47,18 @@ export async function drawJob(main, me, refresh, id) {
     why ? waiting(why) : null,
     job.allocation ? placement(job) : null,
     el("section", { class: "card" }, el("h2", {}, "Asks for"),
-      el("table", {}, el("thead", {}, el("tr", {}, ...["Pod set", "Pods", "Each", "Topology"].map((h) => el("th", {}, h)))),
+      el("table", {}, el("thead", {}, el("tr", {}, ...["Pod set", "Pods", "Each", "Topology", "Node selector", "Image"].map((h) => el("th", {}, h)))),
         el("tbody", {}, ...job.workload.podSets.map((set) => el("tr", {},
           el("td", {}, set.name), el("td", { class: "number" }, set.count),
           el("td", {}, Object.entries(set.requests).map(([name, amount]) => `${amount} ${name}`).join(", ")),
-          el("td", {}, topologyText(set.topology))))))),
+          el("td", {}, topologyText(set.topology)),
+          el("td", {}, Object.entries(set.nodeSelector ?? {}).map(([key, value]) => `${key}=${value}`).join(", ") || "—"),
+          el("td", {}, set.image ?? "—"))))),
+      el("p", { "data-testid": "terms" },
+        `time limit ${job.timeLimitS ? age(job.timeLimitS) : "its class's, or none"}`,
+        ` · retries ${job.failures} of ${job.maxRetry} used · preempted ${job.preemptions} time(s)`,
+        job.dependencies.length
+          ? ` · runs after ${job.dependencies.map((dep) => `${dep.job} (${dep.kind})`).join(", ")}` : "")),
     el("section", { class: "card", "data-testid": "history" }, el("h2", {}, "History"),
       el("ol", { class: "history" }, ...job.history.map((change) => el("li", { "data-phase": change.phase },
         el("time", {}, new Date(change.at * 1000).toLocaleTimeString()), " ",

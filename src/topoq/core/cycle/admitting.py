@@ -133,9 +133,13 @@ def _fits_unheld(cycle: CycleState, job: JobView) -> bool:
 def _held_back(
     cycle: CycleState, job: JobView, hold: QuotaHold, capacity: CapacityLedger
 ) -> Failure:
-    """Why a job that quota ``hold`` binds waits (``capacity``: what ``ledger_for`` leaves it)."""
-    if cycle.would_admit(job, cycle.book, capacity):
-        backfill = backfill_remedy(cycle, hold.expected_start)
+    """Why a job that quota ``hold`` binds waits (``capacity``: what ``ledger_for`` leaves it).
+    A job that would be admitted but for the holds — quota and nodes held for other gangs —
+    waits for the quota hold, whether or not nodes held for a gang stand in its way too: both
+    keep it waiting, and the quota hold, unlike node holds, does not move to wherever a job
+    just ended, so its wait does not flip from step to step as those do (ADR 0007)."""
+    if cycle.would_admit(job, cycle.book, cycle.ledger):
+        backfill = backfill_remedy(cycle, _backfill_before(cycle, job, hold, capacity))
         held = _held_identity(hold, backfill)
         diagnostic = cycle.parked_wait(job, held) or _held_for(job, hold, backfill)
         cycle.note_wait(job.id, held, diagnostic)
@@ -151,6 +155,18 @@ def _held_back(
     if hold.team == job.team:
         cycle.park_class(job, real, identity)
     return diagnostic, identity
+
+
+def _backfill_before(
+    cycle: CycleState, job: JobView, hold: QuotaHold, capacity: CapacityLedger
+) -> float | None:
+    """When a job held back by ``hold`` must end to backfill: before the hold's job is
+    expected to start and, when it fits only in nodes held for gangs, before every such gang
+    is (None: not known)."""
+    if cycle.would_admit(job, cycle.book, capacity):
+        return hold.expected_start
+    starts = [hold.expected_start, *(h.expected_start for h in cycle.reserved if h.job != job.id)]
+    return None if None in starts else min(start for start in starts if start is not None)
 
 
 def _held_identity(hold: QuotaHold, backfill: tuple[str, ...]) -> WaitIdentity:

@@ -109,11 +109,63 @@ class SimulateOutput(StrEnum):
     JSONL = "jsonl"
 
 
+class TraceFormatOption(StrEnum):
+    PHILLY = "philly"
+    ITP = "itp"
+
+
 @app.command()
 def simulate(
     scenario: Annotated[
-        Path, typer.Argument(help="A scenario file (kind: Scenario): cluster, policy and events.")
-    ],
+        Path | None,
+        typer.Argument(
+            help="A scenario file (kind: Scenario): cluster, policy and events. Or give "
+            "--trace instead.",
+            show_default=False,
+        ),
+    ] = None,
+    trace: Annotated[
+        Path | None,
+        typer.Option(
+            "--trace",
+            help="A GPU-cluster trace to replay (Philly 2017 or Microsoft ITP 2021 CSV, "
+            "plain or .gz): its jobs arrive as recorded, each a gang of whole nodes.",
+            show_default=False,
+        ),
+    ] = None,
+    trace_format: Annotated[
+        TraceFormatOption | None,
+        typer.Option(
+            "--trace-format",
+            help="The trace's format (default: told by its header).",
+            show_default=False,
+        ),
+    ] = None,
+    cluster: Annotated[
+        Path | None,
+        typer.Option(
+            "--cluster",
+            help="With --trace: the cluster to replay it on (default: derived from the trace).",
+            show_default=False,
+        ),
+    ] = None,
+    policy: Annotated[
+        Path | None,
+        typer.Option(
+            "--policy",
+            help="With --trace: the policy file (default: derived from the trace's teams).",
+            show_default=False,
+        ),
+    ] = None,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            "--limit",
+            min=1,
+            help="With --trace: replay only its first N jobs by arrival.",
+            show_default=False,
+        ),
+    ] = None,
     log: Annotated[
         Path | None,
         typer.Option(
@@ -131,11 +183,14 @@ def simulate(
         ),
     ] = SimulateOutput.TABLE,
 ) -> None:
-    """Run a scenario through the scheduler on a virtual clock: the decisions and a summary per
-    team (GPU-hours in guarantee and borrowed, waits, preemptions)."""
-    from topoq.cli.simulate_command import run_simulate
+    """Run a scenario, or replay a real trace, through the scheduler on a virtual clock: the
+    decisions and a summary per team (GPU-hours in guarantee and borrowed, waits,
+    preemptions)."""
+    from topoq.cli.simulate_command import TraceRequest, run_simulate
 
-    guarded(lambda: run_simulate(scenario, log, output.value))
+    chosen = None if trace_format is None else trace_format.value
+    request = TraceRequest(trace, chosen, cluster, policy, limit)
+    guarded(lambda: run_simulate(scenario, log, output.value, request))
 
 
 @app.command()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from rich import box
@@ -11,11 +12,26 @@ from rich.console import Console
 from rich.table import Table
 
 from topoq.cli.console import make_console
+from topoq.domain.errors import InvalidInputError
 from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, run_scenario
 
 
-def run_simulate(scenario: Path, log: Path | None, output: str) -> None:
-    result = run_scenario(scenario)
+@dataclass(frozen=True)
+class TraceRequest:
+    """``topoq simulate --trace``: the trace, its format if given, and what replaces the
+    cluster and policy derived from it."""
+
+    path: Path | None
+    trace_format: str | None
+    cluster: Path | None
+    policy: Path | None
+    limit: int | None
+
+
+def run_simulate(
+    scenario: Path | None, log: Path | None, output: str, trace: TraceRequest | None = None
+) -> None:
+    result = _simulated(scenario, trace or TraceRequest(None, None, None, None, None))
     err = make_console(stderr=True)
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
@@ -29,6 +45,46 @@ def run_simulate(scenario: Path, log: Path | None, output: str) -> None:
         print(json.dumps(result.document(), indent=2))
     else:
         print_simulation(make_console(), result)
+
+
+def _simulated(scenario: Path | None, request: TraceRequest) -> SimulationResult:
+    """The scenario's run, or the trace's replay; a usage error for both or neither, and for
+    the trace's options without a trace."""
+    if scenario is not None and request.path is not None:
+        raise InvalidInputError(
+            "a scenario file and --trace cannot go together",
+            hint="topoq simulate SCENARIO, or topoq simulate --trace FILE",
+        )
+    if request.path is None:
+        given = (request.trace_format, request.cluster, request.policy, request.limit)
+        if any(option is not None for option in given):
+            raise InvalidInputError(
+                "--trace-format, --cluster, --policy and --limit go with --trace",
+                hint="give --trace FILE, or a scenario file (it names its cluster and policy)",
+            )
+        if scenario is None:
+            raise InvalidInputError(
+                "give a scenario file or --trace FILE",
+                hint="topoq simulate SCENARIO, or topoq simulate --trace FILE (see --help)",
+            )
+        return run_scenario(scenario)
+    return _replay(request.path, request)
+
+
+def _replay(path: Path, request: TraceRequest) -> SimulationResult:
+    from topoq.discovery.policy import load_policy
+    from topoq.discovery.sources import load_cluster
+    from topoq.sim.engine import Simulation
+    from topoq.sim.traces import TraceFormat, read_trace, trace_scenario
+
+    chosen = None if request.trace_format is None else TraceFormat(request.trace_format)
+    trace = read_trace(path, chosen, limit=request.limit)
+    cluster = None
+    if request.cluster is not None:
+        loaded = load_cluster(request.cluster)
+        cluster = (loaded.nodes, loaded.topology)
+    policy = None if request.policy is None else load_policy(request.policy)
+    return Simulation(trace_scenario(trace, cluster, policy)).run()
 
 
 def print_simulation(console: Console, result: SimulationResult) -> None:

@@ -20,7 +20,7 @@ from topoq.domain.quantity import NVIDIA_GPU
 from topoq.sim.engine import Simulation
 from topoq.sim.traces import (
     GPUS_PER_NODE,
-    RACK_NODES,
+    BLOCK_NODES,
     TraceFormat,
     TraceJob,
     derived_nodes,
@@ -60,10 +60,10 @@ def test_an_itp_trace_is_one_team_on_a_cluster_sized_to_its_demand() -> None:
     assert {job.team for job in trace.jobs} == {"itp"} and trace.guarantees == {}
     nodes = derived_nodes(trace)
     largest = max(job.gpus for job in trace.jobs)
-    assert nodes % RACK_NODES == 0 and nodes * GPUS_PER_NODE >= largest
+    assert nodes % BLOCK_NODES == 0 and nodes * GPUS_PER_NODE >= largest
     end = max(job.arrival_s + job.duration_s for job in trace.jobs)
     demand = sum(job.gpus * job.duration_s for job in trace.jobs) / end
-    assert (nodes - RACK_NODES) * GPUS_PER_NODE < max(demand, largest) <= nodes * GPUS_PER_NODE
+    assert (nodes - BLOCK_NODES) * GPUS_PER_NODE < max(demand, largest) <= nodes * GPUS_PER_NODE
 
 
 def test_a_job_is_a_gang_of_whole_nodes_and_one_pod_of_the_rest() -> None:

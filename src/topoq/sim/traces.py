@@ -15,7 +15,7 @@ The assumptions, each documented in docs/simulate.md:
 - ITP has no teams: its jobs are one team's, ``itp``, guaranteed the whole cluster; its
   cluster size is not published, so the derived cluster is sized to the trace's mean GPU
   demand (GPU-seconds over the span between the first arrival and the last end), rounded up
-  to whole 16-node racks, and never smaller than the largest job.
+  to whole 16-node blocks, and never smaller than the largest job.
 - A job of ``g`` GPUs on nodes of ``n`` is ``g // n`` pods of ``n`` GPUs (``workers``) and,
   when ``g % n`` is not 0, one pod of the rest (``rest``): a gang, admitted whole.
 - Each job's communication share (the fraction of an iteration spent in exposed
@@ -54,9 +54,9 @@ from topoq.sim.submission import Submit
 GPUS_PER_NODE = 8
 """The derived cluster's nodes (p5.48xlarge) and the node size gangs are cut into."""
 INSTANCE_TYPE = "p5.48xlarge"
-RACK_NODES = 16
-BLOCK_RACKS = 8
-"""The derived cluster's shape: spines of blocks of 8 racks of 16 nodes (fewer at the end)."""
+BLOCK_NODES = 16
+SPINE_BLOCKS = 8
+"""The derived cluster's shape: spines of 8 blocks of 16 nodes (fewer when it is smaller)."""
 PHILLY_VC_SIZES = "philly_vc_nodes.csv"
 ITP_TEAM = "itp"
 MAX_TRACE_JOBS = 1_000_000
@@ -287,16 +287,17 @@ def derived_nodes(trace: Trace) -> int:
         return max(largest, sum(trace.guarantees.values()))
     end = max(job.arrival_s + job.duration_s for job in trace.jobs)
     demand = sum(job.gpus * job.duration_s for job in trace.jobs) / max(end, 1.0)
-    racks = math.ceil(demand / GPUS_PER_NODE / RACK_NODES)
-    return max(largest, racks * RACK_NODES)
+    blocks = math.ceil(demand / GPUS_PER_NODE / BLOCK_NODES)
+    return max(largest, blocks * BLOCK_NODES)
 
 
 def derived_cluster(trace: Trace) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
-    """Spines of blocks of racks of 8-GPU nodes, as many as ``derived_nodes``."""
+    """Spines of blocks of 8-GPU nodes, at least ``derived_nodes`` of them (whole spines once
+    there is more than one)."""
     nodes = derived_nodes(trace)
-    racks = math.ceil(nodes / RACK_NODES)
-    blocks = math.ceil(racks / BLOCK_RACKS)
-    shape = f"{blocks}x{min(racks, BLOCK_RACKS)}x{min(nodes, RACK_NODES)}"
+    blocks = math.ceil(nodes / BLOCK_NODES)
+    spines = math.ceil(blocks / SPINE_BLOCKS)
+    shape = f"{spines}x{min(blocks, SPINE_BLOCKS)}x{min(nodes, BLOCK_NODES)}"
     document = {
         "apiVersion": "topoq.io/v1",
         "kind": "Cluster",

@@ -150,13 +150,24 @@ def simulate(
         ),
     ] = None,
     policy: Annotated[
-        Path | None,
+        list[Path] | None,
         typer.Option(
             "--policy",
-            help="With --trace: the policy file (default: derived from the trace's teams).",
+            help="With --trace: the policy file (default: derived from the trace's teams). "
+            "Give it twice or more to replay the trace under each and compare them in one "
+            "table.",
             show_default=False,
         ),
     ] = None,
+    jobs: Annotated[
+        int,
+        typer.Option(
+            "--jobs",
+            min=1,
+            max=64,
+            help="With several --policy: how many replays run at once, each in a process.",
+        ),
+    ] = 1,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -189,7 +200,7 @@ def simulate(
     from topoq.cli.simulate_command import TraceRequest, run_simulate
 
     chosen = None if trace_format is None else trace_format.value
-    request = TraceRequest(trace, chosen, cluster, policy, limit)
+    request = TraceRequest(trace, chosen, cluster, tuple(policy or ()), limit, jobs)
     guarded(lambda: run_simulate(scenario, log, output.value, request))
 
 

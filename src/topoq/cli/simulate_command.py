@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,6 +14,7 @@ from rich.table import Table
 from topoq.cli.console import make_console
 from topoq.domain.errors import InvalidInputError
 from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, run_scenario
+from topoq.sim.compare import PolicyFigures, Spread
 
 
 @dataclass(frozen=True)
@@ -24,14 +25,20 @@ class TraceRequest:
     path: Path | None
     trace_format: str | None
     cluster: Path | None
-    policy: Path | None
-    limit: int | None
+    policies: tuple[Path, ...] = ()
+    limit: int | None = None
+    jobs: int = 1
+    """How many replays run at once when there are several policies."""
 
 
 def run_simulate(
     scenario: Path | None, log: Path | None, output: str, trace: TraceRequest | None = None
 ) -> None:
-    result = _simulated(scenario, trace or TraceRequest(None, None, None, None, None))
+    request = trace or TraceRequest(None, None, None)
+    if len(request.policies) > 1 and request.path is not None:
+        _compare(request.path, request, log, output)
+        return
+    result = _simulated(scenario, request)
     err = make_console(stderr=True)
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
@@ -56,8 +63,8 @@ def _simulated(scenario: Path | None, request: TraceRequest) -> SimulationResult
             hint="topoq simulate SCENARIO, or topoq simulate --trace FILE",
         )
     if request.path is None:
-        given = (request.trace_format, request.cluster, request.policy, request.limit)
-        if any(option is not None for option in given):
+        given = (request.trace_format, request.cluster, request.limit)
+        if any(option is not None for option in given) or request.policies:
             raise InvalidInputError(
                 "--trace-format, --cluster, --policy and --limit go with --trace",
                 hint="give --trace FILE, or a scenario file (it names its cluster and policy)",
@@ -83,8 +90,101 @@ def _replay(path: Path, request: TraceRequest) -> SimulationResult:
     if request.cluster is not None:
         loaded = load_cluster(request.cluster)
         cluster = (loaded.nodes, loaded.topology)
-    policy = None if request.policy is None else load_policy(request.policy)
+    policy = load_policy(request.policies[0]) if request.policies else None
     return Simulation(trace_scenario(trace, cluster, policy)).run()
+
+
+def _compare(path: Path, request: TraceRequest, log: Path | None, output: str) -> None:
+    """Replay the trace under each policy (``request.jobs`` at once) and print one table."""
+
+    if log is not None or output == "jsonl":
+        raise InvalidInputError(
+            "a decision log is one run's, and several --policy make several runs",
+            hint="leave --log and -o jsonl out, or give one --policy",
+        )
+    runs = [
+        TraceRequest(path, request.trace_format, request.cluster, (policy,), request.limit)
+        for policy in request.policies
+    ]
+    figures: list[PolicyFigures]
+    if request.jobs > 1:
+        from concurrent.futures import ProcessPoolExecutor
+
+        with ProcessPoolExecutor(max_workers=min(request.jobs, len(runs))) as pool:
+            figures = list(pool.map(_figures_of, runs))
+    else:
+        figures = [_figures_of(run) for run in runs]
+    if output == "json":
+        print(json.dumps([one.document() for one in figures], indent=2))
+    else:
+        print_comparison(make_console(), figures)
+
+
+def _figures_of(request: TraceRequest) -> PolicyFigures:
+    """One policy's replay, reduced to its figures (in a worker process when run at once)."""
+    from topoq.sim.compare import policy_figures
+
+    assert request.path is not None and request.policies
+    return policy_figures(request.policies[0].name, _replay(request.path, request))
+
+
+def print_comparison(console: Console, figures: Sequence[PolicyFigures]) -> None:
+    """One row per policy; then, per team, its wait and GPU-hours under each."""
+    table = Table(box=box.SIMPLE, title="The same arrivals under each policy")
+    for column in (
+        "Policy",
+        "Jobs done",
+        "Completion mean / p50 / p99",
+        "Wait mean / p50 / p99",
+        "Makespan",
+        "GPU util.",
+        "Preempted",
+        "Fairness",
+    ):
+        table.add_column(column, justify="left" if column == "Policy" else "right")
+    for one in figures:
+        table.add_row(
+            one.policy,
+            f"{one.completed} of {one.jobs}",
+            _spread(one.completion),
+            _spread(one.wait),
+            duration(one.makespan_s),
+            f"{one.utilisation:.0%}",
+            str(one.preemptions),
+            "-" if one.fairness is None else f"{one.fairness:.3f}",
+        )
+    console.print(table)
+    teams = Table(
+        box=box.SIMPLE, title="Per team: wait (mean / p99) and GPU-hours in guarantee + borrowed"
+    )
+    teams.add_column("Team")
+    for one in figures:
+        teams.add_column(one.policy, justify="right")
+    names = sorted({team.team for one in figures for team in one.teams})
+    for name in names:
+        cells = []
+        for one in figures:
+            found = next((team for team in one.teams if team.team == name), None)
+            cells.append(
+                "-"
+                if found is None
+                else f"{_time(found.wait.mean)} / {_time(found.wait.p99)}; "
+                f"{found.gpu_hours_in_guarantee:.0f} + {found.gpu_hours_borrowed:.0f} h"
+            )
+        teams.add_row(name, *cells)
+    console.print(teams)
+    console.print(
+        "Fairness: Jain's index of the teams' GPU-hours over their weights (1: in "
+        "proportion to the weights)."
+    )
+
+
+def _spread(spread: Spread) -> str:
+    return f"{_time(spread.mean)} / {_time(spread.p50)} / {_time(spread.p99)}"
+
+
+def _time(seconds: float | None) -> str:
+    return "-" if seconds is None else duration(seconds)
 
 
 def print_simulation(console: Console, result: SimulationResult) -> None:

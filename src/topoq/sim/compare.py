@@ -1,0 +1,124 @@
+"""Policies side by side (``topoq simulate --trace FILE --policy A --policy B``): the same
+arrivals replayed under each policy, and the figures an admin compares them by — job
+completion time and wait (mean, p50, p99), makespan, GPU utilisation, preemptions, fairness
+(Jain's index over the teams' weighted shares of the GPU-hours) and, per team, wait and
+GPU-hours inside the guarantee and borrowed. Worked out from the run's decision log."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from topoq.sim.engine import SimulationResult
+from topoq.sim.log import Decision
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Mean, median and 99th percentile (None: no value)."""
+
+    mean: float | None
+    p50: float | None
+    p99: float | None
+
+    @classmethod
+    def of(cls, values: Sequence[float]) -> Spread:
+        if not values:
+            return cls(None, None, None)
+        ordered = sorted(values)
+        return cls(sum(ordered) / len(ordered), _rank(ordered, 0.5), _rank(ordered, 0.99))
+
+
+def _rank(ordered: Sequence[float], fraction: float) -> float:
+    """The nearest-rank percentile."""
+    return ordered[max(0, math.ceil(fraction * len(ordered)) - 1)]
+
+
+@dataclass(frozen=True)
+class TeamFigures:
+    team: str
+    jobs: int
+    wait: Spread
+    gpu_hours_in_guarantee: float
+    gpu_hours_borrowed: float
+
+
+@dataclass(frozen=True)
+class PolicyFigures:
+    policy: str
+    """What the policy was given as (its file)."""
+    jobs: int
+    completed: int
+    completion: Spread
+    """Seconds from submission to the end of the job's last run, of the jobs that ended."""
+    wait: Spread
+    """Seconds from submission to the job's first start, of the jobs that started."""
+    makespan_s: float
+    """From the first submission to the last end."""
+    utilisation: float
+    preemptions: int
+    fairness: float | None
+    """Jain's index of the teams' GPU-hours over their weights: 1 when every team got
+    GPU-hours in proportion to its weight, 1/n when one of n teams got them all (None: no
+    GPU-hours)."""
+    teams: tuple[TeamFigures, ...]
+
+    def document(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def policy_figures(policy: str, result: SimulationResult) -> PolicyFigures:
+    """The figures of one run (``policy``: how to name it)."""
+    submitted: dict[str, float] = {}
+    team_of: dict[str, str] = {}
+    started: dict[str, float] = {}
+    ended: dict[str, float] = {}
+    preemptions = 0
+    for entry in result.log:
+        job = entry.job
+        if entry.decision is Decision.SUBMIT and job is not None:
+            submitted[job] = entry.t
+            team_of[job] = str(entry.team)
+        elif entry.decision is Decision.START and job is not None:
+            started.setdefault(job, entry.t)
+        elif entry.decision is Decision.FINISH and job is not None:
+            ended[job] = entry.t
+        elif entry.decision is Decision.PREEMPT:
+            preemptions += 1
+    waits = {job: started[job] - at for job, at in submitted.items() if job in started}
+    summary = result.summary
+    first = min(submitted.values(), default=0.0)
+    teams = tuple(
+        TeamFigures(
+            team.team,
+            team.submitted,
+            Spread.of([wait for job, wait in waits.items() if team_of[job] == team.team]),
+            team.gpu_hours_in_guarantee,
+            team.gpu_hours_borrowed,
+        )
+        for team in summary.teams
+    )
+    return PolicyFigures(
+        policy=policy,
+        jobs=len(submitted),
+        completed=len(ended),
+        completion=Spread.of([ended[job] - submitted[job] for job in ended if job in submitted]),
+        wait=Spread.of(list(waits.values())),
+        makespan_s=max(ended.values(), default=first) - first,
+        utilisation=summary.utilisation,
+        preemptions=preemptions,
+        fairness=jain([(team.gpu_hours, team.weight) for team in summary.teams if team.submitted]),
+        teams=teams,
+    )
+
+
+def jain(shares: Sequence[tuple[float, int]]) -> float | None:
+    """Jain's fairness index of ``(amount, weight)`` pairs: ``(Σx)² / (n·Σx²)`` over
+    ``x = amount / weight`` (a weight of 0 counts as 1)."""
+    values = [amount / (weight or 1) for amount, weight in shares]
+    squares = sum(value * value for value in values)
+    if not values or squares == 0:
+        return None
+    return sum(values) ** 2 / (len(values) * squares)

@@ -1,0 +1,84 @@
+"""Policies side by side: the figures of a replay (``topoq.sim.compare``) against the decision
+log they come from, Jain's fairness index, and ``topoq simulate --trace --policy A --policy B``
+as a user runs it — one policy that leaves the team half the cluster waits longer on the same
+arrivals, and running the replays at once changes no figure."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_cli import topoq
+from tests.sim.test_traces import ITP
+from topoq.sim.compare import Spread, jain, policy_figures
+from topoq.sim.engine import Simulation
+from topoq.sim.log import Decision
+from topoq.sim.traces import read_trace, trace_scenario
+
+POLICY = """\
+apiVersion: topoq.io/v1
+kind: Policy
+metadata: {{name: {name}}}
+scheduling: {{idleResourceSharing: false}}
+teams:
+- name: itp
+  borrowLimitPercent: 0
+  quotas: [{{flavor: p5.48xlarge, instances: {nodes}}}]
+"""
+
+
+def test_jain_s_index_is_one_for_shares_in_proportion_to_weights() -> None:
+    assert jain([(10.0, 1), (20.0, 2), (30.0, 3)]) == pytest.approx(1.0)
+    assert jain([(30.0, 1), (0.0, 1), (0.0, 1)]) == pytest.approx(1 / 3)
+    assert jain([(10.0, 1), (10.0, 3)]) == pytest.approx((10 + 10 / 3) ** 2 / (2 * (100 + 100 / 9)))
+    assert jain([]) is None and jain([(0.0, 1)]) is None
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    spread = Spread.of([float(value) for value in range(1, 101)])
+    assert (spread.mean, spread.p50, spread.p99) == (50.5, 50.0, 99.0)
+    assert Spread.of([]) == Spread(None, None, None)
+
+
+def test_a_replay_s_figures_are_its_log_s() -> None:
+    trace = read_trace(ITP)
+    result = Simulation(trace_scenario(trace)).run()
+    figures = policy_figures("derived", result)
+    assert figures.jobs == figures.completed == len(trace.jobs)
+    submitted = {e.job: e.t for e in result.log if e.decision is Decision.SUBMIT}
+    started: dict[object, float] = {}
+    for entry in result.log:
+        if entry.decision is Decision.START:
+            started.setdefault(entry.job, entry.t)
+    waits = sorted(started[job] - at for job, at in submitted.items())
+    assert figures.wait.mean == pytest.approx(sum(waits) / len(waits))
+    assert figures.wait.p99 == waits[-1]  # 40 jobs: the 99th percentile is the longest wait
+    ends = [e.t for e in result.log if e.decision is Decision.FINISH]
+    assert figures.makespan_s == max(ends) - min(submitted.values())
+    [team] = figures.teams
+    held = sum(job.gpus * job.duration_s for job in trace.jobs) / 3600
+    assert team.gpu_hours_in_guarantee + team.gpu_hours_borrowed == pytest.approx(held)
+    assert figures.fairness == pytest.approx(1.0)  # one team
+
+
+def test_topoq_simulate_compares_policies_on_the_same_arrivals(tmp_path: Path) -> None:
+    whole, half = tmp_path / "whole.yaml", tmp_path / "half.yaml"
+    whole.write_text(POLICY.format(name="whole", nodes=16))
+    half.write_text(POLICY.format(name="half", nodes=8))
+    args = ("simulate", "--trace", ITP, "--policy", whole, "--policy", half, "-o", "json")
+    one_at_a_time = topoq(*args)
+    assert one_at_a_time.returncode == 0, one_at_a_time.stderr
+    figures = json.loads(one_at_a_time.stdout)
+    assert [one["policy"] for one in figures] == ["whole.yaml", "half.yaml"]
+    assert all(one["completed"] == one["jobs"] == 40 for one in figures)
+    by_name = {one["policy"]: one for one in figures}
+    assert by_name["half.yaml"]["wait"]["mean"] > by_name["whole.yaml"]["wait"]["mean"]
+    at_once = topoq(*args, "--jobs", "2")
+    assert at_once.returncode == 0, at_once.stderr
+    assert json.loads(at_once.stdout) == figures  # the same replays, in processes of their own
+    table = topoq("simulate", "--trace", ITP, "--policy", whole, "--policy", half)
+    assert table.returncode == 0 and "The same arrivals under each policy" in table.stdout
+    refused = topoq(*args[:-2], "--log", tmp_path / "log.jsonl")
+    assert refused.returncode == 2 and "one run's" in refused.stderr

@@ -1,12 +1,13 @@
 """The per-cycle ledger prepared from the previous cycle's: the same figures as a ledger
-rebuilt from every holder, whatever came, went or moved, and the previous one unchanged."""
+rebuilt from every holder, and the same usage per team as summed from every holder, whatever
+came, went or moved (or changed team), and the previous one unchanged."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoq.core.holdings import ledger_after, prepared_ledger
+from topoq.core.holdings import ledger_after, prepared_ledger, usage_by_team
 from topoq.core.tree import build_tree
 from topoq.domain.job import Allocation, JobPhase, JobView
 from topoq.domain.placement import PlacementResult
@@ -23,19 +24,34 @@ Holding = list[tuple[int, int]]
 holdings = st.lists(st.tuples(st.integers(0, len(NAMES) - 1), st.integers(1, 12)), max_size=4)
 
 
-def holder(name: str, on_nodes: Holding) -> JobView:
+def holder(name: str, on_nodes: Holding, team: str = "a") -> JobView:
     held = {NAMES[node]: Resources({NVIDIA_GPU: gpus}) for node, gpus in on_nodes}
-    allocation = Allocation(PlacementResult(name, ()), held, {})
-    return JobView(job(name, "a").spec, phase=JobPhase.RUNNING, allocation=allocation)
+    flavor = "p5" if len(on_nodes) % 2 else "g6"
+    usage = {flavor: Resources({NVIDIA_GPU: sum(gpus for _, gpus in on_nodes)})}
+    allocation = Allocation(PlacementResult(name, ()), held, usage)  # type: ignore[dict-item]
+    return JobView(job(name, team).spec, phase=JobPhase.RUNNING, allocation=allocation)
+
+
+teams = st.lists(st.sampled_from("ab"), min_size=6, max_size=6)
 
 
 @settings(max_examples=150, deadline=None)
-@given(st.lists(holdings, max_size=6), st.lists(holdings, max_size=6), st.booleans())
+@given(
+    st.lists(holdings, max_size=6),
+    st.lists(holdings, max_size=6),
+    st.booleans(),
+    teams,
+    teams,
+)
 def test_a_ledger_prepared_from_the_previous_is_the_ledger_rebuilt(
-    before: list[Holding], after: list[Holding], keep_first: bool
+    before: list[Holding],
+    after: list[Holding],
+    keep_first: bool,
+    teams_before: list[str],
+    teams_after: list[str],
 ) -> None:
-    then = [holder(f"j{index}", nodes) for index, nodes in enumerate(before)]
-    now = [holder(f"j{index}", nodes) for index, nodes in enumerate(after)]
+    then = [holder(f"j{i}", nodes, teams_before[i]) for i, nodes in enumerate(before)]
+    now = [holder(f"j{i}", nodes, teams_after[i]) for i, nodes in enumerate(after)]
     if keep_first and then:
         now = [then[0], *now[1:]]  # one holder unchanged, the same allocation
     previous = prepared_ledger(TREE, then)
@@ -47,6 +63,8 @@ def test_a_ledger_prepared_from_the_previous_is_the_ledger_rebuilt(
         assert (mine == theirs).all()
     assert (previous.ledger().free == kept).all()  # the previous cycle's is left as it was
     assert (previous.ledger().free == ledger_after(TREE, then).free).all()
+    assert prepared_ledger(TREE, now, previous).usage_by_team() == usage_by_team(now)
+    assert previous.usage_by_team() == usage_by_team(then)
 
 
 def test_a_prepared_ledger_hands_out_copies_to_charge() -> None:

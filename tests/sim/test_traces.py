@@ -19,8 +19,8 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.sim.engine import Simulation
 from topoq.sim.traces import (
-    GPUS_PER_NODE,
     BLOCK_NODES,
+    GPUS_PER_NODE,
     TraceFormat,
     TraceJob,
     derived_nodes,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -11,7 +11,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import FlavorName, TeamName
-from topoq.domain.job import JobId, JobView
+from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.node import NodeName
 from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
@@ -56,47 +56,63 @@ def ledger_after(tree: TopologyTree, holders: Iterable[JobView]) -> CapacityLedg
 
 HeldOnNodes = Mapping[str, Resources]
 """What one holder takes on each node (``Allocation.resources_on_node``)."""
+Holding = tuple[TeamName, Allocation]
+"""A holder's team and allocation, as a prepared ledger remembers it."""
+UsageSums = Mapping[TeamName, Mapping[FlavorName, Mapping[str, int]]]
+"""Per team and flavor, the amounts the holders use (plain numbers, zeros left out)."""
 
 
 @dataclass(frozen=True)
 class PreparedLedger:
-    """The free capacity the holders of one cycle leave, and what each of them was charged:
-    the next cycle's is derived from it by the holders that changed (``prepared_ledger``'s
-    ``previous``) instead of summed again from every holder's nodes. Immutable: ``ledger()``
-    hands out a copy to charge."""
+    """The free capacity the holders of one cycle leave, what each of them was charged, and
+    what each team's holders use: the next cycle's is derived from it by the holders that
+    changed (``prepared_ledger``'s ``previous``) instead of summed again from every holder.
+    Immutable: ``ledger()`` hands out a copy to charge."""
 
     tree: TopologyTree
-    held: Mapping[JobId, HeldOnNodes]
+    held: Mapping[JobId, Holding]
     used: IntArray
     """Per node of the tree, what the holders use (not capped by capacity)."""
     base: CapacityLedger
     """The free capacity; never charged (``ledger()`` copies it)."""
+    sums: UsageSums = field(default_factory=dict)
 
     def ledger(self) -> CapacityLedger:
         """A ledger of the caller's own to charge (the prepared one stays as it is)."""
         return self.base.scratch()
 
+    def usage_by_team(self) -> dict[TeamName, dict[FlavorName, Resources]]:
+        """``usage_by_team`` of the holders, from the sums kept."""
+        return {
+            team: {flavor: Resources(total) for flavor, total in flavors.items()}
+            for team, flavors in self.sums.items()
+        }
+
 
 def prepared_ledger(
     tree: TopologyTree, holders: Iterable[JobView], previous: PreparedLedger | None = None
 ) -> PreparedLedger:
-    """The ledger the holders leave, as ``ledger_after`` builds it (the same figures), ready
-    to derive the next cycle's from. Given the ``previous`` cycle's (on the same tree), only
-    the holders that came, went or moved are released and charged, on the nodes they hold:
-    one job ending costs its nodes, not the cluster's. ``previous`` is left unchanged."""
-    held = {
-        job.id: job.allocation.resources_on_node for job in holders if job.allocation is not None
-    }
+    """The ledger the holders leave, as ``ledger_after`` builds it (the same figures), and
+    their usage per team, as ``usage_by_team`` sums it, ready to derive the next cycle's
+    from. Given the ``previous`` cycle's (on the same tree), only the holders that came, went
+    or moved are released and charged, on the nodes they hold and in their team's sums: one
+    job ending costs its nodes, not the cluster's. ``previous`` is left unchanged."""
+    held = {job.id: (job.team, job.allocation) for job in holders if job.allocation is not None}
     if previous is None or previous.tree is not tree:
-        used = _used_on_nodes(tree, held.values())
-        return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used))
+        used = _used_on_nodes(
+            tree, (allocation.resources_on_node for _, allocation in held.values())
+        )
+        sums = _summed({}, held.values(), ())
+        return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used), sums)
     before = previous.held
-    gone = [nodes for job, nodes in before.items() if not _same(held.get(job), nodes)]
-    came = [nodes for job, nodes in held.items() if not _same(before.get(job), nodes)]
+    gone = [holding for job, holding in before.items() if not _same(held.get(job), holding)]
+    came = [holding for job, holding in held.items() if not _same(before.get(job), holding)]
     if not gone and not came:
         return replace(previous, held=held)
-    indices, rows = _rows_on_nodes(tree, came)
-    released, released_rows = _rows_on_nodes(tree, gone)
+    indices, rows = _rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
+    released, released_rows = _rows_on_nodes(
+        tree, (allocation.resources_on_node for _, allocation in gone)
+    )
     changed = np.concatenate([indices, released])
     used = previous.used.copy()
     np.add.at(used, changed, np.concatenate([rows, -released_rows]))
@@ -104,11 +120,52 @@ def prepared_ledger(
     free = np.maximum(tree.capacity[nodes] - used[nodes], 0)
     base = previous.base.scratch()
     base.charge_nodes(nodes, base.free[nodes] - free)
-    return PreparedLedger(tree, held, used, base)
+    return PreparedLedger(tree, held, used, base, _summed(previous.sums, came, gone))
 
 
-def _same(before: HeldOnNodes | None, now: HeldOnNodes) -> bool:
-    return before is now or before == now
+def _same(before: Holding | None, now: Holding) -> bool:
+    """The same team and allocation (an allocation is kept whole: identity first)."""
+    return before is now or (
+        before is not None
+        and before[0] == now[0]
+        and (
+            before[1] is now[1]
+            or (
+                before[1].resources_on_node == now[1].resources_on_node
+                and before[1].usage == now[1].usage
+            )
+        )
+    )
+
+
+def _summed(
+    sums: UsageSums, added: Iterable[Holding], removed: Iterable[Holding]
+) -> dict[TeamName, dict[FlavorName, Mapping[str, int]]]:
+    """``sums`` with the usage of ``added`` counted and that of ``removed`` taken out, zeros
+    left out: new dicts for what changes (``sums`` stays as it is)."""
+    result: dict[TeamName, dict[FlavorName, Mapping[str, int]]] = {
+        team: dict(flavors) for team, flavors in sums.items()
+    }
+    changing: dict[tuple[TeamName, FlavorName], dict[str, int]] = {}
+    for sign, holdings in ((1, added), (-1, removed)):
+        for team, allocation in holdings:
+            for flavor, amount in allocation.usage.items():
+                total = changing.get((team, flavor))
+                if total is None:
+                    total = dict(result.get(team, {}).get(flavor, {}))
+                    changing[(team, flavor)] = total
+                for name, value in amount.items():
+                    total[name] = total.get(name, 0) + sign * value
+    for (team, flavor), total in changing.items():
+        kept = {name: value for name, value in total.items() if value}
+        flavors = result.setdefault(team, {})
+        if kept:
+            flavors[flavor] = kept
+        else:
+            flavors.pop(flavor, None)
+        if not flavors:
+            del result[team]
+    return result
 
 
 def _used_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> IntArray:
@@ -143,7 +200,8 @@ def _rows_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> tuple[Int
 
 def usage_by_team(holders: Iterable[JobView]) -> dict[TeamName, dict[FlavorName, Resources]]:
     """What each team's holders use of each flavor (summed as plain numbers, one
-    ``Resources`` per team and flavor at the end)."""
+    ``Resources`` per team and flavor at the end); a flavor or team they use nothing of is
+    left out."""
     sums: dict[TeamName, dict[FlavorName, dict[str, int]]] = {}
     for job in holders:
         if job.allocation is None:
@@ -153,10 +211,11 @@ def usage_by_team(holders: Iterable[JobView]) -> dict[TeamName, dict[FlavorName,
             total = flavors.setdefault(flavor, {})
             for name, value in amount.items():
                 total[name] = total.get(name, 0) + value
-    return {
-        team: {flavor: Resources(total) for flavor, total in flavors.items()}
+    found = {
+        team: {flavor: Resources(total) for flavor, total in flavors.items() if any(total.values())}
         for team, flavors in sums.items()
     }
+    return {team: flavors for team, flavors in found.items() if flavors}
 
 
 def resources_taken(

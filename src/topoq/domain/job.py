@@ -203,8 +203,9 @@ class Allocation:
     borrowed: Mapping[FlavorName, Resources] = field(default_factory=dict)
     """The part of ``usage`` above the team's guarantee when it was admitted."""
 
-    @property
+    @cached_property
     def nodes(self) -> frozenset[str]:
+        """The nodes it holds capacity on (worked out once: an allocation never changes)."""
         return frozenset(self.resources_on_node)
 
 

@@ -235,7 +235,8 @@ class Simulation:
         named = {job: self.unfinished[job] for job in decided_jobs(result)}
         for moved in apply_cycle(named, result, now=self.now, start_at_once=True).values():
             self._store(moved)
-        self._held = self._holdings.borrowed_fractions(policy, self._tree)
+        if kept_half_life_s(policy) > 0:  # else no usage is kept: the fractions go unused
+            self._held = self._holdings.borrowed_fractions(policy, self._tree)
         stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
         for job in stopped + [p.victim for p in result.preemptions]:
             self._runs.pop(job, None)

@@ -23,7 +23,7 @@ from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
-from topoq.core.holdings import capacity_by_flavor, prepared_ledger, usage_by_team
+from topoq.core.holdings import capacity_by_flavor, prepared_ledger
 from topoq.core.holds import hold_for_starving
 from topoq.core.ordering import pending_in_line
 from topoq.core.quota import QuotaBook
@@ -78,7 +78,7 @@ def run_cycle(
         QuotaBook(
             snapshot.policy,
             capacity_by_flavor(snapshot.tree, snapshot.flavor_label),
-            usage_by_team(holders.values()),
+            prepared.usage_by_team(),
         ),
         holders,
         carried,
@@ -145,10 +145,11 @@ def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requ
     tree = snapshot.tree
     failed = {e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY}
     known = set(tree.node_index) | {e.name for e in tree.excluded}
+    standing = known - failed
     requeues = []
     for job in holding:
-        if job.allocation is None:
-            continue
+        if job.allocation is None or job.allocation.nodes <= standing:
+            continue  # every node of the gang is still there and not failed: most gangs
         lost = sorted(n for n in job.allocation.nodes if n in failed or n not in known)
         if lost:
             requeues.append(

@@ -11,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from benchmarks.cycle import REPO, extract
-from benchmarks.simulation import BASELINE_REVISION, SCENARIO, run_child, table, verdicts
+from benchmarks.simulation import (
+    BASELINE_REVISION,
+    SCENARIO,
+    TRACE_BASELINE,
+    TraceRun,
+    run_child,
+    table,
+    verdicts,
+)
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="the baseline is extracted with git")
@@ -27,3 +35,18 @@ def test_today_and_the_baseline_simulate_the_same_and_are_tabled(tmp_path: Path)
     printed = table([baseline, today], markdown=True)
     assert "| base | 60 s | 39 |" in printed and "| today | 60 s | 39 |" in printed
     assert verdicts([baseline, today])[0].startswith("the same log as base")
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="the baseline is extracted with git")
+def test_a_trace_replayed_by_today_and_by_the_first_trace_reader_decides_the_same(
+    tmp_path: Path,
+) -> None:
+    inside = subprocess.run(["git", "-C", str(REPO), "rev-parse"], check=False).returncode == 0
+    if not inside:
+        pytest.skip("not a git checkout")
+    sample = REPO / "tests" / "sim" / "traces" / "itp-sample.csv"
+    trace = TraceRun(limit=30, nodes=32)
+    baseline = run_child("base", extract(TRACE_BASELINE, tmp_path), sample, None, trace)
+    today = run_child("today", None, sample, None, trace)
+    assert today.jobs == baseline.jobs == 30 and today.log_digest == baseline.log_digest
+    assert "target:" in verdicts([baseline, today], trace)[1]

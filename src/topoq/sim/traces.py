@@ -292,19 +292,25 @@ def derived_nodes(trace: Trace) -> int:
 
 
 def derived_cluster(trace: Trace) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
-    """Spines of blocks of 8-GPU nodes, at least ``derived_nodes`` of them (whole spines once
-    there is more than one)."""
-    nodes = derived_nodes(trace)
+    """``cluster_of`` as many nodes as ``derived_nodes``."""
+    return cluster_of(derived_nodes(trace), f"{trace.format.value}-derived", trace.source)
+
+
+def cluster_of(
+    nodes: int, name: str = "trace", source: str = "a trace"
+) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
+    """Spines of blocks of 8-GPU nodes, at least ``nodes`` of them (whole spines once there
+    is more than one)."""
     blocks = math.ceil(nodes / BLOCK_NODES)
     spines = math.ceil(blocks / SPINE_BLOCKS)
     shape = f"{spines}x{min(blocks, SPINE_BLOCKS)}x{min(nodes, BLOCK_NODES)}"
     document = {
         "apiVersion": "topoq.io/v1",
         "kind": "Cluster",
-        "metadata": {"name": f"{trace.format.value}-derived"},
+        "metadata": {"name": name},
         "generate": f"{shape} {INSTANCE_TYPE}",
     }
-    cluster = cluster_from_document(document, source=f"{trace.source} (derived cluster)")
+    cluster = cluster_from_document(document, source=f"{source} (derived cluster)")
     return tuple(cluster.nodes), cluster.topology
 
 

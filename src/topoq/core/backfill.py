@@ -94,14 +94,16 @@ def node_free_times(
     return free_at
 
 
-def first_fitting(count: int, fits: Callable[[int], bool]) -> int | None:
+def first_fitting(count: int, fits: Callable[[int], bool], least: int = 0) -> int | None:
     """The least ``k`` in ``0..count`` with ``fits(k)``, for a ``fits`` that stays true once
-    true; None when even ``fits(count)`` is false. A binary search."""
-    if fits(0):
-        return 0
-    if not count or not fits(count):
+    true; None when even ``fits(count)`` is false. A binary search; ``least``: a ``k`` below
+    which ``fits`` is known to be false (it is not asked there)."""
+    least = min(max(least, 0), count)
+    if fits(least):
+        return least
+    if least == count or not fits(count):
         return None
-    low, high = 1, count
+    low, high = least + 1, count
     while low < high:
         middle = (low + high) // 2
         if fits(middle):
@@ -147,6 +149,22 @@ def nodes_to_hold(
     """The fewest of ``candidates``, earliest-freeing first, on which ``workload`` fits once
     they are empty, and when they are all free (None: unknown); None when it fits on none
     of them even empty (fitting on more nodes never fails where fitting on fewer did not)."""
+    key = ("nodes to hold", candidates.tobytes(), free_at.tobytes(), workload)
+    known = tree.memo(key)
+    if known is None:
+        known = _nodes_to_hold(tree, candidates, free_at, workload)
+        tree.remember_some(key, known, NODES_TO_HOLD_KEPT)
+    return known if isinstance(known, tuple) else None
+
+
+NODES_TO_HOLD_KEPT = 64
+"""Answers of ``nodes_to_hold`` a tree keeps (the latest): a starving gang asks again every
+cycle, and its answer changes only when a node's expected free time does."""
+
+
+def _nodes_to_hold(
+    tree: TopologyTree, candidates: IntArray, free_at: np.ndarray, workload: WorkloadSpec
+) -> tuple[IntArray, float | None] | bool:
     order = candidates[np.lexsort((candidates, free_at[candidates]))]
 
     def fits(count: int) -> bool:
@@ -155,12 +173,26 @@ def nodes_to_hold(
         free[chosen] = tree.capacity[chosen]
         return place_workload(CapacityLedger(tree, free), workload)[0].admitted
 
-    count = first_fitting(len(order), fits)
+    count = first_fitting(len(order), fits, _fewest_nodes(tree, order, workload))
     if count is None:
-        return None
+        return False
     held = np.sort(order[:count])
     start = float(free_at[held].max()) if len(held) else NEVER
     return held, None if start == NEVER else start
+
+
+def _fewest_nodes(tree: TopologyTree, candidates: IntArray, workload: WorkloadSpec) -> int:
+    """A count of ``candidates`` below which the workload cannot fit: what it asks in all of
+    a resource over the most one candidate has of it (one node holds at most that)."""
+    if not len(candidates):
+        return 0
+    largest = tree.capacity[candidates].max(axis=0)
+    asked = np.zeros_like(largest)
+    for pod_set in workload.pod_sets:
+        asked = asked + pod_set.count * tree.resource_vector(pod_set.requests)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_resource = np.where(asked > 0, np.ceil(asked / np.maximum(largest, 1)), 0)
+    return int(per_resource.max()) if len(per_resource) else 0
 
 
 def whole_nodes(tree: TopologyTree, nodes: IntArray) -> IntArray:

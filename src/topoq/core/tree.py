@@ -93,6 +93,7 @@ class TopologyTree:
         self.capacity: IntArray = self.resource_matrix(node.allocatable for node in self.nodes)
         self.capacity.setflags(write=False)
         self._memo: dict[object, object] = {}
+        self._kept: dict[object, list[object]] = {}
         self._labels: dict[tuple[int, int], Mapping[str, str]] = {}
 
     @property
@@ -135,6 +136,17 @@ class TopologyTree:
 
     def remember(self, key: object, value: object) -> None:
         self._memo[key] = value
+
+    def remember_some(self, key: object, value: object, kept: int) -> None:
+        """``remember``, keeping at most ``kept`` answers of the kind ``key[0]`` names (the
+        oldest forgotten first): for answers whose inputs change from cycle to cycle."""
+        kind = key[0] if isinstance(key, tuple) and key else key
+        order = self._kept.setdefault(kind, [])
+        if key not in self._memo:
+            order.append(key)
+        self._memo[key] = value
+        while len(order) > kept:
+            self._memo.pop(order.pop(0), None)
 
 
 def build_tree(nodes: Iterable[NodeSpec], spec: TopologySpec) -> TopologyTree:

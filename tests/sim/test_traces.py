@@ -176,3 +176,14 @@ def test_the_derived_cluster_holds_the_largest_job(tmp_path: Path) -> None:
     assert derived_nodes(trace) >= math.ceil(200 / GPUS_PER_NODE)
     result = Simulation(trace_scenario(trace)).run()
     assert sum(team.completed for team in result.summary.teams) == 2
+
+
+def test_a_long_run_tells_its_progress(monkeypatch: pytest.MonkeyPatch) -> None:
+    from topoq.sim import engine
+
+    monkeypatch.setattr(engine, "PROGRESS_EVERY_CYCLES", 10)
+    told: list[tuple[float, int]] = []
+    result = Simulation(trace_scenario(read_trace(ITP))).run(lambda s, c: told.append((s, c)))
+    assert len(told) >= result.cycles // 10 - 1 and told  # every 10 cycles
+    assert told == sorted(told) and all(cycles <= result.cycles for _, cycles in told)
+    assert told[-1][0] <= result.end_s

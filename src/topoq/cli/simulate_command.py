@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,8 +14,9 @@ from rich.table import Table
 
 from topoq.cli.console import make_console
 from topoq.domain.errors import InvalidInputError
-from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, run_scenario
+from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, load_scenario
 from topoq.sim.compare import PolicyFigures, Spread
+from topoq.sim.scenario import Scenario
 
 
 @dataclass(frozen=True)
@@ -74,14 +76,13 @@ def _simulated(scenario: Path | None, request: TraceRequest) -> SimulationResult
                 "give a scenario file or --trace FILE",
                 hint="topoq simulate SCENARIO, or topoq simulate --trace FILE (see --help)",
             )
-        return run_scenario(scenario)
+        return _run_showing_progress(load_scenario(scenario))
     return _replay(request.path, request)
 
 
 def _replay(path: Path, request: TraceRequest) -> SimulationResult:
     from topoq.discovery.policy import load_policy
     from topoq.discovery.sources import load_cluster
-    from topoq.sim.engine import Simulation
     from topoq.sim.traces import TraceFormat, read_trace, trace_scenario
 
     chosen = None if request.trace_format is None else TraceFormat(request.trace_format)
@@ -91,7 +92,31 @@ def _replay(path: Path, request: TraceRequest) -> SimulationResult:
         loaded = load_cluster(request.cluster)
         cluster = (loaded.nodes, loaded.topology)
     policy = load_policy(request.policies[0]) if request.policies else None
-    return Simulation(trace_scenario(trace, cluster, policy)).run()
+    return _run_showing_progress(trace_scenario(trace, cluster, policy))
+
+
+def _run_showing_progress(scenario: Scenario) -> SimulationResult:
+    """The run, with a progress bar on standard error when it is a terminal: simulated time
+    against the last event's, cycles and cycles per second (gone when the run ends)."""
+    from rich.progress import BarColumn, Progress, TextColumn
+
+    from topoq.sim.engine import Simulation
+
+    console = make_console(stderr=True)
+    if not console.is_terminal:
+        return Simulation(scenario).run()
+    horizon = max((event.at_s for event in scenario.events), default=0.0) or 1.0
+    columns = (TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[detail]}"))
+    with Progress(*columns, console=console, transient=True) as bar:
+        task = bar.add_task("simulating", total=horizon, detail="")
+        began = time.monotonic()
+
+        def tell(simulated_s: float, cycles: int) -> None:
+            rate = cycles / max(time.monotonic() - began, 1e-9)
+            detail = f"{duration(simulated_s)} simulated, {cycles:,} cycles, {rate:,.0f}/s"
+            bar.update(task, completed=min(simulated_s, horizon), detail=detail)
+
+        return Simulation(scenario).run(tell)
 
 
 def _compare(path: Path, request: TraceRequest, log: Path | None, output: str) -> None:

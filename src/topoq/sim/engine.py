@@ -23,6 +23,7 @@ and the cycle's ``Parking`` is handed to the next.
 from __future__ import annotations
 
 import heapq
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -116,6 +117,11 @@ def run_scenario(path: Path | str) -> SimulationResult:
     return Simulation(load_scenario(path)).run()
 
 
+Progress = Callable[[float, int], None]
+"""Told the simulated time and the cycles run so far."""
+PROGRESS_EVERY_CYCLES = 200
+
+
 class Simulation:
     """One run of a scenario; ``run()`` once."""
 
@@ -153,11 +159,17 @@ class Simulation:
         self._accounted_at = 0.0
 
     # --- the loop -------------------------------------------------------------------
-    def run(self) -> SimulationResult:
+    def run(self, progress: Progress | None = None) -> SimulationResult:
+        """The whole run; ``progress(simulated_s, cycles)`` is told every
+        ``PROGRESS_EVERY_CYCLES`` cycles (a long replay's progress bar)."""
         for event in self.scenario.events:
             self._push(event.at_s, event)
         until = self.scenario.until_s
+        told = 0
         while self._queue:
+            if progress is not None and self.cycles - told >= PROGRESS_EVERY_CYCLES:
+                told = self.cycles
+                progress(self.now, self.cycles)
             at = self._queue[0][0]
             if until is not None and at > until:
                 self.now = until

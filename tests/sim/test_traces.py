@@ -17,6 +17,7 @@ import pytest
 from tests.cli.test_cli import topoq
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.quantity import NVIDIA_GPU
+from topoq.sim import engine
 from topoq.sim.engine import Simulation
 from topoq.sim.traces import (
     BLOCK_NODES,
@@ -179,8 +180,6 @@ def test_the_derived_cluster_holds_the_largest_job(tmp_path: Path) -> None:
 
 
 def test_a_long_run_tells_its_progress(monkeypatch: pytest.MonkeyPatch) -> None:
-    from topoq.sim import engine
-
     monkeypatch.setattr(engine, "PROGRESS_EVERY_CYCLES", 10)
     told: list[tuple[float, int]] = []
     result = Simulation(trace_scenario(read_trace(ITP))).run(lambda s, c: told.append((s, c)))

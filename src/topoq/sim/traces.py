@@ -67,6 +67,8 @@ class TraceFormat(StrEnum):
     """``timestamp,duration,num_gpus,gpu_time,cluster`` (the Sia artifact's Philly file)."""
     ITP = "itp"
     """``job_id,submission_time,duration,num_gpu`` (ElasticFlow's raw ITP traces)."""
+    SYNTHETIC = "synthetic"
+    """Drawn by ``topoq.sim.synthetic`` (no file)."""
 
 
 _HEADERS = {
@@ -138,6 +140,10 @@ def read_trace(
             f"the header {','.join(header)!r} is not {chosen.value}'s",
             where=f"{path}:1",
             hint=f"a {chosen.value} trace starts with {','.join(_HEADERS[chosen])}",
+        )
+    if chosen is TraceFormat.SYNTHETIC:
+        raise InvalidInputError(
+            "a synthetic trace is drawn, not read", hint="give --trace-format philly or itp"
         )
     reader = _read_philly if chosen is TraceFormat.PHILLY else _read_itp
     trace = reader(path)

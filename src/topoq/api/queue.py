@@ -5,7 +5,7 @@ dashboards polling it do not each order 10,000 jobs."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from topoq.api.auth import Principal
@@ -54,7 +54,8 @@ def queue_page(
     oldest first; ``limit`` of them from ``offset``."""
     order = latest_order(service)
     waiting = [job for job in order.waiting.values() if team is None or job.team == team]
-    in_line = sorted((job for job in waiting if job.id in order.position), key=_position(order))
+    position = order.position
+    in_line = sorted((job for job in waiting if job.id in position), key=lambda j: position[j.id])
     others = sorted(
         (job for job in waiting if job.id not in order.position),
         key=lambda job: (job.spec.submitted_at, job.id),
@@ -67,10 +68,6 @@ def queue_page(
         limit=limit,
         offset=offset,
     )
-
-
-def _position(order: QueueOrder) -> Callable[[JobView], int]:
-    return lambda job: order.position[job.id]
 
 
 def _entry(view: JobView, order: QueueOrder, principal: Principal) -> QueueEntry:

@@ -183,9 +183,19 @@ def _opened(path: Path) -> IO[str]:
 
 def _cells(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, str, list[str]]]:
     """Each row after the header, its cells stripped, with where it is (``file:line``);
-    blank lines skipped, a row of another width refused."""
+    blank lines skipped, a row of another width refused, and a file of more than
+    ``MAX_TRACE_JOBS`` rows refused as soon as the next row is read (not after reading it
+    all)."""
+    rows = 0
     for line, row in enumerate(_rows(path), start=1):
         if line > 1 and any(cell.strip() for cell in row):
+            rows += 1
+            if rows > MAX_TRACE_JOBS:
+                raise InvalidInputError(
+                    f"the file has more than {MAX_TRACE_JOBS:,} rows",
+                    where=f"{path}:{line}",
+                    hint=f"topoq reads at most {MAX_TRACE_JOBS:,} jobs of a trace; cut it",
+                )
             where = f"{path}:{line}"
             _cell_count(row, columns, where)
             yield line, where, [cell.strip() for cell in row]
@@ -243,7 +253,6 @@ def _read_philly(path: Path) -> Trace:
                 line,
             )
         )
-    _check_count(jobs, path)
     guarantees, notes = _philly_vc_sizes(path.with_name(PHILLY_VC_SIZES))
     return Trace(str(path), TraceFormat.PHILLY, tuple(jobs), guarantees, notes)
 
@@ -271,18 +280,8 @@ def _read_itp(path: Path) -> Trace:
                 line,
             )
         )
-    _check_count(jobs, path)
     note = "ITP names no teams: every job is team itp's, guaranteed the whole cluster"
     return Trace(str(path), TraceFormat.ITP, tuple(jobs), {}, (note,))
-
-
-def _check_count(jobs: Sequence[TraceJob], path: Path) -> None:
-    if len(jobs) > MAX_TRACE_JOBS:
-        raise InvalidInputError(
-            f"the trace has {len(jobs):,} jobs",
-            where=str(path),
-            hint=f"topoq reads at most {MAX_TRACE_JOBS:,} jobs of a trace",
-        )
 
 
 # --- the scenario ------------------------------------------------------------------------

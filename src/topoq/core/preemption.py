@@ -4,7 +4,7 @@ no set of victims makes the gang fit, nobody is evicted."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -12,7 +12,7 @@ import numpy as np
 
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger, confined
-from topoq.core.placement import place_workload
+from topoq.core.placement import workload_fits
 from topoq.core.placement.request import plan_search
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree
@@ -30,12 +30,13 @@ class TrialBudget:
     cycle's cost when many gangs search (KAI's scenario budget). A search cut short by it
     finds nothing, and its job searches again next cycle."""
 
-    def __init__(self, trials: int) -> None:
+    def __init__(self, trials: int, held: Mapping[int, HeldArrays] | None = None) -> None:
         self.left = trials
         self.spent = False
-        self.held: dict[int, _Held] = {}
+        self.held: dict[int, HeldArrays] = dict(held or {})
         """Each candidate's nodes and what it holds on each, as arrays (by the ``id`` of its
-        allocation, which is kept beside them): worked out once for all the cycle's searches."""
+        allocation, which is kept beside them): worked out once for all the cycle's searches
+        (``held``: those a cycle before worked out, for allocations that still hold)."""
         self.entries = _Entries(self.held)
         """The same, every candidate's rows in one array, for the searches' bounds."""
 
@@ -77,7 +78,11 @@ def select_victims(
     held = budget.entries.of(tree, candidates)
     for level in _scope_levels(tree, search.workload):
         best: _Chosen | None = None
-        for domain in _domains_that_could_hold(ledger, level, candidates, held, needed):
+        domains = _domains_that_could_hold(ledger, level, candidates, held, needed)
+        for at, least_important in enumerate(domains.first_ranks):
+            if best is not None and best.key[0] == 1 and least_important >= best.key[1][0]:
+                continue  # the usual: one victim found, none here less important (cheap)
+            domain = domains.at(at)
             if best is not None and not _could_beat(best, domain, needed):
                 continue
             chosen = _victims_in(
@@ -140,12 +145,12 @@ def _could_beat(best: _Chosen, domain: _Domain, needed: IntArray) -> bool:
     return (fewest, domain.ranks[:fewest]) < best.key
 
 
-_Held = tuple[object, IntArray, IntArray]
+HeldArrays = tuple[object, IntArray, IntArray]
 """An allocation (kept, so that its ``id`` stays its own), its node indexes, and what it holds
 on each (one row per node)."""
 
 
-def _held(tree: TopologyTree, job: JobView, known: dict[int, _Held]) -> _Held:
+def _held(tree: TopologyTree, job: JobView, known: dict[int, HeldArrays]) -> HeldArrays:
     allocation = job.allocation
     found = known.get(id(allocation))
     if found is not None and found[0] is allocation:
@@ -173,11 +178,11 @@ class _Entries:
     ``_held``) in one array, so that a search's bound takes its candidates' rows at once
     instead of gathering them one candidate at a time."""
 
-    def __init__(self, held: dict[int, _Held]) -> None:
+    def __init__(self, held: dict[int, HeldArrays]) -> None:
         self._held = held
         self._slots: dict[int, tuple[int, object]] = {}
         """Each allocation's slot, by ``id`` (the allocation kept, so the id stays its own)."""
-        self._pending: list[_Held] = []
+        self._pending: list[HeldArrays] = []
         """Allocations given a slot but not yet in the arrays."""
         self.indexes: IntArray = np.zeros(0, dtype=np.int64)
         self.vectors: IntArray | None = None
@@ -186,7 +191,13 @@ class _Entries:
     def of(self, tree: TopologyTree, candidates: Sequence[JobView]) -> _CandidateRows:
         """The rows of ``candidates``: node indexes, what is held on each, and the position
         in ``candidates`` of the one holding it."""
-        slots = [self._slot(tree, job) for job in candidates]
+        known, slot = self._slots.get, self._slot
+        slots = []
+        for job in candidates:  # most were met before: their slot, written out
+            found = known(id(job.allocation))
+            slots.append(
+                found[0] if found is not None and found[1] is job.allocation else slot(tree, job)
+            )
         if self._pending or self.vectors is None:
             self._take_pending(tree)
         assert self.vectors is not None
@@ -228,13 +239,61 @@ _CandidateRows = tuple[IntArray, IntArray, IntArray]
 """Node indexes, what is held on each, and whose (a position among the candidates)."""
 
 
+class _Domains:
+    """The domains the bound left (``_domains_that_could_hold``), in order: the least
+    important candidate of each at once, each domain itself only when asked for (at 16,384
+    nodes a level may leave hundreds, and most are passed over on their least important
+    candidate alone)."""
+
+    def __init__(
+        self,
+        starts: IntArray,
+        candidates: Sequence[JobView],
+        free: IntArray,
+        pairs: tuple[IntArray, IntArray, IntArray],
+        bounds: list[int],
+    ) -> None:
+        self._starts, self._candidates, self._free = starts, candidates, free
+        self._domain, self._rank, self._holdings = pairs
+        self._bounds = bounds
+        self.first_ranks: list[int] = self._rank[bounds[:-1]].tolist() if len(bounds) > 1 else []
+        """The position in eviction order of each domain's least important candidate."""
+
+    def __len__(self) -> int:
+        return len(self.first_ranks)
+
+    def __iter__(self) -> Iterator[_Domain]:
+        return (self.at(position) for position in range(len(self)))
+
+    def at(self, position: int) -> _Domain:
+        first, last = self._bounds[position], self._bounds[position + 1]
+        domain = int(self._domain[first])
+        ranks = self._rank[first:last].tolist()
+        return _Domain(
+            (int(self._starts[domain]), int(self._starts[domain + 1])),
+            [self._candidates[rank] for rank in ranks],
+            ranks,
+            self._holdings[first:last],
+            self._free[domain],
+        )
+
+
+_NO_DOMAINS = _Domains(
+    np.zeros(1, dtype=np.int64),
+    (),
+    np.zeros((0, 0), dtype=np.int64),
+    (np.zeros(0, dtype=np.int64),) * 3,
+    [0],
+)
+
+
 def _domains_that_could_hold(
     ledger: CapacityLedger,
     level: int,
     candidates: Sequence[JobView],
     held: _CandidateRows,
     needed: IntArray,
-) -> list[_Domain]:
+) -> _Domains:
     """The domains (of ``level``) where some candidate holds capacity and whose free capacity
     plus all the candidates hold there covers what the gang needs in total — a bound checked
     before any trial eviction (no set of victims frees more than all of them, and the gang
@@ -249,7 +308,7 @@ def _domains_that_could_hold(
         domain_of_node, starts = index.domain_of_node, index.node_start
     indexes, vectors, owner = held
     if not len(indexes) or not len(tree.nodes):
-        return []
+        return _NO_DOMAINS
     domains = domain_of_node[indexes]
     free = np.add.reduceat(ledger.free, starts[:-1], axis=0)
     room = free.copy()
@@ -257,28 +316,15 @@ def _domains_that_could_hold(
     could = np.asarray((room >= needed).all(axis=1), dtype=bool)
     inside = could[domains]
     if not inside.any():
-        return []
+        return _NO_DOMAINS
     pairs, pair_of = np.unique(
         domains[inside] * len(candidates) + owner[inside], return_inverse=True
     )  # by domain, then by rank
     holdings = np.zeros((len(pairs), vectors.shape[1]), dtype=np.int64)
     np.add.at(holdings, pair_of.reshape(-1), vectors[inside])
     pair_domain, pair_rank = np.divmod(pairs, len(candidates))
-    bounds = np.flatnonzero(np.diff(pair_domain)) + 1
-    found = []
-    for first, last in zip([0, *bounds.tolist()], [*bounds.tolist(), len(pairs)], strict=True):
-        domain = int(pair_domain[first])
-        ranks = pair_rank[first:last].tolist()
-        found.append(
-            _Domain(
-                (int(starts[domain]), int(starts[domain + 1])),
-                [candidates[rank] for rank in ranks],
-                ranks,
-                holdings[first:last],
-                free[domain],
-            )
-        )
-    return found
+    bounds = [0, *(np.flatnonzero(np.diff(pair_domain)) + 1).tolist(), len(pairs)]
+    return _Domains(starts, candidates, free, (pair_domain, pair_rank, holdings), bounds)
 
 
 WHOLE_CLUSTER = -1
@@ -329,7 +375,7 @@ def _pruned(
     search: VictimSearch,
     chosen: list[JobView],
     domain: tuple[int, int],
-    held: dict[int, _Held],
+    held: dict[int, HeldArrays],
 ) -> list[JobView]:
     """Drop victims (the earliest chosen first) that the job turns out not to need."""
     start, end = domain
@@ -345,7 +391,7 @@ def _pruned(
 
 
 def _evict(
-    ledger: CapacityLedger, book: QuotaBook, victim: JobView, held: dict[int, _Held]
+    ledger: CapacityLedger, book: QuotaBook, victim: JobView, held: dict[int, HeldArrays]
 ) -> None:
     if victim.allocation is None:
         return
@@ -362,4 +408,4 @@ def _fits(
     if not book.check(search.job.team, search.flavor, total_demand(search.job)).verdict.admissible:
         return False
     scope = ledger if (start, end) == (0, len(ledger.tree.nodes)) else confined(ledger, start, end)
-    return place_workload(scope, search.workload)[0].admitted
+    return workload_fits(scope, search.workload)

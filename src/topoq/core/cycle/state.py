@@ -47,7 +47,7 @@ from topoq.core.ordering import (
     priority_of,
 )
 from topoq.core.placement import place_workload
-from topoq.core.preemption import UNBOUNDED, TrialBudget
+from topoq.core.preemption import UNBOUNDED, HeldArrays, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.quota_wait import RunningWork
 from topoq.core.time_limits import time_limit_of
@@ -134,6 +134,9 @@ class Carried:
     """The numbers of the classes met of each team, shape and time limit (one per priority),
     grown with ``class_numbers``: a job held back by its team's quota hold fails for all of
     them (``CycleState.held_back_at_every_priority``)."""
+    held: Mapping[int, HeldArrays] = field(default_factory=dict)
+    """What each running job's allocation holds on which nodes, as arrays, for victim
+    searches (``preemption.TrialBudget.held``): those of jobs that still hold capacity."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +191,7 @@ class CycleState:
         self.admissions: list[Admit] = []
         self.preemptions: list[Preempt] = []
         self.diagnostics: list[Diagnostic] = []
-        self.evicting: set[JobId] = set()
+        self._nothing_evicted()
         self.stopping_for: dict[JobId, list[JobView]] = {}
         """The victims still stopping (PREEMPTING) of each pending preemptor."""
         self._nothing_held()
@@ -205,7 +208,7 @@ class CycleState:
             if spec.queueing is QueueingStrategy.STRICT_FIFO
         )
         """Teams that queue strict-fifo: a waiting job blocks the team's later jobs."""
-        self.trial_budget = TrialBudget(trial_placements)
+        self.trial_budget = TrialBudget(trial_placements, self._carried.held)
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
         self._holders_to_come: set[JobId] = set()
         """Jobs that hold something and whose turn in the order is still to come."""
@@ -218,21 +221,37 @@ class CycleState:
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
         is released)."""
-        self.epoch = 0
-        """How many times the books or the ledger changed (the pending order follows it)."""
-        self._shared: dict[Hashable, object] = {}
-        """Answers computed in the current epoch (see the module's docstring)."""
-        self._booked: dict[Hashable, object] = {}
-        """Answers on the books and the ledger, and on those derived from them by the holds
-        their keys name (a check, a placement): a new hold changes none of them, so these
-        outlive an epoch that a hold ended, until the next booking. A key may name an object
-        by ``id``: the answer keeps that object, so the id stays its own while it is known."""
+        self._nothing_known()
         self._ending: tuple[tuple[int, int], list[Ending]] | None = None
         self._shapes: dict[int, tuple[Shape, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
         self._in_flavors: dict[tuple[TeamName, int], tuple[WorkloadSpec, list[InFlavor]]] = {}
         """Each workload restricted to each flavor its team may use, in the order tried."""
+
+    def _nothing_known(self) -> None:
+        self.epoch = 0
+        """How many times the books or the ledger changed (the pending order follows it)."""
+        self._shared: dict[Hashable, object] = {}
+        """Answers computed in the current epoch (see the module's docstring)."""
+        self._booked: dict[Hashable, object] = {}
+        """Answers on the books and the ledger, and on those derived from them by the holds
+        their keys name (a check, why a job waits): a new hold changes none of them, so these
+        outlive an epoch that a hold ended, until the next booking. A key may name an object
+        by ``id``: the answer keeps that object, so the id stays its own while it is known."""
+        self._on_ledger: dict[Hashable, object] = {}
+        """Answers on the ledger alone, and on ledgers derived from it by the holds their keys
+        name (a placement, the capacity a job may use): kept as ``_booked``, and also through
+        bookings that leave the ledger as it was — quota charged or released, a victim
+        evicted (it keeps its nodes until it stops) — until a job is admitted onto nodes."""
+
+    def _nothing_evicted(self) -> None:
+        self.evicting: set[JobId] = set()
+        self._evicted: list[JobId] = []
+        """``evicting`` in the order of eviction."""
+        self._running_lists: dict[FlavorName, tuple[list[JobView], int, int]] = {}
+        """``running_on`` each flavor as last worked out, with the holders and evictions it
+        counted."""
 
     def _nothing_held(self) -> None:
         self.reserved: list[NodeHold] = []
@@ -253,10 +272,18 @@ class CycleState:
         return self.snapshot.policy
 
     # --- sharing answers within an epoch ---------------------------------------------------
-    def shared(self, key: Hashable, compute: Callable[[], T], *, booked: bool = False) -> T:
+    def shared(
+        self,
+        key: Hashable,
+        compute: Callable[[], T],
+        *,
+        booked: bool = False,
+        on_ledger: bool = False,
+    ) -> T:
         """``compute()``, once per epoch for ``key`` (``booked``: an answer on the books and
-        the ledger alone, kept until they change)."""
-        answers = self._booked if booked else self._shared
+        the ledger alone, kept until they change; ``on_ledger``: on the ledger alone, kept
+        until it changes)."""
+        answers = self._on_ledger if on_ledger else self._booked if booked else self._shared
         try:
             return answers[key]  # type: ignore[return-value]
         except KeyError:
@@ -264,15 +291,18 @@ class CycleState:
             answers[key] = value
             return value
 
-    def shared_on(self, kept: object, key: Hashable, compute: Callable[[], T]) -> T:
-        """``shared(key, compute, booked=True)`` for a key that names ``kept`` (an object, or
-        a tuple of them) by ``id``: the answer keeps it, so that the id stays its own while
-        the answer is known."""
-        found = self._booked.get(key)
+    def shared_on(
+        self, kept: object, key: Hashable, compute: Callable[[], T], *, on_ledger: bool = False
+    ) -> T:
+        """``shared(key, compute, booked=True)`` (or ``on_ledger=True``) for a key that names
+        ``kept`` (an object, or a tuple of them) by ``id``: the answer keeps it, so that the id
+        stays its own while the answer is known."""
+        answers = self._on_ledger if on_ledger else self._booked
+        found = answers.get(key)
         if found is not None:
             return found[1]  # type: ignore[index, no-any-return]
         value = compute()
-        self._booked[key] = (kept, value)
+        answers[key] = (kept, value)
         return value
 
     def _booked_answer(self, key: Hashable) -> object | None:
@@ -281,11 +311,14 @@ class CycleState:
         found = self._booked.get(key)
         return found[1] if found is not None else None  # type: ignore[index]
 
-    def _changed(self, *, booking: bool = True) -> None:
-        """End the epoch; ``booking``: the books or the ledger changed, not only a hold."""
+    def _changed(self, *, booking: bool = True, ledger: bool = True) -> None:
+        """End the epoch; ``booking``: the books or the ledger changed, not only a hold;
+        ``ledger``: a booking that changed the ledger (not only the books)."""
         self._shared.clear()
         if booking:
             self._booked.clear()
+            if ledger:
+                self._on_ledger.clear()
             self.epoch += 1
 
     def shape_of(self, workload: WorkloadSpec) -> Shape:
@@ -338,11 +371,11 @@ class CycleState:
     # --- what is booked -------------------------------------------------------------------
     def charge_quota(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
         self.book.charge(team, flavor, amount)
-        self._changed()
+        self._changed(ledger=False)
 
     def release_quota(self, team: TeamName, flavor: FlavorName, amount: Resources) -> None:
         self.book.release(team, flavor, amount)
-        self._changed()
+        self._changed(ledger=False)
 
     def admit(self, job: JobView, allocation: Allocation) -> None:
         """Book the job's nodes and quota, and let go of what was held for it."""
@@ -361,22 +394,36 @@ class CycleState:
     def evict(self, victim: JobView) -> None:
         """The victim is being stopped: never chosen again; it keeps its nodes until then."""
         self.evicting.add(victim.id)
-        self._changed()
+        self._evicted.append(victim.id)
+        self._changed(ledger=False)
 
     def running_on(self, flavor: FlavorName) -> list[JobView]:
         """The jobs holding capacity in ``flavor`` that are not being evicted, in eviction
-        order (``ordering.eviction_order``; until the books change)."""
-        return self.shared(
-            ("running on", flavor),
-            lambda: [
+        order (``ordering.eviction_order``; until the books change). After evictions alone
+        (no job admitted since) the list before, without the victims: a reclaim's books
+        change once per victim, and at 16,384 nodes walking every holder again cost each
+        following search ~3 ms."""
+        return self.shared(("running on", flavor), lambda: self._running_on(flavor), booked=True)
+
+    def _running_on(self, flavor: FlavorName) -> list[JobView]:
+        known = self._running_lists.get(flavor)
+        holders, evicted = len(self.holders), len(self._evicted)
+        if known is not None and known[1] == holders:
+            running, _, seen = known
+            if seen != evicted:
+                gone = set(self._evicted[seen:])
+                running = [held for held in running if held.id not in gone]
+        else:
+            evicting = self.evicting
+            running = [
                 held
                 for held in self._holders_in_eviction_order()
-                if held.id not in self.evicting
+                if held.id not in evicting
                 and held.allocation is not None
                 and flavor in held.allocation.usage
-            ],
-            booked=True,
-        )
+            ]
+        self._running_lists[flavor] = (running, holders, evicted)
+        return running
 
     @cached_property
     def _by_eviction(self) -> tuple[list[JobView], list[tuple[int, float, str]], int]:
@@ -496,7 +543,7 @@ class CycleState:
         if not binding:
             return self.ledger
         key = ("ledger", *(id(hold) for hold in binding))
-        return self.shared(key, lambda: confined_to_unheld(self.ledger, binding), booked=True)
+        return self.shared(key, lambda: confined_to_unheld(self.ledger, binding), on_ledger=True)
 
     def within_guarantee(self, job: JobView) -> bool:
         return self.shared(
@@ -650,7 +697,16 @@ class CycleState:
             self._in_flavors,
             self._shapes,
             self._carried.priorities,
+            self._held_still(),
         )
+
+    def _held_still(self) -> dict[int, HeldArrays]:
+        """``TrialBudget.held`` of the allocations that still hold capacity after the cycle."""
+        held = self.trial_budget.held
+        if not held:
+            return {}
+        kept = {id(job.allocation) for job in self.holders.values()}
+        return {key: arrays for key, arrays in held.items() if key in kept}
 
     def note_wait(self, job: JobId, identity: WaitIdentity, diagnostic: Diagnostic) -> None:
         self.waits[job] = (identity, diagnostic)
@@ -967,6 +1023,7 @@ class CycleState:
             ledger,
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
             lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
+            on_ledger=True,
         )
 
 

@@ -3,10 +3,15 @@
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.fit import Room
 from topoq.core.placement.request import SearchPlan
-from topoq.core.placement.workload import find_placement, place_workload, query_for
+from topoq.core.placement.workload import (
+    find_placement,
+    place_workload,
+    query_for,
+    workload_fits,
+)
 from topoq.domain.workload import PodSetSpec
 
-__all__ = ["find_placement", "place_workload", "pod_set_room"]
+__all__ = ["find_placement", "place_workload", "pod_set_room", "workload_fits"]
 
 
 def pod_set_room(ledger: CapacityLedger, pod_set: PodSetSpec) -> tuple[SearchPlan, Room]:

@@ -3,8 +3,9 @@ capacity the earlier ones left (a scratch ledger; the caller's ledger is never c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -73,19 +74,36 @@ def place_workload(
 ) -> tuple[PlacementResult, CapacityLedger]:
     """The placement and the capacity left after it (the input ledger when nothing fits).
     ``previous_nodes`` (where a requeued gang ran) break ties between equally good domains."""
-    queries = {ps.name: query_for(ledger, ps) for ps in workload.pod_sets}
     scratch = ledger.scratch()
-    placed: dict[str, list[LeafTake]] = {}
-    affinity = affinity_of(ledger.tree, previous_nodes)
+    placed = _place_units(scratch, workload, previous_nodes)
+    if isinstance(placed, tuple):
+        failed_name, diagnosis = placed
+        return _refusal(workload, failed_name, diagnosis()), ledger
+    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
+    return PlacementResult(workload.name, outcomes), scratch
+
+
+def workload_fits(ledger: CapacityLedger, workload: WorkloadSpec) -> bool:
+    """Whether ``place_workload`` would admit the workload, without the placement's outcome or
+    a refusal's diagnosis: what a victim search's trial asks, many times a search."""
+    return not isinstance(_place_units(ledger.scratch(), workload, ()), tuple)
+
+
+def _place_units(
+    scratch: CapacityLedger, workload: WorkloadSpec, previous_nodes: Iterable[str]
+) -> PlacedUnit | Failure:
+    """Every placement unit of the workload placed on ``scratch`` (charged), or the first
+    that does not fit."""
+    queries = {ps.name: query_for(scratch, ps) for ps in workload.pod_sets}
+    placed: PlacedUnit = {}
+    affinity = affinity_of(scratch.tree, previous_nodes)
     for unit in _placement_units(workload):
         members = [queries[pod_set.name] for pod_set in unit]
         found = _place_unit(scratch, members, affinity)
         if isinstance(found, tuple):
-            failed_name, diagnosis = found
-            return _refusal(workload, failed_name, diagnosis), ledger
+            return found
         placed.update(found)
-    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
-    return PlacementResult(workload.name, outcomes), scratch
+    return placed
 
 
 def query_for(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
@@ -159,7 +177,8 @@ def _check_group_member(first: PodSetSpec, member: PodSetSpec, group: str) -> No
 
 
 PlacedUnit = dict[str, list[LeafTake]]
-Failure = tuple[str, PodSetDiagnosis]
+Failure = tuple[str, Callable[[], PodSetDiagnosis]]
+"""The pod set that did not fit, and its diagnosis when asked for (a trial asks none)."""
 
 
 def _place_unit(
@@ -171,7 +190,7 @@ def _place_unit(
             scratch.tree, query.room(scratch), query.plan, query.pod_set.count, affinity
         )
         if leaves is None:
-            return query.pod_set.name, query.diagnose(scratch)
+            return query.pod_set.name, partial(query.diagnose, scratch)
         if len(members) == 1:
             query.charge(scratch, leaves)
             return {query.pod_set.name: leaves}
@@ -199,8 +218,8 @@ def _place_group(
                 return placed
     if primary.plan.split_at_top:
         return _place_members_apart(scratch, ordered, affinity)
-    return primary.pod_set.name, _group_diagnosis(
-        tree.spec.levels[primary.plan.strictest_level], ordered
+    return primary.pod_set.name, partial(
+        _group_diagnosis, tree.spec.levels[primary.plan.strictest_level], ordered
     )
 
 
@@ -235,7 +254,7 @@ def _place_members_apart(
             trial.tree, query.room(trial), query.plan, query.pod_set.count, affinity
         )
         if leaves is None:
-            return query.pod_set.name, query.diagnose(trial)
+            return query.pod_set.name, partial(query.diagnose, trial)
         query.charge(trial, leaves)
         placed[query.pod_set.name] = leaves
     for query in members:

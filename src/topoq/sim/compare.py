@@ -7,7 +7,7 @@ GPU-hours inside the guarantee and borrowed. Worked out from the run's decision 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -64,6 +64,12 @@ class PolicyFigures:
     GPU-hours in proportion to its weight, 1/n when one of n teams got them all (None: no
     GPU-hours)."""
     teams: tuple[TeamFigures, ...]
+    slowdown: Spread = Spread(None, None, None)
+    """Under the cost model, of the runs that ended: how many times as long each took as
+    its trace says (1: its tightest placement alone)."""
+    at_best_span: float | None = None
+    """Under the cost model: the share of multi-node gangs whose span at every level was the
+    fewest domains the free capacity at their start allowed (None: none, or no model)."""
 
     def document(self) -> dict[str, Any]:
         return asdict(self)
@@ -76,8 +82,14 @@ def policy_figures(policy: str, result: SimulationResult) -> PolicyFigures:
     started: dict[str, float] = {}
     ended: dict[str, float] = {}
     preemptions = 0
+    slowdowns: list[float] = []
+    spans: list[bool] = []
     for entry in result.log:
         job = entry.job
+        if entry.decision is Decision.FINISH and entry.slowdown is not None:
+            slowdowns.append(entry.slowdown)
+        elif entry.decision is Decision.ADMIT and max(entry.best_span.values(), default=1) > 1:
+            spans.append(_at_best_span(entry.placement, entry.best_span))
         if entry.decision is Decision.SUBMIT and job is not None:
             submitted[job] = entry.t
             team_of[job] = str(entry.team)
@@ -111,7 +123,14 @@ def policy_figures(policy: str, result: SimulationResult) -> PolicyFigures:
         preemptions=preemptions,
         fairness=jain([(team.gpu_hours, team.weight) for team in summary.teams if team.submitted]),
         teams=teams,
+        slowdown=Spread.of(slowdowns),
+        at_best_span=sum(spans) / len(spans) if spans else None,
     )
+
+
+def _at_best_span(placement: Mapping[str, Sequence[str]], best: Mapping[str, int]) -> bool:
+    """Whether an admitted gang used no more domains at any level than the fewest possible."""
+    return all(len(placement.get(label, ())) <= fewest for label, fewest in best.items())
 
 
 def jain(shares: Sequence[tuple[float, int]]) -> float | None:

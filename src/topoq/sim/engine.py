@@ -28,14 +28,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
-from topoq.core.tree import TopologyTree, build_tree
+from topoq.core.tree import IntArray, TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import TeamName
-from topoq.domain.job import FailureReason, JobId, JobPhase, JobView
+from topoq.domain.job import Allocation, FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.engine.outcomes import moved_by
@@ -43,7 +45,13 @@ from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.holdings import TeamHoldings
-from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, json_lines
+from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, StartCost, json_lines
+from topoq.sim.network import (
+    NetworkModel,
+    NetworkState,
+    default_communication_share,
+    fewest_domains,
+)
 from topoq.sim.scenario import Scenario, load_scenario
 from topoq.sim.summary import Summary, summarize
 
@@ -57,6 +65,21 @@ class _RunEnds:
     run: int
     by_limit: bool = False
     """The run ends at the job's time limit, before its run time."""
+
+
+@dataclass
+class _Pace:
+    """A running job's progress under the cost model."""
+
+    runtime_s: float
+    """Its run time at its tightest placement alone (the trace's)."""
+    work_s: float
+    """What is left of it."""
+    started_s: float
+    since_s: float
+    """When ``work_s`` was last brought up to date."""
+    limit_s: float | None
+    slowdown: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -125,8 +148,14 @@ PROGRESS_EVERY_CYCLES = 200
 class Simulation:
     """One run of a scenario; ``run()`` once."""
 
-    def __init__(self, scenario: Scenario) -> None:
+    def __init__(self, scenario: Scenario, network: NetworkModel | None = None) -> None:
         self.scenario = scenario
+        self.network = network
+        """The communication cost model (None: a job runs for its run time wherever it
+        lands)."""
+        self._traffic: NetworkState | None = None
+        self._paces: dict[JobId, _Pace] = {}
+        """How far each running job has got, under the cost model."""
         self.now = 0.0
         self.unfinished: dict[JobId, JobView] = {}
         """Pending, admitted, running and preempting jobs, in submission order: what a
@@ -157,6 +186,8 @@ class Simulation:
         """Each team's decayed fair-share usage as of the last cycle (``core.fair_share``)."""
         self._held: dict[TeamName, float] = {}
         self._accounted_at = 0.0
+        self._shares: dict[JobId, float] = {}
+        """Each job's communication share, where its submission gave one."""
 
     # --- the loop -------------------------------------------------------------------
     def run(self, progress: Progress | None = None) -> SimulationResult:
@@ -243,15 +274,16 @@ class Simulation:
         )
         result, self._parking = schedule_with_parking(snapshot, self._parking)
         self.cycles += 1
-        self.log.cycle(self.now, result, self.unfinished)
+        stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
+        for job in stopped + [p.victim for p in result.preemptions]:
+            self._stop_run(job)
+        costs = self._traffic_of(result) if self.network is not None else {}
+        self.log.cycle(self.now, result, self.unfinished, costs)
         named = {job: self.unfinished[job] for job in decided_jobs(result)}
         for moved in apply_cycle(named, result, now=self.now, start_at_once=True).values():
             self._store(moved)
         if kept_half_life_s(policy) > 0:  # else no usage is kept: the fractions go unused
             self._held = self._holdings.borrowed_fractions(policy, self._tree)
-        stopped = [r.job for r in result.requeues] + [c.job for c in result.cancellations]
-        for job in stopped + [p.victim for p in result.preemptions]:
-            self._runs.pop(job, None)
         for preempt in result.preemptions:
             stops = _VictimStops(preempt.victim, self.unfinished[preempt.victim].attempt)
             if self.scenario.stop_delay_s:
@@ -282,20 +314,102 @@ class Simulation:
         return found if found is not None else self.finished[job_id]
 
     def _start(self, job_id: JobId) -> None:
-        run = self._pushed
-        self._runs[job_id] = run
         job = self.unfinished[job_id]
         runtime = job.spec.runtime_s or 0.0
         limit = time_limit_of(self.scenario.policy, job)
-        if limit is not None and limit < runtime:  # stopped at its limit (TIME_LIMIT_REACHED)
-            self._push(self.now + limit, _RunEnds(job_id, run, by_limit=True))
+        pace = _Pace(runtime, runtime, self.now, self.now, limit)
+        if self._traffic is not None:
+            pace.slowdown = self._traffic.slowdown(job_id)
+            self._paces[job_id] = pace
+        self._schedule_end(job_id, pace)
+
+    def _schedule_end(self, job_id: JobId, pace: _Pace) -> None:
+        """The run ends when its work is done at its pace, or at its time limit if that
+        comes first (TIME_LIMIT_REACHED); a run rescheduled makes its earlier end stale."""
+        run = self._pushed
+        self._runs[job_id] = run
+        done_at = self.now + pace.work_s * pace.slowdown
+        if pace.limit_s is not None and pace.started_s + pace.limit_s < done_at:
+            self._push(pace.started_s + pace.limit_s, _RunEnds(job_id, run, by_limit=True))
         else:
-            self._push(self.now + runtime, _RunEnds(job_id, run))
+            self._push(done_at, _RunEnds(job_id, run))
+
+    def _stop_run(self, job_id: JobId) -> None:
+        """The job's run stopped (ended, preempted, requeued, cancelled): its traffic with it."""
+        self._runs.pop(job_id, None)
+        if self._traffic is not None and self._paces.pop(job_id, None) is not None:
+            self._repace(self._traffic.end(job_id))
+
+    def _traffic_of(self, result: CycleResult) -> dict[JobId, StartCost]:
+        """Put the admitted gangs' traffic on the network; how each starts: its pace, and the
+        fewest domains per level the free capacity before it allowed. The running jobs whose
+        slow-down moved are rescheduled."""
+        tree = self._tree
+        if tree is None or not result.admissions:
+            return {}
+        if self._traffic is None or self._traffic.tree is not tree:
+            self._traffic = self._network_on(tree)
+        free = self._free_gpus(tree)
+        touched: set[JobId] = set()
+        best: dict[JobId, dict[str, int]] = {}
+        for admit in result.admissions:
+            job = self.unfinished[admit.job]
+            on_nodes = _gpus_on_nodes(tree, admit.allocation)
+            best[admit.job] = fewest_domains(tree, free, _pod_gpus(job))
+            for node, gpus in on_nodes.items():
+                free[node] -= gpus
+            touched |= self._traffic.start(
+                admit.job,
+                on_nodes,
+                _pod_gpus(job),
+                self._shares.get(admit.job, default_communication_share(_gpus(job))),
+            )
+        self._repace(touched - best.keys())
+        return {job: StartCost(self._traffic.slowdown(job), span) for job, span in best.items()}
+
+    def _free_gpus(self, tree: TopologyTree) -> IntArray:
+        """Each node's free GPUs (by index in ``tree``) before this cycle's admissions."""
+        column = tree.resource_column.get(NVIDIA_GPU)
+        if column is None:
+            return np.zeros(len(tree.nodes), dtype=np.int64)
+        free = tree.capacity[:, column].copy()
+        for name, gpus in self._holdings.gpus_on_node.items():
+            index = tree.node_index.get(NodeName(name))
+            if index is not None:
+                free[index] -= gpus
+        return free
+
+    def _network_on(self, tree: TopologyTree) -> NetworkState:
+        """The traffic on a tree rebuilt (a node failed or recovered): the running jobs'
+        gangs on it again."""
+        assert self.network is not None
+        state = NetworkState(tree, self.network)
+        for job_id in self._paces:
+            job = self.unfinished[job_id]
+            if job.allocation is not None:
+                share = self._shares.get(job_id, default_communication_share(_gpus(job)))
+                state.start(job_id, _gpus_on_nodes(tree, job.allocation), _pod_gpus(job), share)
+        return state
+
+    def _repace(self, jobs: set[JobId]) -> None:
+        """The jobs' slow-downs moved: each goes on from what it has done at its new pace."""
+        assert self._traffic is not None
+        for job_id in jobs:
+            pace = self._paces.get(job_id)
+            if pace is None:
+                continue
+            slowdown = self._traffic.slowdown(job_id)
+            if slowdown == pace.slowdown:
+                continue
+            pace.work_s = max(0.0, pace.work_s - (self.now - pace.since_s) / pace.slowdown)
+            pace.since_s, pace.slowdown = self.now, slowdown
+            self._schedule_end(job_id, pace)
 
     # --- the executor's reports -----------------------------------------------------
     def _run_ended(self, job_id: JobId, by_limit: bool) -> None:
-        del self._runs[job_id]
         job = self.unfinished[job_id]
+        pace = self._paces.get(job_id)
+        self._stop_run(job_id)
         if by_limit:
             failed = failed_by_limit(job, self.now, self.scenario.policy)
             if failed is not None:
@@ -310,6 +424,8 @@ class Simulation:
         if moved is None:
             return
         entry = LogEntry(self.now, Decision.FINISH, job_id, job.team)
+        if pace is not None and pace.runtime_s > 0:  # the run's slow-down over its whole run
+            entry = replace(entry, slowdown=(self.now - pace.started_s) / pace.runtime_s)
         if moved.phase is JobPhase.SUCCEEDED:
             self.log.add(replace(entry, reason=Outcome.SUCCEEDED.value))
             return
@@ -368,6 +484,8 @@ class Simulation:
         self._store(JobView(spec))
         self._depended_on.update(dependency.job for dependency in spec.dependencies)
         self._exit_codes[spec.id] = submit.exit_codes
+        if submit.communication_share is not None:
+            self._shares[spec.id] = submit.communication_share
         gpus = sum(ps.requests.amount(NVIDIA_GPU) * ps.count for ps in spec.workload.pod_sets)
         self.log.add(LogEntry(self.now, Decision.SUBMIT, spec.id, spec.team, gpus=gpus))
 
@@ -379,7 +497,7 @@ class Simulation:
             self.log.add(replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message))
             return
         self._store(advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled"))
-        self._runs.pop(job_id, None)
+        self._stop_run(job_id)
         self.log.add(
             replace(entry, reason=Outcome.CANCELLED_BY_USER.value, message="cancelled by the user")
         )
@@ -419,3 +537,27 @@ def decided_jobs(result: CycleResult) -> set[JobId]:
         *(preempt.victim for preempt in result.preemptions),
         *(admit.job for admit in result.admissions),
     }
+
+
+def _gpus_on_nodes(tree: TopologyTree, allocation: Allocation | None) -> dict[int, int]:
+    """The GPUs the allocation holds on each node (by index in ``tree``)."""
+    if allocation is None:
+        return {}
+    found: dict[int, int] = {}
+    for name, resources in allocation.resources_on_node.items():
+        index = tree.node_index.get(NodeName(name))
+        if index is not None:
+            found[index] = resources.amount(NVIDIA_GPU)
+    return found
+
+
+def _pod_gpus(job: JobView) -> list[int]:
+    return [
+        pod_set.requests.amount(NVIDIA_GPU)
+        for pod_set in job.spec.workload.pod_sets
+        for _ in range(pod_set.count)
+    ]
+
+
+def _gpus(job: JobView) -> int:
+    return sum(_pod_gpus(job))

@@ -7,11 +7,14 @@ Each line is an object::
      "span": {"topology.k8s.aws/network-node-layer-2": 1, ...},
      "flavor": "p5.48xlarge", "gpus": 32, "borrowed_gpus": 0, "reason": "WITHIN_GUARANTEE"}
 
-Decisions: submit, admit (with the placement and its span per level), start, wait (only when
+Decisions: submit, admit (with the placement and its span per level, and under the cost
+model ``best_span``, the fewest domains per level the free capacity allowed), start (under the
+cost model with ``slowdown``, the pace it starts at), wait (only when
 the job's reason or ETA changes; with ``victims`` when it waits for preemptions, ``eta`` when
 its expected start can be computed), preempt (``for``
 names the preemptor), requeue, cancel, finish, retry, fail, hold, release, node_failed and
-node_recovered (with ``node``). ``reason`` is a code (the core's pending reasons and preemption
+node_recovered (with ``node``). Under the cost model a finish has ``slowdown``: its run's
+length over the trace's. ``reason`` is a code (the core's pending reasons and preemption
 causes, or :class:`Outcome`), ``message`` the human text.
 """
 
@@ -93,6 +96,12 @@ class LogEntry:
     node: str | None = None
     eta: float | None = None
     """A waiting job's expected start (``topoq.core.eta``), when one can be computed."""
+    slowdown: float | None = None
+    """Under the cost model: on a start, how many times as long as its trace says the run
+    would take at the pace it starts at; on a finish, how many times as long it took."""
+    best_span: Mapping[str, int] = field(default_factory=dict)
+    """Under the cost model, on an admission: per level, the fewest domains the free capacity
+    of that moment allowed (``network.fewest_domains``), beside ``span``."""
 
     def document(self) -> dict[str, Any]:
         """The JSON object of the entry; absent fields are left out."""
@@ -112,6 +121,8 @@ class LogEntry:
             "victims": list(self.victims),
             "for": self.for_job,
             "eta": self.eta,
+            "slowdown": None if self.slowdown is None else round(self.slowdown, 6),
+            "best_span": dict(self.best_span),
         }
         return {key: value for key, value in values.items() if value not in (None, {}, [])}
 
@@ -119,6 +130,14 @@ class LogEntry:
 def json_lines(entries: Iterable[LogEntry]) -> Iterator[str]:
     for entry in entries:
         yield json.dumps(entry.document())
+
+
+@dataclass(frozen=True)
+class StartCost:
+    """How an admitted job starts under the cost model (``topoq.sim.network``)."""
+
+    slowdown: float
+    best_span: Mapping[str, int]
 
 
 class DecisionLog:
@@ -138,8 +157,15 @@ class DecisionLog:
         if entry.job is not None and entry.decision is not Decision.WAIT:
             self._waiting.pop(entry.job, None)
 
-    def cycle(self, now: float, result: CycleResult, jobs: Mapping[JobId, JobView]) -> None:
-        """Entries for one cycle's decisions; ``jobs`` as the cycle saw them."""
+    def cycle(
+        self,
+        now: float,
+        result: CycleResult,
+        jobs: Mapping[JobId, JobView],
+        costs: Mapping[JobId, StartCost] | None = None,
+    ) -> None:
+        """Entries for one cycle's decisions; ``jobs`` as the cycle saw them; ``costs``: how
+        each admitted job starts under the cost model."""
 
         def team(job: JobId) -> TeamName:
             return jobs[job].team
@@ -162,7 +188,8 @@ class DecisionLog:
                 )
             )
         for admit in result.admissions:
-            self._admitted(now, jobs[admit.job], admit.allocation)
+            cost = costs.get(admit.job) if costs else None
+            self._admitted(now, jobs[admit.job], admit.allocation, cost)
         victims: dict[JobId, list[JobId]] = {}
         for preempt in result.preemptions:
             victims.setdefault(preempt.for_job, []).append(preempt.victim)
@@ -181,7 +208,9 @@ class DecisionLog:
                     now, diagnostic, team(diagnostic.job), tuple(victims.get(diagnostic.job, ()))
                 )
 
-    def _admitted(self, now: float, job: JobView, allocation: Allocation) -> None:
+    def _admitted(
+        self, now: float, job: JobView, allocation: Allocation, cost: StartCost | None
+    ) -> None:
         self.last_waits.pop(job.id, None)
         flavor, gpus, borrowed = allocation_gpus(allocation)
         reason = Outcome.BORROWING if borrowed else Outcome.WITHIN_GUARANTEE
@@ -193,9 +222,11 @@ class DecisionLog:
                 flavor=flavor,
                 gpus=gpus,
                 borrowed_gpus=borrowed,
+                best_span=cost.best_span if cost else {},
             )
         )
-        self.add(LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus))
+        start = LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus)
+        self.add(replace(start, slowdown=cost.slowdown if cost else None))
 
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]

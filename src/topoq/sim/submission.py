@@ -62,6 +62,9 @@ class Submit:
     spec: JobSpec
     exit_codes: tuple[int, ...] = (0,)
     """Exit code of each attempt that runs to its end; the last one repeats."""
+    communication_share: float | None = None
+    """The share of an iteration the job spends communicating at its tightest placement,
+    for the cost model (None: by its size, ``network.default_communication_share``)."""
 
 
 @dataclass(frozen=True)

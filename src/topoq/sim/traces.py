@@ -48,6 +48,7 @@ from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
 from topoq.sim.events import ScenarioEvent
+from topoq.sim.network import default_communication_share
 from topoq.sim.scenario import Scenario
 from topoq.sim.submission import Submit
 
@@ -91,9 +92,7 @@ class TraceJob:
     @property
     def communication_share(self) -> float:
         """The fraction of an iteration spent communicating at its tightest placement."""
-        if self.gpus <= GPUS_PER_NODE:
-            return 0.0
-        return 0.1 if self.gpus <= 64 else 0.2
+        return default_communication_share(self.gpus, GPUS_PER_NODE)
 
 
 @dataclass(frozen=True)
@@ -375,7 +374,8 @@ def trace_scenario(
                     gang_of(job),
                     job.arrival_s,
                     runtime_s=job.duration_s,
-                )
+                ),
+                communication_share=job.communication_share,
             ),
             f"{trace.source}:{job.line}",
         )

@@ -193,6 +193,15 @@ def simulate(
             help="table (summary per team), json (summary) or jsonl (the decision log).",
         ),
     ] = SimulateOutput.TABLE,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write an HTML report with plots (waits, utilisation, queue, GPUs by "
+            "team, slow-down) to DIR/report.html; DIR is made if missing.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run a scenario, or replay a real trace, through the scheduler on a virtual clock: the
     decisions and a summary per team (GPU-hours in guarantee and borrowed, waits,
@@ -201,7 +210,7 @@ def simulate(
 
     chosen = None if trace_format is None else trace_format.value
     request = TraceRequest(trace, chosen, cluster, tuple(policy or ()), limit, jobs)
-    guarded(lambda: run_simulate(scenario, log, output.value, request))
+    guarded(lambda: run_simulate(scenario, log, output.value, request, report))
 
 
 @app.command()

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, TypeVar
 
 from rich import box
 from rich.console import Console
@@ -17,6 +19,11 @@ from topoq.domain.errors import InvalidInputError
 from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, load_scenario
 from topoq.sim.compare import PolicyFigures, Spread
 from topoq.sim.scenario import Scenario
+
+if TYPE_CHECKING:
+    from topoq.sim.report import RunSeries
+
+_Done = TypeVar("_Done")
 
 
 @dataclass(frozen=True)
@@ -34,13 +41,21 @@ class TraceRequest:
 
 
 def run_simulate(
-    scenario: Path | None, log: Path | None, output: str, trace: TraceRequest | None = None
+    scenario: Path | None,
+    log: Path | None,
+    output: str,
+    trace: TraceRequest | None = None,
+    report: Path | None = None,
 ) -> None:
+    """``report``: the directory to write the HTML report into (``--report``)."""
     request = trace or TraceRequest(None, None, None)
     if len(request.policies) > 1 and request.path is not None:
-        _compare(request.path, request, log, output)
+        _compare(request.path, request, log, output, report)
         return
-    result = _simulated(scenario, request)
+    chosen = _scenario_to_run(scenario, request)
+    if report is not None:
+        _make_report_directory(report)
+    result = _run_showing_progress(chosen)
     err = make_console(stderr=True)
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
@@ -54,11 +69,13 @@ def run_simulate(
         print(json.dumps(result.document(), indent=2))
     else:
         print_simulation(make_console(), result)
+    if report is not None:
+        _report_one_run(report, scenario, request, chosen, result)
 
 
-def _simulated(scenario: Path | None, request: TraceRequest) -> SimulationResult:
-    """The scenario's run, or the trace's replay; a usage error for both or neither, and for
-    the trace's options without a trace."""
+def _scenario_to_run(scenario: Path | None, request: TraceRequest) -> Scenario:
+    """The scenario file's, or the trace's; a usage error for both or neither, and for the
+    trace's options without a trace."""
     if scenario is not None and request.path is not None:
         raise InvalidInputError(
             "a scenario file and --trace cannot go together",
@@ -76,11 +93,11 @@ def _simulated(scenario: Path | None, request: TraceRequest) -> SimulationResult
                 "give a scenario file or --trace FILE",
                 hint="topoq simulate SCENARIO, or topoq simulate --trace FILE (see --help)",
             )
-        return _run_showing_progress(load_scenario(scenario))
-    return _replay(request.path, request)
+        return load_scenario(scenario)
+    return _trace_scenario(request.path, request)
 
 
-def _replay(path: Path, request: TraceRequest) -> SimulationResult:
+def _trace_scenario(path: Path, request: TraceRequest) -> Scenario:
     from topoq.discovery.policy import load_policy
     from topoq.discovery.sources import load_cluster
     from topoq.sim.traces import TraceFormat, read_trace, trace_scenario
@@ -92,7 +109,52 @@ def _replay(path: Path, request: TraceRequest) -> SimulationResult:
         loaded = load_cluster(request.cluster)
         cluster = (loaded.nodes, loaded.topology)
     policy = load_policy(request.policies[0]) if request.policies else None
-    return _run_showing_progress(trace_scenario(trace, cluster, policy))
+    return trace_scenario(trace, cluster, policy)
+
+
+def _make_report_directory(directory: Path) -> None:
+    """Make ``--report``'s directory before the run, so that one that cannot be used is said
+    at once rather than after a long replay."""
+    if directory.exists() and not directory.is_dir():
+        raise InvalidInputError(
+            f"--report {directory}: a file is there, not a directory",
+            hint="name a directory; it is made if missing",
+        )
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise InvalidInputError(
+            f"--report {directory}: cannot make the directory ({error.strerror or error})"
+        ) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise InvalidInputError(f"--report {directory}: the directory cannot be written to")
+
+
+def _report_one_run(
+    directory: Path,
+    scenario: Path | None,
+    request: TraceRequest,
+    chosen: Scenario,
+    result: SimulationResult,
+) -> None:
+    """The report of a scenario's run, or of a trace's replay under one policy."""
+    from topoq.sim.report import run_series
+
+    if request.path is None:
+        name, source = result.scenario, f"scenario {scenario}"
+    else:
+        name = request.policies[0].name if request.policies else "derived policy"
+        source = f"trace {request.path}"
+    _write_report(directory, [run_series(name, result, chosen.policy)], source)
+
+
+def _write_report(directory: Path, runs: Sequence[RunSeries], source: str) -> None:
+    """Write the report and say where (on standard error: standard output is the table or
+    the document, unchanged)."""
+    from topoq.sim.report import write_report
+
+    path = write_report(directory, runs, source=source)
+    make_console(stderr=True).print(f"report: {path}", markup=False)
 
 
 def _run_showing_progress(scenario: Scenario) -> SimulationResult:
@@ -119,7 +181,9 @@ def _run_showing_progress(scenario: Scenario) -> SimulationResult:
         return Simulation(scenario).run(tell)
 
 
-def _compare(path: Path, request: TraceRequest, log: Path | None, output: str) -> None:
+def _compare(
+    path: Path, request: TraceRequest, log: Path | None, output: str, report: Path | None
+) -> None:
     """Replay the trace under each policy (``request.jobs`` at once) and print one table."""
 
     if log is not None or output == "jsonl":
@@ -131,26 +195,57 @@ def _compare(path: Path, request: TraceRequest, log: Path | None, output: str) -
         TraceRequest(path, request.trace_format, request.cluster, (policy,), request.limit)
         for policy in request.policies
     ]
-    figures: list[PolicyFigures]
-    if request.jobs > 1:
-        from concurrent.futures import ProcessPoolExecutor
+    if report is None:
+        _print_comparison_as(output, _each(_figures_of, runs, request.jobs))
+        return
+    _make_report_directory(report)
+    series = _each(_series_of, runs, request.jobs)
+    _print_comparison_as(output, [one.figures for one in series])
+    _write_report(report, series, f"trace {path}")
 
-        with ProcessPoolExecutor(max_workers=min(request.jobs, len(runs))) as pool:
-            figures = list(pool.map(_figures_of, runs))
-    else:
-        figures = [_figures_of(run) for run in runs]
+
+def _print_comparison_as(output: str, figures: Sequence[PolicyFigures]) -> None:
     if output == "json":
         print(json.dumps([one.document() for one in figures], indent=2))
     else:
         print_comparison(make_console(), figures)
 
 
+def _each(
+    replay: Callable[[TraceRequest], _Done], runs: list[TraceRequest], jobs: int
+) -> list[_Done]:
+    """``replay`` of each run, ``jobs`` at once, each in a process of its own."""
+    if jobs == 1:
+        return [replay(run) for run in runs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=min(jobs, len(runs))) as pool:
+        return list(pool.map(replay, runs))
+
+
 def _figures_of(request: TraceRequest) -> PolicyFigures:
     """One policy's replay, reduced to its figures (in a worker process when run at once)."""
     from topoq.sim.compare import policy_figures
 
-    assert request.path is not None and request.policies
-    return policy_figures(request.policies[0].name, _replay(request.path, request))
+    return policy_figures(_policy_name(request), _run_showing_progress(_scenario_of(request)))
+
+
+def _series_of(request: TraceRequest) -> RunSeries:
+    """One policy's replay, reduced to what the report shows of it: its figures and series,
+    much smaller than its decision log to send back from a worker process."""
+    from topoq.sim.report import run_series
+
+    scenario = _scenario_of(request)
+    return run_series(_policy_name(request), _run_showing_progress(scenario), scenario.policy)
+
+
+def _scenario_of(request: TraceRequest) -> Scenario:
+    assert request.path is not None
+    return _trace_scenario(request.path, request)
+
+
+def _policy_name(request: TraceRequest) -> str:
+    return request.policies[0].name
 
 
 def print_comparison(console: Console, figures: Sequence[PolicyFigures]) -> None:

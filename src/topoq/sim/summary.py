@@ -16,7 +16,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -209,29 +209,49 @@ def gpu_hours(
     intervals: Iterable[UsageInterval], guaranteed: Mapping[tuple[TeamName, str], int]
 ) -> dict[TeamName, tuple[float, float]]:
     """Per team: (GPU-hours inside its guarantee, GPU-hours borrowed)."""
-    changes: dict[tuple[TeamName, str], list[tuple[float, int]]] = {}
-    for interval in intervals:
-        steps = changes.setdefault((interval.team, interval.flavor), [])
-        steps.extend(((interval.start_s, interval.gpus), (interval.end_s, -interval.gpus)))
     totals: dict[TeamName, tuple[float, float]] = {}
-    for (team, flavor), steps in changes.items():
+    for (team, flavor), changes in usage_changes(intervals).items():
         guarantee = guaranteed.get((team, FlavorName(flavor)), 0)
-        inside, borrowed = _integrate(sorted(steps), guarantee)
+        inside, borrowed = _integrate(guarantee_levels(changes, guarantee))
         before = totals.get(team, (0.0, 0.0))
         totals[team] = (before[0] + inside, before[1] + borrowed)
     return totals
 
 
-def _integrate(steps: Sequence[tuple[float, int]], guarantee: int) -> tuple[float, float]:
-    inside = borrowed = 0.0
+def usage_changes(
+    intervals: Iterable[UsageInterval],
+) -> dict[tuple[TeamName, str], list[tuple[float, int]]]:
+    """Per (team, flavor), in time order, each change of the GPUs it uses: ``(t, +gpus)``
+    where a run starts, ``(t, -gpus)`` where one ends (an end before a start at one instant)."""
+    changes: dict[tuple[TeamName, str], list[tuple[float, int]]] = {}
+    for interval in intervals:
+        steps = changes.setdefault((interval.team, interval.flavor), [])
+        steps.extend(((interval.start_s, interval.gpus), (interval.end_s, -interval.gpus)))
+    return {key: sorted(steps) for key, steps in changes.items()}
+
+
+def guarantee_levels(
+    changes: Iterable[tuple[float, int]], guarantee: int
+) -> Iterator[tuple[float, int, int]]:
+    """After each of :func:`usage_changes`: ``(t, GPUs in use inside the guarantee, GPUs in
+    use above it)``. The GPU-hours in guarantee and borrowed integrate this split; the
+    simulation report draws it over time."""
     level = 0
-    previous = steps[0][0] if steps else 0.0
-    for at, change in steps:
-        span = (at - previous) / SECONDS_PER_HOUR
-        inside += min(level, guarantee) * span
-        borrowed += max(level - guarantee, 0) * span
+    for at, change in changes:
         level += change
-        previous = at
+        yield at, min(level, guarantee), max(level - guarantee, 0)
+
+
+def _integrate(levels: Iterable[tuple[float, int, int]]) -> tuple[float, float]:
+    """GPU-hours inside the guarantee and borrowed, of :func:`guarantee_levels`."""
+    inside = borrowed = 0.0
+    previous: tuple[float, int, int] | None = None
+    for level in levels:
+        if previous is not None:
+            span = (level[0] - previous[0]) / SECONDS_PER_HOUR
+            inside += previous[1] * span
+            borrowed += previous[2] * span
+        previous = level
     return inside, borrowed
 
 

@@ -11,7 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_cli import topoq
+from tests.sim.conftest import SCENARIOS
 from tests.sim.test_traces import ITP
+from topoq.cli.app import PlacementOption
+from topoq.core.cycle import PlacementMode
 from topoq.sim.compare import Spread, jain, policy_figures
 from topoq.sim.engine import Simulation
 from topoq.sim.log import Decision
@@ -82,3 +85,49 @@ def test_topoq_simulate_compares_policies_on_the_same_arrivals(tmp_path: Path) -
     assert table.returncode == 0 and "The same arrivals under each policy" in table.stdout
     refused = topoq(*args[:-2], "--log", tmp_path / "log.jsonl")
     assert refused.returncode == 2 and "one run's" in refused.stderr
+
+
+CLUSTER = """\
+apiVersion: topoq.io/v1
+kind: Cluster
+metadata: {name: two-spines}
+generate: 2x8x16 p5.48xlarge
+"""
+
+
+def test_topoq_simulate_compares_placements_under_the_cost_model(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(CLUSTER)
+    args = ("simulate", "--trace", ITP, "--cluster", cluster, "-o", "json")
+    ran = topoq(*args, "--placement", "topoq", "--placement", "first-fit")
+    assert ran.returncode == 0, ran.stderr
+    topoq_s, first_fit = json.loads(ran.stdout)
+    assert (topoq_s["policy"], first_fit["policy"]) == ("topoq", "first-fit")
+    assert topoq_s["at_best_span"] == 1.0  # every multi-node gang as tight as it could be
+    assert first_fit["at_best_span"] < 0.5  # the topology-oblivious baseline spreads them
+    assert topoq_s["slowdown"]["mean"] == pytest.approx(1.0)
+    assert first_fit["slowdown"]["p99"] > 1.0  # spread gangs run longer
+    plain = topoq(*args, "--placement", "first-fit", "--placement", "kueue-like", "--no-cost-model")
+    assert plain.returncode == 0, plain.stderr
+    assert all(one["slowdown"]["mean"] is None for one in json.loads(plain.stdout))
+
+
+def test_topoq_simulate_refuses_a_bad_network_file_naming_the_field(tmp_path: Path) -> None:
+    network = tmp_path / "network.yaml"
+    network.write_text("stages:\n  - latencyUs: 5\n    oversubscription: 0\n")
+    refused = topoq("simulate", "--trace", ITP, "--network", network)
+    assert refused.returncode == 2
+    assert "stages[0].oversubscription" in refused.stderr and "Traceback" not in refused.stderr
+    network.write_text("nodeGBps: 50\n")
+    both = topoq("simulate", "--trace", ITP, "--network", network, "--no-cost-model")
+    assert both.returncode == 2 and "--no-cost-model" in both.stderr
+    slower = topoq("simulate", "--trace", ITP, "--network", network, "-o", "json")
+    assert slower.returncode == 0, slower.stderr
+    several = topoq(
+        "simulate", SCENARIOS / "reclaim.yaml", "--placement", "topoq", "--placement", "first-fit"
+    )
+    assert several.returncode == 2 and "--trace" in several.stderr
+
+
+def test_the_placement_option_offers_every_placement_mode() -> None:
+    assert [option.value for option in PlacementOption] == [mode.value for mode in PlacementMode]

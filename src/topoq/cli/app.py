@@ -114,6 +114,14 @@ class TraceFormatOption(StrEnum):
     ITP = "itp"
 
 
+class PlacementOption(StrEnum):
+    """``topoq.core.cycle.PlacementMode``'s values (not imported: ``--help`` starts fast)."""
+
+    TOPOQ = "topoq"
+    KUEUE_LIKE = "kueue-like"
+    FIRST_FIT = "first-fit"
+
+
 @app.command()
 def simulate(
     scenario: Annotated[
@@ -193,6 +201,34 @@ def simulate(
             help="table (summary per team), json (summary) or jsonl (the decision log).",
         ),
     ] = SimulateOutput.TABLE,
+    placement: Annotated[
+        list[PlacementOption] | None,
+        typer.Option(
+            "--placement",
+            help="How gangs are placed: topoq (default), kueue-like (the same placement, "
+            "nothing held for waiting jobs, victims over the whole cluster) or first-fit "
+            "(topology-oblivious). Give it twice or more with --trace to compare them.",
+            show_default=False,
+        ),
+    ] = None,
+    cost_model: Annotated[
+        bool | None,
+        typer.Option(
+            "--cost-model/--no-cost-model",
+            help="Slow a gang's run by how it is spread and by other jobs' traffic "
+            "(docs/simulate.md). Default: on for --trace, off for a scenario.",
+            show_default=False,
+        ),
+    ] = None,
+    network: Annotated[
+        Path | None,
+        typer.Option(
+            "--network",
+            help="The cost model's bandwidths, latencies and oversubscription (YAML); "
+            "implies --cost-model.",
+            show_default=False,
+        ),
+    ] = None,
     report: Annotated[
         Path | None,
         typer.Option(
@@ -209,8 +245,16 @@ def simulate(
     from topoq.cli.simulate_command import TraceRequest, run_simulate
 
     chosen = None if trace_format is None else trace_format.value
-    request = TraceRequest(trace, chosen, cluster, tuple(policy or ()), limit, jobs)
+    placements = tuple(mode.value for mode in placement or ())
+    request = TraceRequest(
+        trace, chosen, cluster, tuple(policy or ()), limit, jobs, placements, cost_model, network
+    )
     guarded(lambda: run_simulate(scenario, log, output.value, request, report))
+
+
+class WhatIfOutput(StrEnum):
+    TABLE = "table"
+    JSON = "json"
 
 
 @app.command()

@@ -6,7 +6,7 @@ import json
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -17,10 +17,12 @@ from rich.table import Table
 from topoq.cli.console import make_console
 from topoq.domain.errors import InvalidInputError
 from topoq.sim import LeftPending, SimulationResult, TeamSummary, json_lines, load_scenario
-from topoq.sim.compare import PolicyFigures, Spread
+from topoq.sim.compare import SUMMARY_COLUMNS, PolicyFigures, Spread, summary_cells
 from topoq.sim.scenario import Scenario
 
 if TYPE_CHECKING:
+    from topoq.sim.engine import Simulation
+    from topoq.sim.network import NetworkModel
     from topoq.sim.report import RunSeries
 
 _Done = TypeVar("_Done")
@@ -38,6 +40,15 @@ class TraceRequest:
     limit: int | None = None
     jobs: int = 1
     """How many replays run at once when there are several policies."""
+    placements: tuple[str, ...] = ()
+    """``--placement``: how the cycles place gangs (``PlacementMode`` values; none: topoq's);
+    several compare the replays under each."""
+    cost_model: bool | None = None
+    """``--cost-model/--no-cost-model`` (None: on for a trace, off for a scenario)."""
+    network: Path | None = None
+    """``--network``: the cost model's figures (implies the model)."""
+    name: str | None = None
+    """What one replay of a comparison is called in its table."""
 
 
 def run_simulate(
@@ -49,13 +60,18 @@ def run_simulate(
 ) -> None:
     """``report``: the directory to write the HTML report into (``--report``)."""
     request = trace or TraceRequest(None, None, None)
-    if len(request.policies) > 1 and request.path is not None:
+    if len(request.policies) > 1 or len(request.placements) > 1:
+        if request.path is None or scenario is not None:
+            raise InvalidInputError(
+                "several --policy or --placement compare replays of a trace",
+                hint="give --trace FILE (and no scenario file), or one --policy and --placement",
+            )
         _compare(request.path, request, log, output, report)
         return
     chosen = _scenario_to_run(scenario, request)
     if report is not None:
         _make_report_directory(report)
-    result = _run_showing_progress(chosen)
+    result = _run_showing_progress(chosen, request)
     err = make_console(stderr=True)
     for warning in result.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
@@ -143,7 +159,7 @@ def _report_one_run(
     if request.path is None:
         name, source = result.scenario, f"scenario {scenario}"
     else:
-        name = request.policies[0].name if request.policies else "derived policy"
+        name = _policy_name(request.policies[0] if request.policies else None)
         source = f"trace {request.path}"
     _write_report(directory, [run_series(name, result, chosen.policy)], source)
 
@@ -157,16 +173,39 @@ def _write_report(directory: Path, runs: Sequence[RunSeries], source: str) -> No
     make_console(stderr=True).print(f"report: {path}", markup=False)
 
 
-def _run_showing_progress(scenario: Scenario) -> SimulationResult:
+def _simulation(scenario: Scenario, request: TraceRequest) -> Simulation:
+    """The run the request asks for: its placement mode and cost model."""
+    from topoq.core.cycle import PlacementMode
+    from topoq.sim.engine import Simulation
+
+    placement = PlacementMode(request.placements[0]) if request.placements else None
+    return Simulation(scenario, _network_of(request), placement or PlacementMode.TOPOQ)
+
+
+def _network_of(request: TraceRequest) -> NetworkModel | None:
+    """The cost model: ``--network``'s, the defaults, or none (``TraceRequest.cost_model``)."""
+    from topoq.sim.network import NetworkModel, read_network
+
+    if request.network is not None:
+        if request.cost_model is False:
+            raise InvalidInputError(
+                "--network sets the cost model that --no-cost-model turns off",
+                hint="leave one of them out",
+            )
+        return read_network(request.network)
+    wanted = request.cost_model if request.cost_model is not None else request.path is not None
+    return NetworkModel() if wanted else None
+
+
+def _run_showing_progress(scenario: Scenario, request: TraceRequest) -> SimulationResult:
     """The run, with a progress bar on standard error when it is a terminal: simulated time
     against the last event's, cycles and cycles per second (gone when the run ends)."""
     from rich.progress import BarColumn, Progress, TextColumn
 
-    from topoq.sim.engine import Simulation
-
+    simulation = _simulation(scenario, request)
     console = make_console(stderr=True)
     if not console.is_terminal:
-        return Simulation(scenario).run()
+        return simulation.run()
     horizon = max((event.at_s for event in scenario.events), default=0.0) or 1.0
     columns = (TextColumn("simulating"), BarColumn(), TextColumn("{task.fields[detail]}"))
     with Progress(*columns, console=console, transient=True) as bar:
@@ -178,7 +217,7 @@ def _run_showing_progress(scenario: Scenario) -> SimulationResult:
             detail = f"{duration(simulated_s)} simulated, {cycles:,} cycles, {rate:,.0f}/s"
             bar.update(task, completed=min(simulated_s, horizon), detail=detail)
 
-        return Simulation(scenario).run(tell)
+        return simulation.run(tell)
 
 
 def _compare(
@@ -191,9 +230,25 @@ def _compare(
             "a decision log is one run's, and several --policy make several runs",
             hint="leave --log and -o jsonl out, or give one --policy",
         )
+    policies: tuple[Path | None, ...] = request.policies or (None,)
+    placements: tuple[str | None, ...] = request.placements or (None,)
     runs = [
-        TraceRequest(path, request.trace_format, request.cluster, (policy,), request.limit)
-        for policy in request.policies
+        replace(
+            request,
+            policies=() if policy is None else (policy,),
+            placements=() if placement is None else (placement,),
+            jobs=1,
+            name=" · ".join(
+                part
+                for part in (
+                    _policy_name(policy) if len(policies) > 1 or placement is None else None,
+                    placement if len(placements) > 1 or policy is None else None,
+                )
+                if part
+            ),
+        )
+        for policy in policies
+        for placement in placements
     ]
     if report is None:
         _print_comparison_as(output, _each(_figures_of, runs, request.jobs))
@@ -227,7 +282,8 @@ def _figures_of(request: TraceRequest) -> PolicyFigures:
     """One policy's replay, reduced to its figures (in a worker process when run at once)."""
     from topoq.sim.compare import policy_figures
 
-    return policy_figures(_policy_name(request), _run_showing_progress(_scenario_of(request)))
+    result = _run_showing_progress(_scenario_of(request), request)
+    return policy_figures(request.name or _policy_name(None), result)
 
 
 def _series_of(request: TraceRequest) -> RunSeries:
@@ -236,7 +292,8 @@ def _series_of(request: TraceRequest) -> RunSeries:
     from topoq.sim.report import run_series
 
     scenario = _scenario_of(request)
-    return run_series(_policy_name(request), _run_showing_progress(scenario), scenario.policy)
+    result = _run_showing_progress(scenario, request)
+    return run_series(request.name or _policy_name(None), result, scenario.policy)
 
 
 def _scenario_of(request: TraceRequest) -> Scenario:
@@ -244,35 +301,17 @@ def _scenario_of(request: TraceRequest) -> Scenario:
     return _trace_scenario(request.path, request)
 
 
-def _policy_name(request: TraceRequest) -> str:
-    return request.policies[0].name
+def _policy_name(policy: Path | None) -> str:
+    return "derived policy" if policy is None else policy.name
 
 
 def print_comparison(console: Console, figures: Sequence[PolicyFigures]) -> None:
     """One row per policy; then, per team, its wait and GPU-hours under each."""
     table = Table(box=box.SIMPLE, title="The same arrivals under each policy")
-    for column in (
-        "Policy",
-        "Jobs done",
-        "Completion mean / p50 / p99",
-        "Wait mean / p50 / p99",
-        "Makespan",
-        "GPU util.",
-        "Preempted",
-        "Fairness",
-    ):
+    for column in SUMMARY_COLUMNS:
         table.add_column(column, justify="left" if column == "Policy" else "right")
     for one in figures:
-        table.add_row(
-            one.policy,
-            f"{one.completed} of {one.jobs}",
-            _spread(one.completion),
-            _spread(one.wait),
-            duration(one.makespan_s),
-            f"{one.utilisation:.0%}",
-            str(one.preemptions),
-            "-" if one.fairness is None else f"{one.fairness:.3f}",
-        )
+        table.add_row(*summary_cells(one, duration))
     console.print(table)
     teams = Table(
         box=box.SIMPLE, title="Per team: wait (mean / p99) and GPU-hours in guarantee + borrowed"

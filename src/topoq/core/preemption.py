@@ -12,7 +12,7 @@ import numpy as np
 
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger, confined
-from topoq.core.placement import workload_fits
+from topoq.core.placement import first_fit_fits, workload_fits
 from topoq.core.placement.request import plan_search
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree
@@ -54,6 +54,11 @@ class VictimSearch:
     flavor: FlavorName
     workload: WorkloadSpec
     """The job's workload restricted to the flavor."""
+    topology_aware: bool = True
+    """Victims searched domain by domain (the smallest that can hold the gang first); else
+    over the whole cluster at once, as a scheduler without topology-aware preemption."""
+    first_fit: bool = False
+    """Trials placed as a topology-oblivious scheduler places (``place_first_fit``)."""
 
 
 def select_victims(
@@ -76,7 +81,8 @@ def select_victims(
     tree = ledger.tree
     needed = tree.resource_vector(search.workload.total_requests)
     held = budget.entries.of(tree, candidates)
-    for level in _scope_levels(tree, search.workload):
+    levels = _scope_levels(tree, search.workload) if search.topology_aware else [WHOLE_CLUSTER]
+    for level in levels:
         best: _Chosen | None = None
         domains = _domains_that_could_hold(ledger, level, candidates, held, needed)
         for at, least_important in enumerate(domains.first_ranks):
@@ -408,4 +414,5 @@ def _fits(
     if not book.check(search.job.team, search.flavor, total_demand(search.job)).verdict.admissible:
         return False
     scope = ledger if (start, end) == (0, len(ledger.tree.nodes)) else confined(ledger, start, end)
-    return workload_fits(scope, search.workload)
+    fits = first_fit_fits if search.first_fit else workload_fits
+    return fits(scope, search.workload)

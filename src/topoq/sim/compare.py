@@ -7,7 +7,7 @@ GPU-hours inside the guarantee and borrowed. Worked out from the run's decision 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -125,6 +125,47 @@ def policy_figures(policy: str, result: SimulationResult) -> PolicyFigures:
         teams=teams,
         slowdown=Spread.of(slowdowns),
         at_best_span=sum(spans) / len(spans) if spans else None,
+    )
+
+
+SUMMARY_COLUMNS = (
+    "Policy",
+    "Jobs done",
+    "Completion mean / p50 / p99",
+    "Wait mean / p50 / p99",
+    "Makespan",
+    "GPU util.",
+    "Preempted",
+    "Fairness",
+    "Slow-down mean / p99",
+    "At best span",
+)
+"""The comparison table's columns, in the terminal and in the report."""
+
+
+def summary_cells(one: PolicyFigures, as_time: Callable[[float], str]) -> tuple[str, ...]:
+    """One row of the comparison table (``SUMMARY_COLUMNS``); ``as_time`` writes seconds."""
+
+    def time(seconds: float | None) -> str:
+        return "-" if seconds is None else as_time(seconds)
+
+    def spread(values: Spread) -> str:
+        return f"{time(values.mean)} / {time(values.p50)} / {time(values.p99)}"
+
+    slowdown = one.slowdown
+    return (
+        one.policy,
+        f"{one.completed} of {one.jobs}",
+        spread(one.completion),
+        spread(one.wait),
+        as_time(one.makespan_s),
+        f"{one.utilisation:.0%}",
+        str(one.preemptions),
+        "-" if one.fairness is None else f"{one.fairness:.3f}",
+        "-"
+        if slowdown.mean is None or slowdown.p99 is None
+        else f"{slowdown.mean:.3f} / {slowdown.p99:.3f}",
+        "-" if one.at_best_span is None else f"{one.at_best_span:.0%}",
     )
 
 

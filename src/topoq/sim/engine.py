@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
+from topoq.core.cycle import Parking, PlacementMode, Snapshot, schedule_with_parking
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
@@ -148,8 +148,15 @@ PROGRESS_EVERY_CYCLES = 200
 class Simulation:
     """One run of a scenario; ``run()`` once."""
 
-    def __init__(self, scenario: Scenario, network: NetworkModel | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        network: NetworkModel | None = None,
+        placement: PlacementMode = PlacementMode.TOPOQ,
+    ) -> None:
         self.scenario = scenario
+        self.placement = placement
+        """How the cycles place gangs: topoq's way, or a baseline's (``PlacementMode``)."""
         self.network = network
         """The communication cost model (None: a job runs for its run time wherever it
         lands)."""
@@ -271,6 +278,7 @@ class Simulation:
             policy,
             upstream_phases=self._upstream_phases,
             fair_share_usage=shares_of(self.fair_share_usage),
+            placement=self.placement,
         )
         result, self._parking = schedule_with_parking(snapshot, self._parking)
         self.cycles += 1
@@ -349,15 +357,24 @@ class Simulation:
             return {}
         if self._traffic is None or self._traffic.tree is not tree:
             self._traffic = self._network_on(tree)
-        free = self._free_gpus(tree)
+        free: IntArray | None = None  # worked out for the first gang on several nodes
+        earlier: list[dict[int, int]] = []
         touched: set[JobId] = set()
         best: dict[JobId, dict[str, int]] = {}
         for admit in result.admissions:
             job = self.unfinished[admit.job]
             on_nodes = _gpus_on_nodes(tree, admit.allocation)
-            best[admit.job] = fewest_domains(tree, free, _pod_gpus(job))
-            for node, gpus in on_nodes.items():
-                free[node] -= gpus
+            if len(on_nodes) <= 1:  # one node: the fewest possible at every level
+                best[admit.job] = {level.label: 1 for level in tree.levels}
+            else:
+                if free is None:
+                    free = self._free_gpus(tree, earlier)
+                best[admit.job] = fewest_domains(tree, free, _pod_gpus(job))
+            if free is None:
+                earlier.append(on_nodes)
+            else:
+                for node, gpus in on_nodes.items():
+                    free[node] -= gpus
             touched |= self._traffic.start(
                 admit.job,
                 on_nodes,
@@ -367,8 +384,9 @@ class Simulation:
         self._repace(touched - best.keys())
         return {job: StartCost(self._traffic.slowdown(job), span) for job, span in best.items()}
 
-    def _free_gpus(self, tree: TopologyTree) -> IntArray:
-        """Each node's free GPUs (by index in ``tree``) before this cycle's admissions."""
+    def _free_gpus(self, tree: TopologyTree, admitted: list[dict[int, int]]) -> IntArray:
+        """Each node's free GPUs (by index in ``tree``) once the gangs ``admitted`` earlier in
+        this cycle (their GPUs by node) hold theirs."""
         column = tree.resource_column.get(NVIDIA_GPU)
         if column is None:
             return np.zeros(len(tree.nodes), dtype=np.int64)
@@ -377,6 +395,9 @@ class Simulation:
             index = tree.node_index.get(NodeName(name))
             if index is not None:
                 free[index] -= gpus
+        for on_nodes in admitted:
+            for node, gpus in on_nodes.items():
+                free[node] -= gpus
         return free
 
     def _network_on(self, tree: TopologyTree) -> NetworkState:

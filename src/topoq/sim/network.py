@@ -116,6 +116,9 @@ class NetworkState:
         """The job (pods of ``pod_gpus`` GPUs, spending ``share`` of an iteration communicating
         at its tightest) runs on the nodes (by index) with so many GPUs on each; the other
         running jobs whose slow-down its traffic changes."""
+        if len(gpus_on_node) <= 1:  # on one node: never slowed, crosses nothing (most jobs)
+            self._jobs[job] = _Running(0.0, 0.0, 0, [])
+            return set()
         nodes = np.fromiter(sorted(gpus_on_node), dtype=np.int64)
         members, crossed = self._spread(nodes)
         running = _Running(

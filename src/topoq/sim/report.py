@@ -27,7 +27,7 @@ import numpy.typing as npt
 
 from topoq.domain.durations import format_duration
 from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
-from topoq.sim.compare import PolicyFigures, Spread, policy_figures
+from topoq.sim.compare import SUMMARY_COLUMNS, PolicyFigures, policy_figures, summary_cells
 from topoq.sim.engine import SimulationResult
 from topoq.sim.log import Decision, LogEntry
 from topoq.sim.summary import (
@@ -143,12 +143,13 @@ def pending_jobs(entries: Iterable[LogEntry]) -> Steps:
 
 
 def slowdowns(entries: Iterable[LogEntry]) -> tuple[float, ...]:
-    """The placement slow-down of every start that carries one. Read with ``getattr``: the
-    field comes with the placement cost model, which logs from before it lack."""
-    found = (
-        getattr(entry, "slowdown", None) for entry in entries if entry.decision is Decision.START
+    """Under the cost model, how many times as long as its trace says each run that ended
+    took (the ``slowdown`` of its finish)."""
+    return tuple(
+        entry.slowdown
+        for entry in entries
+        if entry.decision is Decision.FINISH and entry.slowdown is not None
     )
-    return tuple(float(value) for value in found if value is not None)
 
 
 # --- the file -------------------------------------------------------------------------------
@@ -263,35 +264,12 @@ def _plot(figure: Figure, caption: str) -> str:
 
 
 # --- tables ---------------------------------------------------------------------------------
-SUMMARY_COLUMNS = (
-    "Policy",
-    "Jobs done",
-    "Completion mean / p50 / p99",
-    "Wait mean / p50 / p99",
-    "Makespan",
-    "GPU util.",
-    "Preempted",
-    "Fairness",
-)
-"""The terminal comparison table's (``topoq simulate --policy A --policy B``)."""
 TEAM_COLUMNS = ("Wait mean", "Wait p99", "GPU-h in guarantee", "GPU-h borrowed")
 
 
 def summary_table(figures: Sequence[PolicyFigures]) -> str:
-    """One row per policy."""
-    rows = [
-        (
-            one.policy,
-            f"{one.completed} of {one.jobs}",
-            spread_text(one.completion),
-            spread_text(one.wait),
-            format_duration(one.makespan_s),
-            f"{one.utilisation:.0%}",
-            str(one.preemptions),
-            "-" if one.fairness is None else f"{one.fairness:.3f}",
-        )
-        for one in figures
-    ]
+    """One row per policy, as the terminal's comparison table."""
+    rows = [summary_cells(one, format_duration) for one in figures]
     return _table([_header_row(SUMMARY_COLUMNS)], rows)
 
 
@@ -321,10 +299,6 @@ def team_table(figures: Sequence[PolicyFigures]) -> str:
             )
         rows.append(tuple(cells))
     return _table(header, rows)
-
-
-def spread_text(spread: Spread) -> str:
-    return " / ".join(time_text(value) for value in (spread.mean, spread.p50, spread.p99))
 
 
 def time_text(seconds: float | None) -> str:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from topoq.core.cycle import Snapshot, schedule
+from topoq.core.cycle import PlacementMode, Snapshot, schedule
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
@@ -146,6 +146,7 @@ class Cluster:
     last: CycleResult = field(default_factory=CycleResult)
     fair_share_usage: dict[TeamName, float] = field(default_factory=dict)
     """Each team's decayed fair-share usage the cycles see (none unless a test sets it)."""
+    placement: PlacementMode = PlacementMode.TOPOQ
 
     @classmethod
     def of(cls, shape: Sequence[int], policy: ClusterPolicy, *jobs: JobView) -> Cluster:
@@ -164,6 +165,7 @@ class Cluster:
             tuple(self.jobs.values()),
             self.policy,
             fair_share_usage=self.fair_share_usage,
+            placement=self.placement,
         )
 
     def cycle(self) -> CycleResult:

@@ -13,10 +13,11 @@
 from topoq.core.cycle.parking import Parking, schedule_with_parking
 from topoq.core.cycle.queue import queue_order
 from topoq.core.cycle.run import schedule, schedule_until
-from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.cycle.snapshot import PlacementMode, Snapshot
 
 __all__ = [
     "Parking",
+    "PlacementMode",
     "Snapshot",
     "queue_order",
     "schedule",

@@ -233,9 +233,11 @@ def _wait(
     """A waiting job holds what its rules let it hold (its team's quota as queue head, a
     domain of its required level) and learns its expected start: both worked out every cycle;
     why it waits is kept while its reason stands, as for any wait."""
-    hold_quota(cycle, job, attempts)
+    holds = cycle.snapshot.holds_for_waiting
+    if holds:
+        hold_quota(cycle, job, attempts)
     reserved_note = None
-    if job.team not in cycle.reserving_teams:
+    if holds and job.team not in cycle.reserving_teams:
         hold = hold_domain(cycle, job, attempts)
         if hold is not None:
             cycle.hold_nodes(hold, job.team)

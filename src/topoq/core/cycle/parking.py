@@ -52,6 +52,7 @@ class Parking:
             snapshot.tree is before.tree
             and snapshot.flavor_label == before.flavor_label
             and snapshot.policy == before.policy
+            and snapshot.placement is before.placement
         )
 
     def holds_for(self, snapshot: Snapshot) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import replace
 from enum import Enum
 
 from topoq.core.admission import Attempt
+from topoq.core.cycle.snapshot import PlacementMode
 from topoq.core.cycle.state import CycleState
 from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import total_demand
@@ -36,11 +37,17 @@ class Search(Enum):
 def preempt_for(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Search:
     """Make room for the job by evicting others as the rules allow (victims named, the job
     waits for them to stop)."""
-    budget = cycle.trial_budget
+    budget, placement = cycle.trial_budget, cycle.snapshot.placement
     for attempt in attempts:
         if attempt.quota.verdict is QuotaVerdict.UNKNOWN_TEAM:
             continue
-        search = VictimSearch(job, attempt.flavor, attempt.workload)
+        search = VictimSearch(
+            job,
+            attempt.flavor,
+            attempt.workload,
+            topology_aware=placement is PlacementMode.TOPOQ,
+            first_fit=placement is PlacementMode.FIRST_FIT,
+        )
         for cause, candidates, may_evict in _preemption_rules(cycle, job, attempt):
             victims = select_victims(
                 cycle.ledger, cycle.book, search, candidates, may_evict, budget

@@ -94,7 +94,8 @@ def run_cycle(
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
     ready = [job for job in jobs.ready if job.id not in blocked] if blocked else jobs.ready
     lineup = cycle.line_up(ready)
-    hold_for_starving(cycle, lineup.starving)  # 4
+    if snapshot.holds_for_waiting:
+        hold_for_starving(cycle, lineup.starving)  # 4
     cycle.start_order()
     for facts, job in pending_in_line(
         lineup,

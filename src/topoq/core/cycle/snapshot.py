@@ -4,11 +4,28 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from topoq.core.tree import TopologyTree
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL
+
+
+class PlacementMode(StrEnum):
+    """How a cycle places gangs. A server always places as topoq does; the simulator also
+    replays the same arrivals under the two baselines an admin compares it with (ADR 0014)."""
+
+    TOPOQ = "topoq"
+    """Topology-aware placement, holds for blocked and starving gangs, topology-aware victim
+    search."""
+    KUEUE_LIKE = "kueue-like"
+    """The same placement (the smallest domain that holds the gang, as Kueue's
+    topology-aware scheduling), but nothing held for waiting jobs and victims searched over
+    the whole cluster, as a scheduler without topology-aware preemption."""
+    FIRST_FIT = "first-fit"
+    """Topology-oblivious: each pod on the first node with room, in an order that knows
+    nothing of the topology (a fixed shuffle); nothing held, victims over the whole cluster."""
 
 
 @dataclass(frozen=True)
@@ -27,3 +44,9 @@ class Snapshot:
     fair_share_usage: Mapping[TeamName, float] = field(default_factory=dict)
     """Each team's decayed usage of borrowed capacity as of ``now`` (``core.fair_share``):
     part of its fair-share position. Empty: no history, only what teams borrow now."""
+    placement: PlacementMode = PlacementMode.TOPOQ
+
+    @property
+    def holds_for_waiting(self) -> bool:
+        """Whether waiting gangs hold quota and nodes (topoq's placement only)."""
+        return self.placement is PlacementMode.TOPOQ

@@ -31,7 +31,7 @@ from topoq.core.admission import (
     workload_shape,
 )
 from topoq.core.backfill import Ending, NodeHold, backfills, confined_to_unheld, endings
-from topoq.core.cycle.snapshot import Snapshot
+from topoq.core.cycle.snapshot import PlacementMode, Snapshot
 from topoq.core.diagnostics import WaitIdentity
 from topoq.core.holdings import PreparedLedger, flavor_values, total_demand
 from topoq.core.holds import alike, within_guarantee
@@ -46,7 +46,7 @@ from topoq.core.ordering import (
     order_facts,
     priority_of,
 )
-from topoq.core.placement import place_workload
+from topoq.core.placement import place_first_fit, place_workload
 from topoq.core.preemption import UNBOUNDED, HeldArrays, TrialBudget
 from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.quota_wait import RunningWork
@@ -226,6 +226,9 @@ class CycleState:
         self._shapes: dict[int, tuple[Shape, WorkloadSpec]] = {}
         """Each workload's shape by ``id`` (the workload is kept so the id stays its own)."""
         self._values = flavor_values(snapshot.tree, snapshot.flavor_label)
+        first_fit = snapshot.placement is PlacementMode.FIRST_FIT
+        self._place = place_first_fit if first_fit else place_workload
+        """How this cycle places a gang (``Snapshot.placement``)."""
         self._in_flavors: dict[tuple[TeamName, int], tuple[WorkloadSpec, list[InFlavor]]] = {}
         """Each workload restricted to each flavor its team may use, in the order tried."""
 
@@ -1019,10 +1022,11 @@ class CycleState:
     def _placed(
         self, ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: frozenset[str]
     ) -> tuple[PlacementResult, CapacityLedger]:
+        place = self._place
         return self.shared_on(
             ledger,
             ("place", id(ledger), self.shape_of(workload), previous_nodes),
-            lambda: place_workload(ledger, workload, previous_nodes=previous_nodes),
+            lambda: place(ledger, workload, previous_nodes),
             on_ledger=True,
         )
 

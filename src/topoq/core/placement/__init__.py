@@ -5,13 +5,22 @@ from topoq.core.placement.fit import Room
 from topoq.core.placement.request import SearchPlan
 from topoq.core.placement.workload import (
     find_placement,
+    first_fit_fits,
+    place_first_fit,
     place_workload,
     query_for,
     workload_fits,
 )
 from topoq.domain.workload import PodSetSpec
 
-__all__ = ["find_placement", "place_workload", "pod_set_room", "workload_fits"]
+__all__ = [
+    "find_placement",
+    "first_fit_fits",
+    "place_first_fit",
+    "place_workload",
+    "pod_set_room",
+    "workload_fits",
+]
 
 
 def pod_set_room(ledger: CapacityLedger, pod_set: PodSetSpec) -> tuple[SearchPlan, Room]:

@@ -3,6 +3,7 @@ capacity the earlier ones left (a scratch ledger; the caller's ledger is never c
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from functools import partial
@@ -81,6 +82,72 @@ def place_workload(
         return _refusal(workload, failed_name, diagnosis()), ledger
     outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
     return PlacementResult(workload.name, outcomes), scratch
+
+
+def place_first_fit(
+    ledger: CapacityLedger, workload: WorkloadSpec, previous_nodes: Iterable[str] = ()
+) -> tuple[PlacementResult, CapacityLedger]:
+    """``place_workload`` as a topology-oblivious scheduler places: each pod set's pods on the
+    first leaves with room, in an order that knows nothing of the topology
+    (``first_fit_order``), every pod set on its own (groups and topology requests unheeded),
+    all or nothing. The baseline the simulator compares topoq's placement with
+    (``PlacementMode.FIRST_FIT``); ``previous_nodes`` are unheeded too."""
+    scratch = ledger.scratch()
+    placed = _first_fit_units(scratch, workload)
+    if isinstance(placed, tuple):
+        failed_name, diagnosis = placed
+        return _refusal(workload, failed_name, diagnosis()), ledger
+    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
+    return PlacementResult(workload.name, outcomes), scratch
+
+
+def first_fit_fits(ledger: CapacityLedger, workload: WorkloadSpec) -> bool:
+    """Whether ``place_first_fit`` would admit the workload (a victim search's trial)."""
+    return not isinstance(_first_fit_units(ledger.scratch(), workload), tuple)
+
+
+def _first_fit_units(scratch: CapacityLedger, workload: WorkloadSpec) -> PlacedUnit | Failure:
+    tree = scratch.tree
+    order = first_fit_order(tree)
+    placed: PlacedUnit = {}
+    for pod_set in workload.pod_sets:
+        query = query_for(scratch, pod_set)
+        room = pods_per_leaf(scratch, query.demand, query.eligibility)[order]
+        taken = np.cumsum(room)
+        count = pod_set.count
+        if not len(taken) or taken[-1] < count:
+            return pod_set.name, partial(query.diagnose, scratch)
+        last = int(np.searchsorted(taken, count))  # the leaf that takes the last pod
+        pods = room[: last + 1].copy()
+        pods[last] -= int(taken[last]) - count
+        leaves = sorted(
+            (int(leaf), int(n)) for leaf, n in zip(order[: last + 1], pods, strict=True) if n
+        )  # in tree order, as a placement's outcome lists them
+        query.charge(scratch, leaves)
+        placed[pod_set.name] = leaves
+    return placed
+
+
+def first_fit_order(tree: TopologyTree) -> IntArray:
+    """The leaves in an order that knows nothing of the topology: sorted by a hash of each
+    leaf's name (a node's, or its labels' for a pooled leaf), the same on every run; memoized
+    on the tree."""
+    key = "first-fit order"
+    known = tree.memo(key)
+    if isinstance(known, np.ndarray):
+        return known
+    level = tree.depth - 1
+    names = [
+        tree.nodes[leaf].name if tree.leaves_are_nodes else "/".join(tree.levels[level].paths[leaf])
+        for leaf in range(tree.leaf_level.size)
+    ]
+    order = np.asarray(
+        sorted(range(len(names)), key=lambda leaf: zlib.crc32(names[leaf].encode())),
+        dtype=np.int64,
+    )
+    order.setflags(write=False)
+    tree.remember(key, order)
+    return order
 
 
 def workload_fits(ledger: CapacityLedger, workload: WorkloadSpec) -> bool:

@@ -174,6 +174,20 @@ def test_job_events_between_gives_a_time_window_in_order(store: SqlStore) -> Non
     assert [e.job for e in store.job_events_between(0.0, 9.0, team="vision")] == ["j2", "j3"]
 
 
+def test_jobs_submitted_between_gives_the_windows_jobs_finished_or_not_with_history(
+    store: SqlStore,
+) -> None:
+    for i in range(4):
+        submit(store, f"j{i}", at=float(i))
+    done = advance(store.job(JobId("j2")), JobPhase.CANCELLED, now=5.0, cause="cancelled by x")
+    store.save_jobs([done], now=5.0)
+    window = store.jobs_submitted_between(1.0, 3.0)
+    assert list(window) == ["j1", "j2"]  # from the start, up to the end (not included)
+    assert window[JobId("j2")].phase is JobPhase.CANCELLED
+    assert [c.phase for c in window[JobId("j2")].history] == [JobPhase.PENDING, JobPhase.CANCELLED]
+    assert store.jobs_submitted_between(9.0, 10.0) == {}
+
+
 def test_every_policy_version_is_kept_with_its_author(store: SqlStore) -> None:
     assert store.policy() is None
     first, second = policy(team("llm", 8)), policy(team("llm", 16), team("vision", 8))

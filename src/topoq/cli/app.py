@@ -258,6 +258,72 @@ class WhatIfOutput(StrEnum):
 
 
 @app.command()
+def whatif(
+    database: Annotated[
+        str,
+        typer.Option(
+            "--database",
+            help="The server's database: sqlite:///DATA_DIR/topoq.db or postgresql://… "
+            "(read only: nothing is written or migrated).",
+            show_default=False,
+        ),
+    ],
+    since: Annotated[
+        str,
+        typer.Option(
+            "--since",
+            help="The window's start: an ISO 8601 time (UTC when it names no zone) or epoch "
+            "seconds. The jobs submitted in [since, until) are replayed.",
+            show_default=False,
+        ),
+    ],
+    until: Annotated[
+        str,
+        typer.Option("--until", help="The window's end, not included.", show_default=False),
+    ],
+    policy: Annotated[
+        Path,
+        typer.Option(
+            "--policy",
+            help="The changed policy file, replayed beside the policy in force at --since.",
+            show_default=False,
+        ),
+    ],
+    topology_levels: Annotated[
+        str | None,
+        typer.Option(
+            "--topology-levels",
+            help="Node labels of the levels the server placed by, broadest first, "
+            "comma-separated (default: the AWS network layers the stored nodes carry, then "
+            "the hostname).",
+            show_default=False,
+        ),
+    ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="Also write the HTML report of the three runs to DIR/report.html; DIR is "
+            "made if missing.",
+            show_default=False,
+        ),
+    ] = None,
+    output: Annotated[
+        WhatIfOutput,
+        typer.Option("--output", "-o", help="table, or json (the figures of each run)."),
+    ] = WhatIfOutput.TABLE,
+) -> None:
+    """Replay the jobs a server recorded in a window under the policy then in force and under
+    a changed one, beside what was recorded: per team, what would have been different (waits,
+    GPU-hours, preemptions)."""
+    from topoq.cli.whatif_command import WhatIfRequest, run_whatif
+
+    levels = tuple(part.strip() for part in (topology_levels or "").split(",") if part.strip())
+    request = WhatIfRequest(database, since, until, policy, levels, report, output.value)
+    guarded(lambda: run_whatif(request))
+
+
+@app.command()
 def demo(
     quick: Annotated[
         bool, typer.Option("--quick", help="The same story with short sleeps (for CI): ≤ 30 s.")

@@ -70,7 +70,7 @@ def run_simulate(
         return
     chosen = _scenario_to_run(scenario, request)
     if report is not None:
-        _make_report_directory(report)
+        make_report_directory(report)
     result = _run_showing_progress(chosen, request)
     err = make_console(stderr=True)
     for warning in result.warnings:
@@ -128,7 +128,7 @@ def _trace_scenario(path: Path, request: TraceRequest) -> Scenario:
     return trace_scenario(trace, cluster, policy)
 
 
-def _make_report_directory(directory: Path) -> None:
+def make_report_directory(directory: Path) -> None:
     """Make ``--report``'s directory before the run, so that one that cannot be used is said
     at once rather than after a long replay."""
     if directory.exists() and not directory.is_dir():
@@ -161,10 +161,10 @@ def _report_one_run(
     else:
         name = _policy_name(request.policies[0] if request.policies else None)
         source = f"trace {request.path}"
-    _write_report(directory, [run_series(name, result, chosen.policy)], source)
+    write_report_saying_where(directory, [run_series(name, result, chosen.policy)], source)
 
 
-def _write_report(directory: Path, runs: Sequence[RunSeries], source: str) -> None:
+def write_report_saying_where(directory: Path, runs: Sequence[RunSeries], source: str) -> None:
     """Write the report and say where (on standard error: standard output is the table or
     the document, unchanged)."""
     from topoq.sim.report import write_report
@@ -253,10 +253,10 @@ def _compare(
     if report is None:
         _print_comparison_as(output, _each(_figures_of, runs, request.jobs))
         return
-    _make_report_directory(report)
+    make_report_directory(report)
     series = _each(_series_of, runs, request.jobs)
     _print_comparison_as(output, [one.figures for one in series])
-    _write_report(report, series, f"trace {path}")
+    write_report_saying_where(report, series, f"trace {path}")
 
 
 def _print_comparison_as(output: str, figures: Sequence[PolicyFigures]) -> None:

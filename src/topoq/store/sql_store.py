@@ -185,6 +185,14 @@ class SqlStore:
         self._remember(records)
         return {job_id: record.view for job_id, record in records.items()}
 
+    def jobs_submitted_between(self, start_s: float, end_s: float) -> dict[JobId, JobView]:
+        """Every job submitted with ``start_s <= submitted_at < end_s``, finished or not, with
+        its whole history, oldest submission first: what ``topoq whatif`` replays. One query
+        on the ``submitted_at`` index, so its cost follows the window, not the database."""
+        where = [JobRow.submitted_at >= start_s, JobRow.submitted_at < end_s]
+        records = self._read(lambda c: job_rows.read_records(c, where, self._known_jobs))
+        return {job_id: record.view for job_id, record in records.items()}
+
     def job(self, job_id: JobId) -> JobView:
         return self.job_record(job_id).view
 

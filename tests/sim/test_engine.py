@@ -8,10 +8,12 @@ from functools import cache
 import pytest
 
 from tests.sim.conftest import SCENARIOS, WriteScenario, entries, first, submit
+from tests.sim.test_traces import ITP
 from topoq.domain.errors import InvalidInputError
 from topoq.sim import SimulationResult, run_scenario
 from topoq.sim.engine import Simulation
-from topoq.sim.scenario import load_scenario
+from topoq.sim.scenario import Scenario, load_scenario
+from topoq.sim.traces import read_trace, trace_scenario
 
 BLOCK = "topology.k8s.aws/network-node-layer-2"
 HOST = "kubernetes.io/hostname"
@@ -245,3 +247,31 @@ def test_a_gang_requeued_after_a_node_failure_restarts_in_its_own_block() -> Non
     assert second_admit.t == 900
     assert "p5-0005" not in second_admit.placement[HOST]
     assert first(log, "finish", "g").t == 900 + 3600
+
+
+class _CyclingAlways(Simulation):
+    """The simulation as it ran before instants with nothing waiting were skipped: a cycle
+    at every instant."""
+
+    def _cycles_at_instant(self) -> bool:
+        self._nodes_moved = True  # as if a node had moved: the cycle runs
+        return super()._cycles_at_instant()
+
+
+@pytest.mark.parametrize(
+    "scenario",
+    [
+        *(load_scenario(SCENARIOS / name) for name in ("usage-history.yaml", "node-failure.yaml")),
+        trace_scenario(read_trace(ITP)),  # most of its jobs end while nothing waits
+    ],
+    ids=["usage-history", "node-failure", "itp-sample"],
+)
+def test_an_instant_with_nothing_waiting_needs_no_cycle(scenario: Scenario) -> None:
+    skipping, cycling = Simulation(scenario), _CyclingAlways(scenario)
+    skipped, every = skipping.run(), cycling.run()
+    assert skipped.log_lines() == every.log_lines()
+    assert skipped.summary == every.summary
+    assert skipping.fair_share_usage == cycling.fair_share_usage  # usage accrues alike
+    assert skipped.cycles <= every.cycles
+    if scenario.name.endswith(".csv"):
+        assert skipped.cycles <= every.cycles / 2  # half its instants: nothing waits

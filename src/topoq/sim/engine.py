@@ -193,6 +193,8 @@ class Simulation:
         """Each team's decayed fair-share usage as of the last cycle (``core.fair_share``)."""
         self._held: dict[TeamName, float] = {}
         self._accounted_at = 0.0
+        self._nodes_moved = False
+        """A node failed or recovered since the last cycle (its gangs may need requeueing)."""
         self._shares: dict[JobId, float] = {}
         """Each job's communication share, where its submission gave one."""
 
@@ -236,7 +238,17 @@ class Simulation:
             self._apply(item)
 
     def _cycles_at_instant(self) -> bool:
-        """Cycles until one changes nothing that a next cycle could use; False on livelock."""
+        """Cycles until one changes nothing that a next cycle could use; False on livelock.
+        None while no job waits and no node failed or recovered: such a cycle decides nothing
+        (it admits, preempts, cancels and explains only waiting jobs, and requeues only the
+        gangs of a failed node), so only the teams' fair-share usage is brought up to date."""
+        if not self._pending and not self._nodes_moved:
+            self._account_usage()
+            if kept_half_life_s(self.scenario.policy) > 0:
+                self._held = self._holdings.borrowed_fractions(
+                    self.scenario.policy, self._tree_now()
+                )
+            return True
         for _ in range(MAX_CYCLES_PER_INSTANT):
             result = self._cycle()
             if not (result.preemptions or result.requeues or result.cancellations):
@@ -259,21 +271,31 @@ class Simulation:
             self._tick_queued = True
 
     # --- the cycle ------------------------------------------------------------------
-    def _cycle(self) -> CycleResult:
+    def _tree_now(self) -> TopologyTree:
         if self._tree is None:
             self._tree = build_tree(self._nodes.values(), self.scenario.topology)
-        policy = self.scenario.policy
+        return self._tree
+
+    def _account_usage(self) -> None:
+        """The teams' fair-share usage up to now, at the fractions they held since the last
+        account."""
         self.fair_share_usage = usage_at(
             self.fair_share_usage,
             self._held,
             since_s=self._accounted_at,
             now_s=self.now,
-            half_life_s=kept_half_life_s(policy),
+            half_life_s=kept_half_life_s(self.scenario.policy),
         )
         self._accounted_at = self.now
+
+    def _cycle(self) -> CycleResult:
+        tree = self._tree_now()
+        self._nodes_moved = False
+        policy = self.scenario.policy
+        self._account_usage()
         snapshot = Snapshot(
             self.now,
-            self._tree,
+            tree,
             tuple(self.unfinished.values()),
             policy,
             upstream_phases=self._upstream_phases,
@@ -291,7 +313,7 @@ class Simulation:
         for moved in apply_cycle(named, result, now=self.now, start_at_once=True).values():
             self._store(moved)
         if kept_half_life_s(policy) > 0:  # else no usage is kept: the fractions go unused
-            self._held = self._holdings.borrowed_fractions(policy, self._tree)
+            self._held = self._holdings.borrowed_fractions(policy, tree)
         for preempt in result.preemptions:
             stops = _VictimStops(preempt.victim, self.unfinished[preempt.victim].attempt)
             if self.scenario.stop_delay_s:
@@ -497,6 +519,7 @@ class Simulation:
             node = self._nodes[action.node]
             self._nodes[action.node] = replace(node, ready=not failed)
             self._tree = None
+            self._nodes_moved = True
             decision = Decision.NODE_FAILED if failed else Decision.NODE_RECOVERED
             self.log.add(LogEntry(self.now, decision, node=action.node))
 

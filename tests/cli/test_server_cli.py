@@ -466,3 +466,37 @@ def test_errors_name_the_cli_verb_not_the_http_route(server: dict[str, str]) -> 
     assert no_node.returncode == 2 and "topoq nodes lists them" in no_node.stderr
     for answer in (no_job, no_node):
         assert "GET /" not in answer.stderr, answer.stderr
+
+
+TWO_NODE_GANG = """\
+apiVersion: topoq.io/v1
+kind: Job
+metadata: {name: NAME, namespace: hyperpod-ns-vision}
+spec:
+  podSets:
+  - name: workers
+    count: 2
+    requests: {nvidia.com/gpu: 8}
+    command: [sleep, "120"]
+"""
+
+
+def test_describe_shows_the_span_beside_the_fewest_domains_possible(
+    server: dict[str, str], tmp_path: Path
+) -> None:
+    job_file = tmp_path / "gang.yaml"
+    job_file.write_text(TWO_NODE_GANG.replace("NAME", "span-gang"))
+    assert topoq(server, "submit", job_file).returncode == 0
+    try:
+        deadline = time.monotonic() + 30
+        while (found := structured(server, "json", "describe", "span-gang"))["allocation"] is None:
+            assert time.monotonic() < deadline, found
+            time.sleep(0.2)
+        allocation = found["allocation"]
+        assert allocation["bestSpan"] == allocation["span"]  # one block of two free nodes
+        assert allocation["span"]["topology.k8s.aws/network-node-layer-3"] == 1
+        rows = topoq(server, "describe", "span-gang", "-o", "table").stdout.splitlines()
+        span = next(row for row in rows if row.split()[:1] == ["span"])
+        assert "2 hostname (as tight as it could be)" in span, rows
+    finally:
+        topoq(server, "cancel", "span-gang")

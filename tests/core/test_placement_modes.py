@@ -6,13 +6,15 @@ checks."""
 from __future__ import annotations
 
 from dataclasses import replace
+from itertools import pairwise
 
+import numpy as np
 import pytest
 
 from topoq.core.cycle import PlacementMode
 from topoq.core.holdings import prepared_ledger
 from topoq.core.placement import first_fit_fits, place_first_fit, place_workload
-from topoq.core.placement.workload import first_fit_order
+from topoq.core.placement.workload import _fewest_holding, first_fit_order
 from topoq.domain.job import JobPhase
 from topoq.testing.governance import Cluster, job, policy, team
 
@@ -74,3 +76,43 @@ def test_kueue_like_holds_no_quota_for_a_waiting_queue_head() -> None:
         "RESERVED_FOR_LARGER_GANG",  # the team's quota is held for its head
     )
     assert outcomes[PlacementMode.KUEUE_LIKE][:2] == (JobPhase.PENDING, JobPhase.RUNNING)
+
+
+def test_a_placement_records_the_fewest_domains_the_free_capacity_allowed() -> None:
+    c = _cluster(PlacementMode.FIRST_FIT)
+    c.submit(job("scatter", "a", 20))  # first fit leaves free nodes here and there
+    c.cycle()
+    ledger = prepared_ledger(c.tree, list(c.jobs.values()), None).ledger()
+    gpu = c.tree.resource_column["nvidia.com/gpu"]
+    free_nodes = (ledger.free[:, gpu] == 8).astype(int)
+    gang = job("g", "a", 6).spec.workload
+
+    def fewest(level: int) -> int:  # the roomiest domains first, by brute force
+        starts = c.tree.levels[level].node_start
+        rooms = sorted((free_nodes[a:b].sum() for a, b in pairwise(starts)), reverse=True)
+        return next(k for k in range(1, len(rooms) + 1) if sum(rooms[:k]) >= 6)
+
+    expected = {index.label: fewest(level) for level, index in enumerate(c.tree.levels)}
+    assert expected["block"] > 1  # no block has six free nodes left
+    for place in (place_workload, place_first_fit):
+        placed, _ = place(ledger, gang)
+        assert placed.pod_sets[0].best_span == expected
+    topoq_s, _ = place_workload(ledger, gang)
+    assert topoq_s.pod_sets[0].span == expected  # topoq: as tight as the free capacity allowed
+
+
+@pytest.mark.parametrize(
+    ("rooms", "pods", "fewest"),
+    [
+        ([0, 0, 0], 1, None),
+        ([3, 1, 0], 3, 1),
+        ([1] * 10, 7, 7),
+        ([2, 5, 1, 5, 3], 11, 3),  # 5 + 5 + 3
+        ([2, 5, 1, 5, 3], 16, 5),
+        ([2, 5, 1, 5, 3], 17, None),
+    ],
+)
+def test_the_fewest_domains_are_the_roomiest_first(
+    rooms: list[int], pods: int, fewest: int | None
+) -> None:
+    assert _fewest_holding(np.asarray(rooms, dtype=np.int64), pods) == fewest

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from topoq.core.tree import build_tree
@@ -18,7 +17,6 @@ from topoq.sim.network import (
     NetworkState,
     Stage,
     default_communication_share,
-    fewest_domains,
     read_network,
 )
 from topoq.sim.traces import Trace, TraceFormat, TraceJob, cluster_of, trace_scenario
@@ -151,26 +149,6 @@ def test_a_replayed_gang_spread_over_two_blocks_runs_longer_than_its_trace_says(
     admitted = next(e for e in _admissions(jobs, BLOCK_UPLINKS_4_TO_1) if e.job == "b")
     assert admitted.best_span == {label: len(names) for label, names in admitted.placement.items()}
     assert admitted.document()["best_span"]["topology.k8s.aws/network-node-layer-2"] == 2
-
-
-def test_the_fewest_domains_follow_the_free_capacity_level_by_level() -> None:
-    tree = build_tree(NODES, TOPOLOGY)
-    free = np.zeros(len(tree.nodes), dtype=np.int64)
-    free[[*range(0, 4), *range(16, 20)]] = 8  # 4 free nodes in each of two blocks of spine 0
-    free[SPINE : SPINE + 6] = 8  # 6 in one block of spine 1
-    assert fewest_domains(tree, free, [8] * 6) == {
-        "topology.k8s.aws/network-node-layer-1": 1,
-        "topology.k8s.aws/network-node-layer-2": 1,
-        "kubernetes.io/hostname": 6,
-    }
-    assert fewest_domains(tree, free, [8] * 8) == {
-        "topology.k8s.aws/network-node-layer-1": 1,
-        "topology.k8s.aws/network-node-layer-2": 2,
-        "kubernetes.io/hostname": 8,
-    }
-    assert fewest_domains(tree, free, [8] * 20) == {}  # does not fit at all
-    free[0] = 3
-    assert fewest_domains(tree, free, [1] * 3)["kubernetes.io/hostname"] == 1
 
 
 def test_a_network_file_sets_the_model_and_a_bad_one_says_which_field(tmp_path: Path) -> None:

@@ -266,6 +266,7 @@ def job_table(job: JobDetail) -> str:
         rows.append(("expected to start", eta_text(job.eta_at)))
     if job.allocation is not None:
         rows.append(("nodes", ", ".join(job.allocation.nodes) or "-"))
+        rows.append(("span", span_text(job.allocation.span, job.allocation.best_span)))
         rows.extend(
             (f"usage on {flavor}", readable_amounts(amounts))
             for flavor, amounts in job.allocation.usage.items()
@@ -279,6 +280,22 @@ def job_table(job: JobDetail) -> str:
     return (
         table_of(("FIELD", "VALUE"), rows) + "\n\n" + table_of(("TIME", "PHASE", "CAUSE"), history)
     )
+
+
+def span_text(span: Mapping[str, int], best: Mapping[str, int]) -> str:
+    """``1 network-node-layer-1, 2 network-node-layer-2, 16 hostname (fewest possible: 1,
+    1, 16)``: the domains the gang uses per level, and beside them the fewest the free
+    capacity allowed when it was placed, when that is recorded."""
+    used = ", ".join(f"{count} {label.rsplit('/', 1)[-1]}" for label, count in span.items())
+    if not best:
+        return used or "-"
+    fewest = ", ".join(str(best.get(label, "-")) for label in span)
+    verdict = (
+        "as tight as it could be"
+        if all(count <= best.get(label, count) for label, count in span.items())
+        else f"fewest possible: {fewest}"
+    )
+    return f"{used} ({verdict})"
 
 
 def explanation_lines(answer: Explanation) -> list[str]:

@@ -67,6 +67,11 @@ class PodSetOutcome:
     diagnosis: PodSetDiagnosis | None = None
     span: Mapping[str, int] = field(default_factory=dict)
     """How many distinct domains of each level the assigned pods use."""
+    best_span: Mapping[str, int] = field(default_factory=dict)
+    """Per level, the fewest domains the free capacity of that moment allowed the pods
+    (``placement.workload.fewest_domains``; each level on its own): beside ``span``, how
+    close the placement came. Empty when not known (a pod set placed in a group, or an
+    allocation from before it was recorded)."""
 
     @property
     def assigned(self) -> bool:
@@ -81,6 +86,16 @@ class PlacementResult:
     @property
     def admitted(self) -> bool:
         return all(outcome.assigned for outcome in self.pod_sets)
+
+
+def placement_best_span(placement: PlacementResult) -> dict[str, int]:
+    """Per level, the fewest domains the free capacity allowed the whole gang, as far as its
+    pod sets' ``best_span`` tell (the most any of them needs: a lower bound); empty when a
+    pod set's is not known."""
+    known = [outcome.best_span for outcome in placement.pod_sets]
+    if not known or not all(known):
+        return {}
+    return {label: max(best.get(label, 0) for best in known) for label in known[0]}
 
 
 def placement_span(placement: PlacementResult) -> dict[str, int]:

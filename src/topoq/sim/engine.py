@@ -28,17 +28,16 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from topoq.core.cycle import Parking, PlacementMode, Snapshot, schedule_with_parking
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
-from topoq.core.tree import IntArray, TopologyTree, build_tree
+from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import TeamName
 from topoq.domain.job import Allocation, FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
+from topoq.domain.placement import placement_best_span
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
@@ -46,12 +45,7 @@ from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.holdings import TeamHoldings
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, StartCost, json_lines
-from topoq.sim.network import (
-    NetworkModel,
-    NetworkState,
-    default_communication_share,
-    fewest_domains,
-)
+from topoq.sim.network import NetworkModel, NetworkState, default_communication_share
 from topoq.sim.scenario import Scenario, load_scenario
 from topoq.sim.summary import Summary, summarize
 
@@ -372,31 +366,19 @@ class Simulation:
 
     def _traffic_of(self, result: CycleResult) -> dict[JobId, StartCost]:
         """Put the admitted gangs' traffic on the network; how each starts: its pace, and the
-        fewest domains per level the free capacity before it allowed. The running jobs whose
-        slow-down moved are rescheduled."""
+        fewest domains per level the free capacity allowed it (its placement's
+        ``best_span``). The running jobs whose slow-down moved are rescheduled."""
         tree = self._tree
         if tree is None or not result.admissions:
             return {}
         if self._traffic is None or self._traffic.tree is not tree:
             self._traffic = self._network_on(tree)
-        free: IntArray | None = None  # worked out for the first gang on several nodes
-        earlier: list[dict[int, int]] = []
         touched: set[JobId] = set()
         best: dict[JobId, dict[str, int]] = {}
         for admit in result.admissions:
             job = self.unfinished[admit.job]
             on_nodes = _gpus_on_nodes(tree, admit.allocation)
-            if len(on_nodes) <= 1:  # one node: the fewest possible at every level
-                best[admit.job] = {level.label: 1 for level in tree.levels}
-            else:
-                if free is None:
-                    free = self._free_gpus(tree, earlier)
-                best[admit.job] = fewest_domains(tree, free, _pod_gpus(job))
-            if free is None:
-                earlier.append(on_nodes)
-            else:
-                for node, gpus in on_nodes.items():
-                    free[node] -= gpus
+            best[admit.job] = placement_best_span(admit.allocation.placement)
             touched |= self._traffic.start(
                 admit.job,
                 on_nodes,
@@ -405,22 +387,6 @@ class Simulation:
             )
         self._repace(touched - best.keys())
         return {job: StartCost(self._traffic.slowdown(job), span) for job, span in best.items()}
-
-    def _free_gpus(self, tree: TopologyTree, admitted: list[dict[int, int]]) -> IntArray:
-        """Each node's free GPUs (by index in ``tree``) once the gangs ``admitted`` earlier in
-        this cycle (their GPUs by node) hold theirs."""
-        column = tree.resource_column.get(NVIDIA_GPU)
-        if column is None:
-            return np.zeros(len(tree.nodes), dtype=np.int64)
-        free = tree.capacity[:, column].copy()
-        for name, gpus in self._holdings.gpus_on_node.items():
-            index = tree.node_index.get(NodeName(name))
-            if index is not None:
-                free[index] -= gpus
-        for on_nodes in admitted:
-            for node, gpus in on_nodes.items():
-                free[node] -= gpus
-        return free
 
     def _network_on(self, tree: TopologyTree) -> NetworkState:
         """The traffic on a tree rebuilt (a node failed or recovered): the running jobs'

@@ -19,7 +19,6 @@ from topoq.core.tree import TopologyTree
 from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
 from topoq.domain.job import JobId, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL
-from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
 Usage = dict[TeamName, dict[FlavorName, Resources]]
@@ -33,29 +32,16 @@ class TeamHoldings:
         self._usage: Usage = {}
         self._settled: tuple[TopologyTree, Usage, dict[TeamName, float]] | None = None
         """The tree and usage the fractions were last settled for, and those fractions."""
-        self.gpus_on_node: dict[str, int] = {}
-        """The GPUs held on each node (nodes with none left out)."""
 
     def store(self, job: JobView) -> None:
         """Take ``job``'s new state: it holds capacity now, or no longer, or still."""
         before = self._jobs.pop(job.id, None)
         if before is not None and before.allocation is not None:
             self._change(before.team, before.allocation.usage, add=False)
-            self._place(before.allocation.resources_on_node, -1)
         if job.phase.holds_capacity:
             self._jobs[job.id] = job
             if job.allocation is not None:
                 self._change(job.team, job.allocation.usage, add=True)
-                self._place(job.allocation.resources_on_node, 1)
-
-    def _place(self, on_node: Mapping[str, Resources], sign: int) -> None:
-        held = self.gpus_on_node
-        for node, resources in on_node.items():
-            gpus = held.get(node, 0) + sign * resources.amount(NVIDIA_GPU)
-            if gpus:
-                held[node] = gpus
-            else:
-                held.pop(node, None)
 
     def borrowed_fractions(
         self, policy: ClusterPolicy, tree: TopologyTree

@@ -234,31 +234,6 @@ def _ring_s(members: int, latency_us: float, gb_s: float, message_gb: float) -> 
     return 2 * (members - 1) * latency_us * 1e-6 + 2 * (members - 1) / members * message_gb / gb_s
 
 
-def fewest_domains(
-    tree: TopologyTree, free_gpus: IntArray, pod_gpus: Sequence[int]
-) -> dict[str, int]:
-    """For each level (by label, the top first), the fewest of its domains whose free GPUs
-    (``free_gpus``, one per node) could take the gang's pods, each level on its own: a lower
-    bound on the span of any placement at that moment, which a placement meets at every level
-    only when it is as tight as the free capacity allowed. A node takes as many pods as its
-    free GPUs hold of the largest (exact for gangs of one pod size; for whole nodes plus a
-    remainder it may ask a domain more than the least possible). Empty when the pods do not
-    fit at all."""
-    largest = max(pod_gpus, default=0)
-    if largest <= 0:
-        return {}
-    takes = free_gpus // largest
-    needed = len(pod_gpus)
-    found: dict[str, int] = {}
-    for level in tree.levels:
-        room = np.sort(np.add.reduceat(takes, level.node_start[:-1]))[::-1]
-        reached = np.cumsum(room)
-        if not len(reached) or reached[-1] < needed:
-            return {}
-        found[level.label] = int(np.searchsorted(reached, needed)) + 1
-    return found
-
-
 _NETWORK_KEYS = ("nvlinkGBps", "nvlinkLatencyUs", "nodeGBps", "messageGB", "stages")
 _STAGE_KEYS = ("latencyUs", "oversubscription")
 

@@ -319,6 +319,7 @@ def _encode_outcome(outcome: PodSetOutcome) -> Document:
         ],
         "diagnosis": None if diagnosis is None else _encode_diagnosis(diagnosis),
         "span": [list(pair) for pair in outcome.span.items()],
+        "best_span": [list(pair) for pair in outcome.best_span.items()],
     }
 
 
@@ -338,6 +339,7 @@ def _decode_outcome(data: Mapping[str, Any]) -> PodSetOutcome:
         ),
         diagnosis=None if diagnosis is None else _decode_diagnosis(diagnosis),
         span={str(level): int(count) for level, count in data.get("span", ())},
+        best_span={str(level): int(count) for level, count in data.get("best_span", ())},
     )
 
 

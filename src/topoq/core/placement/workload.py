@@ -3,8 +3,9 @@ capacity the earlier ones left (a scratch ledger; the caller's ledger is never c
 
 from __future__ import annotations
 
+import math
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import partial
 
@@ -76,11 +77,14 @@ def place_workload(
     """The placement and the capacity left after it (the input ledger when nothing fits).
     ``previous_nodes`` (where a requeued gang ran) break ties between equally good domains."""
     scratch = ledger.scratch()
-    placed = _place_units(scratch, workload, previous_nodes)
+    fewest: dict[str, dict[str, int]] = {}
+    placed = _place_units(scratch, workload, previous_nodes, fewest)
     if isinstance(placed, tuple):
         failed_name, diagnosis = placed
         return _refusal(workload, failed_name, diagnosis()), ledger
-    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
+    outcomes = tuple(
+        _outcome(ledger, ps, placed[ps.name], fewest.get(ps.name, {})) for ps in workload.pod_sets
+    )
     return PlacementResult(workload.name, outcomes), scratch
 
 
@@ -93,11 +97,14 @@ def place_first_fit(
     all or nothing. The baseline the simulator compares topoq's placement with
     (``PlacementMode.FIRST_FIT``); ``previous_nodes`` are unheeded too."""
     scratch = ledger.scratch()
-    placed = _first_fit_units(scratch, workload)
+    fewest: dict[str, dict[str, int]] = {}
+    placed = _first_fit_units(scratch, workload, fewest)
     if isinstance(placed, tuple):
         failed_name, diagnosis = placed
         return _refusal(workload, failed_name, diagnosis()), ledger
-    outcomes = tuple(_outcome(ledger, ps, placed[ps.name]) for ps in workload.pod_sets)
+    outcomes = tuple(
+        _outcome(ledger, ps, placed[ps.name], fewest.get(ps.name, {})) for ps in workload.pod_sets
+    )
     return PlacementResult(workload.name, outcomes), scratch
 
 
@@ -106,13 +113,21 @@ def first_fit_fits(ledger: CapacityLedger, workload: WorkloadSpec) -> bool:
     return not isinstance(_first_fit_units(ledger.scratch(), workload), tuple)
 
 
-def _first_fit_units(scratch: CapacityLedger, workload: WorkloadSpec) -> PlacedUnit | Failure:
+def _first_fit_units(
+    scratch: CapacityLedger,
+    workload: WorkloadSpec,
+    fewest: dict[str, dict[str, int]] | None = None,
+) -> PlacedUnit | Failure:
     tree = scratch.tree
     order = first_fit_order(tree)
     placed: PlacedUnit = {}
     for pod_set in workload.pod_sets:
         query = query_for(scratch, pod_set)
-        room = pods_per_leaf(scratch, query.demand, query.eligibility)[order]
+        leaf_pods = pods_per_leaf(scratch, query.demand, query.eligibility)
+        if fewest is not None:
+            by_level = room_by_level(tree, leaf_pods, query.plan)
+            fewest[pod_set.name] = fewest_domains(tree, by_level, pod_set.count)
+        room = leaf_pods[order]
         taken = np.cumsum(room)
         count = pod_set.count
         if not len(taken) or taken[-1] < count:
@@ -157,16 +172,20 @@ def workload_fits(ledger: CapacityLedger, workload: WorkloadSpec) -> bool:
 
 
 def _place_units(
-    scratch: CapacityLedger, workload: WorkloadSpec, previous_nodes: Iterable[str]
+    scratch: CapacityLedger,
+    workload: WorkloadSpec,
+    previous_nodes: Iterable[str],
+    fewest: dict[str, dict[str, int]] | None = None,
 ) -> PlacedUnit | Failure:
     """Every placement unit of the workload placed on ``scratch`` (charged), or the first
-    that does not fit."""
+    that does not fit; ``fewest``: filled with each pod set's ``fewest_domains`` (a pod set
+    placed alone) when given."""
     queries = {ps.name: query_for(scratch, ps) for ps in workload.pod_sets}
     placed: PlacedUnit = {}
     affinity = affinity_of(scratch.tree, previous_nodes)
     for unit in _placement_units(workload):
         members = [queries[pod_set.name] for pod_set in unit]
-        found = _place_unit(scratch, members, affinity)
+        found = _place_unit(scratch, members, affinity, fewest)
         if isinstance(found, tuple):
             return found
         placed.update(found)
@@ -249,19 +268,59 @@ Failure = tuple[str, Callable[[], PodSetDiagnosis]]
 
 
 def _place_unit(
-    scratch: CapacityLedger, members: list[PodSetQuery], affinity: Affinity | None
+    scratch: CapacityLedger,
+    members: list[PodSetQuery],
+    affinity: Affinity | None,
+    fewest: dict[str, dict[str, int]] | None = None,
 ) -> PlacedUnit | Failure:
     """Place one pod set, or a group in one shared domain; charge ``scratch`` on success."""
     for query in members:
-        leaves = place_in_topology(
-            scratch.tree, query.room(scratch), query.plan, query.pod_set.count, affinity
-        )
+        room = query.room(scratch)
+        leaves = place_in_topology(scratch.tree, room, query.plan, query.pod_set.count, affinity)
         if leaves is None:
             return query.pod_set.name, partial(query.diagnose, scratch)
         if len(members) == 1:
+            if fewest is not None:
+                fewest[query.pod_set.name] = fewest_domains(scratch.tree, room, query.pod_set.count)
             query.charge(scratch, leaves)
             return {query.pod_set.name: leaves}
     return _place_group(scratch, members, affinity)
+
+
+def fewest_domains(tree: TopologyTree, room: Room, pods: int) -> dict[str, int]:
+    """Per level (by label, the top first), the fewest of its domains that could take ``pods``
+    pods of the shape whose ``room`` the free capacity gives, each level on its own: a lower
+    bound on any placement's span at that moment, which a placement meets at every level only
+    when it is as tight as the free capacity allowed (empty when they do not fit at all)."""
+    found: dict[str, int] = {}
+    for level, index in enumerate(tree.levels):
+        fewest = _fewest_holding(room.at(level), pods)
+        if fewest is None:
+            return {}
+        found[index.label] = fewest
+    return found
+
+
+def _fewest_holding(rooms: IntArray, pods: int) -> int | None:
+    """How many of the domains with ``rooms`` (pods each) hold ``pods`` together, the
+    roomiest first: counted by room size (``bincount``), not sorted — a cycle asks this for
+    every gang it places, and at the node level there are thousands of domains."""
+    if not len(rooms) or pods <= 0:
+        return 0 if pods <= 0 else None
+    roomiest = int(rooms.max())
+    if roomiest >= pods:
+        return 1
+    if roomiest == 1:  # whole-node pods at the node level: one pod a domain
+        return pods if int(rooms.sum()) >= pods else None
+    sizes = np.bincount(rooms)[::-1]  # how many domains of each room, the largest first
+    values = np.arange(len(sizes) - 1, -1, -1)
+    reached = np.cumsum(sizes * values)
+    if reached[-1] < pods:
+        return None
+    at = int(np.searchsorted(reached, pods))  # the room size the last domain taken has
+    before = int(reached[at - 1]) if at else 0
+    taken = int(sizes[:at].sum()) if at else 0
+    return taken + math.ceil((pods - before) / int(values[at]))
 
 
 def _place_group(
@@ -366,7 +425,12 @@ def _refusal(workload: WorkloadSpec, failed: str, diagnosis: PodSetDiagnosis) ->
     return PlacementResult(workload.name, tuple(outcomes))
 
 
-def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]) -> PodSetOutcome:
+def _outcome(
+    ledger: CapacityLedger,
+    pod_set: PodSetSpec,
+    leaves: list[LeafTake],
+    fewest: Mapping[str, int] | None = None,
+) -> PodSetOutcome:
     tree = ledger.tree
     leaf_level = tree.depth - 1
     hosts = tree.leaves_are_nodes
@@ -376,7 +440,13 @@ def _outcome(ledger: CapacityLedger, pod_set: PodSetSpec, leaves: list[LeafTake]
         node = tree.nodes[leaf].name if hosts else None
         assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
         rank += pods
-    return PodSetOutcome(pod_set.name, pod_set.count, tuple(assignments), span=_span(tree, leaves))
+    return PodSetOutcome(
+        pod_set.name,
+        pod_set.count,
+        tuple(assignments),
+        span=_span(tree, leaves),
+        best_span=fewest or {},
+    )
 
 
 def _span(tree: TopologyTree, leaves: list[LeafTake]) -> dict[str, int]:

@@ -7,7 +7,7 @@ from collections.abc import Iterable, Mapping
 
 from topoq.domain.governance import FlavorName
 from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
-from topoq.domain.placement import placement_span
+from topoq.domain.placement import placement_best_span, placement_span
 from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
@@ -141,6 +141,7 @@ def allocation_model(allocation: Allocation) -> AllocationModel:
         usage=_by_flavor(allocation.usage),
         borrowed=_by_flavor(allocation.borrowed),
         span=allocation_span(allocation),
+        best_span=placement_best_span(allocation.placement),
         assignments=[
             AssignmentModel(
                 pod_set=outcome.name,

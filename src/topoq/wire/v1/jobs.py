@@ -115,6 +115,11 @@ class AllocationModel(WireModel):
     usage: dict[str, ResourceAmounts] = Field(description="Quota used, per flavor.")
     borrowed: dict[str, ResourceAmounts] = Field(description="The part above the guarantee.")
     span: dict[str, int] = Field(description="How many domains of each level the gang uses.")
+    best_span: dict[str, int] = Field(
+        default_factory=dict,
+        description="The fewest domains of each level the free capacity allowed the gang when "
+        "it was placed (each level on its own; empty when not recorded).",
+    )
     assignments: list[AssignmentModel]
 
 

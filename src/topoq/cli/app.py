@@ -112,6 +112,7 @@ class SimulateOutput(StrEnum):
 class TraceFormatOption(StrEnum):
     PHILLY = "philly"
     ITP = "itp"
+    OPENB = "openb"
 
 
 class PlacementOption(StrEnum):
@@ -136,8 +137,9 @@ def simulate(
         Path | None,
         typer.Option(
             "--trace",
-            help="A GPU-cluster trace to replay (Philly 2017 or Microsoft ITP 2021 CSV, "
-            "plain or .gz): its jobs arrive as recorded, each a gang of whole nodes.",
+            help="A GPU-cluster trace to replay (Philly 2017, Microsoft ITP 2021 or an Alibaba "
+            "openb 2023 pod list; CSV, plain or .gz): its jobs arrive as recorded, each a gang "
+            "of whole nodes.",
             show_default=False,
         ),
     ] = None,

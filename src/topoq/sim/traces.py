@@ -1,9 +1,10 @@
 """Real GPU-cluster traces as simulator input (docs/simulate.md, "Traces"): Microsoft Philly
-2017 (as the Sia artifact publishes it) and Microsoft ITP 2021 (ElasticFlow's raw traces), read
-into one shape, ``Trace``: jobs with an arrival time, a duration and a GPU count, the teams
-the trace names and the guarantees it implies. ``trace_scenario`` turns a trace into a
-scenario for ``topoq simulate``: a cluster and policy derived from the trace unless given, and
-each job a gang of whole nodes plus a remainder.
+2017 (as the Sia artifact publishes it), Microsoft ITP 2021 (ElasticFlow's raw traces) and
+Alibaba's openb 2023 pod lists (the FGD artifact), read into one shape, ``Trace``: jobs with an
+arrival time, a duration and a GPU count, the teams the trace names, the guarantees it implies
+and, for openb, the nodes it ran on. ``trace_scenario`` turns a trace into a scenario for
+``topoq simulate``: a cluster and policy derived from the trace unless given, and each job a
+gang of whole nodes plus a remainder.
 
 The assumptions, each documented in docs/simulate.md:
 
@@ -16,6 +17,14 @@ The assumptions, each documented in docs/simulate.md:
   cluster size is not published, so the derived cluster is sized to the trace's mean GPU
   demand (GPU-seconds over the span between the first arrival and the last end), rounded up
   to whole 16-node blocks, and never smaller than the largest job.
+- openb has no teams either: its pods are team ``openb``'s, guaranteed the whole cluster. A
+  pod arrives at its ``creation_time`` and runs from its ``scheduled_time`` (or, never
+  scheduled, its creation) to its ``deletion_time``; a pod of no GPU, or of 0 s, is skipped;
+  a pod asking for part of one GPU is replayed as a whole GPU (topoq does not share GPUs
+  yet). With ``openb_node_list_gpu_node.csv`` beside it, the cluster is that list's nodes,
+  each GPU model a flavor, in blocks of 16 in file order (the list has no topology), and a
+  pod's ``gpu_spec`` keeps it on nodes of those models; without it, the cluster is derived
+  as for ITP and ``gpu_spec`` is not applied.
 - A job of ``g`` GPUs on nodes of ``n`` is ``g // n`` pods of ``n`` GPUs (``workers``) and,
   when ``g % n`` is not 0, one pod of the rest (``rest``): a gang, admitted whole.
 - Each job's communication share (the fraction of an iteration spent in exposed
@@ -30,8 +39,9 @@ from __future__ import annotations
 import csv
 import gzip
 import math
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -40,13 +50,21 @@ from typing import IO
 from topoq.discovery.clusterfile import cluster_from_document
 from topoq.discovery.policy import POLICY_API_VERSION, POLICY_KIND, policy_from_document
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobSpec
-from topoq.domain.node import NodeSpec
+from topoq.domain.names import check_label_value
+from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
-from topoq.domain.topology import TopologySpec
-from topoq.domain.workload import PodSetSpec, WorkloadSpec
+from topoq.domain.topology import AWS_NETWORK_LAYER_LABELS, TopologySpec
+from topoq.domain.workload import (
+    NodeSelectorTerm,
+    PodSetSpec,
+    SelectorOperator,
+    SelectorRequirement,
+    WorkloadSpec,
+)
 from topoq.sim.events import ScenarioEvent
 from topoq.sim.network import default_communication_share
 from topoq.sim.scenario import Scenario
@@ -60,6 +78,13 @@ SPINE_BLOCKS = 8
 """The derived cluster's shape: spines of 8 blocks of 16 nodes (fewer when it is smaller)."""
 PHILLY_VC_SIZES = "philly_vc_nodes.csv"
 ITP_TEAM = "itp"
+OPENB_TEAM = "openb"
+OPENB_NODE_LIST = "openb_node_list_gpu_node.csv"
+"""openb's GPU nodes, looked for beside a pod list: the cluster the pods ran on."""
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+"""The node label naming a node's GPU model (as NVIDIA's GPU feature discovery sets it)."""
+WHOLE_GPU_MILLI = 1000
+"""openb's ``gpu_milli`` of a whole GPU."""
 MAX_TRACE_JOBS = 1_000_000
 
 
@@ -68,6 +93,9 @@ class TraceFormat(StrEnum):
     """``timestamp,duration,num_gpus,gpu_time,cluster`` (the Sia artifact's Philly file)."""
     ITP = "itp"
     """``job_id,submission_time,duration,num_gpu`` (ElasticFlow's raw ITP traces)."""
+    OPENB = "openb"
+    """``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`` (Alibaba's openb pod
+    lists, ``openb_pod_list_*.csv``, all but the ``multigpu`` ones, which have no times)."""
     SYNTHETIC = "synthetic"
     """Drawn by ``topoq.sim.synthetic`` (no file)."""
 
@@ -75,7 +103,23 @@ class TraceFormat(StrEnum):
 _HEADERS = {
     TraceFormat.PHILLY: ("timestamp", "duration", "num_gpus", "gpu_time", "cluster"),
     TraceFormat.ITP: ("job_id", "submission_time", "duration", "num_gpu"),
+    TraceFormat.OPENB: (
+        "name",
+        "cpu_milli",
+        "memory_mib",
+        "num_gpu",
+        "gpu_milli",
+        "gpu_spec",
+        "qos",
+        "pod_phase",
+        "creation_time",
+        "deletion_time",
+        "scheduled_time",
+    ),
 }
+_OPENB_NODE_COLUMNS = ("sn", "cpu_milli", "memory_mib", "gpu", "model")
+_ONE_TEAM = {TraceFormat.ITP: ITP_TEAM, TraceFormat.OPENB: OPENB_TEAM}
+"""The formats that name no teams, and the one team their jobs are, guaranteed everything."""
 
 
 @dataclass(frozen=True)
@@ -88,11 +132,25 @@ class TraceJob:
     gpus: int
     line: int
     """Where it is in the file (1: the header)."""
+    gpu_models: tuple[str, ...] = ()
+    """The GPU models it may run on (openb's ``gpu_spec``); empty: any."""
 
     @property
     def communication_share(self) -> float:
         """The fraction of an iteration spent communicating at its tightest placement."""
         return default_communication_share(self.gpus, GPUS_PER_NODE)
+
+
+@dataclass(frozen=True)
+class TraceNode:
+    """A node of a trace's published cluster (a row of openb's node list)."""
+
+    name: str
+    gpus: int
+    cpu_milli: int
+    memory_mib: int
+    model: str
+    """Its GPU model (openb's G1-G3 are Alibaba's undisclosed ones)."""
 
 
 @dataclass(frozen=True)
@@ -105,6 +163,8 @@ class Trace:
     """Each team's guarantee in nodes, as the trace gives it (a team it names without one: 0)."""
     notes: tuple[str, ...] = ()
     """What reading it assumed or left out, for the user."""
+    nodes: tuple[TraceNode, ...] = ()
+    """The nodes the trace ran on, when it publishes them (openb's node list beside it)."""
 
     @property
     def teams(self) -> list[str]:
@@ -142,10 +202,10 @@ def read_trace(
         )
     if chosen is TraceFormat.SYNTHETIC:
         raise InvalidInputError(
-            "a synthetic trace is drawn, not read", hint="give --trace-format philly or itp"
+            "a synthetic trace is drawn, not read",
+            hint="give --trace-format philly, itp or openb",
         )
-    reader = _read_philly if chosen is TraceFormat.PHILLY else _read_itp
-    trace = reader(path)
+    trace = _READERS[chosen](path)
     jobs = sorted(trace.jobs, key=lambda job: (job.arrival_s, job.line))
     if not jobs:
         raise InvalidInputError(
@@ -154,11 +214,8 @@ def read_trace(
     if limit is not None:
         jobs = jobs[:limit]
     start = jobs[0].arrival_s
-    shifted = tuple(
-        TraceJob(job.id, job.team, job.arrival_s - start, job.duration_s, job.gpus, job.line)
-        for job in jobs
-    )
-    return Trace(trace.source, chosen, shifted, trace.guarantees, trace.notes)
+    shifted = tuple(replace(job, arrival_s=job.arrival_s - start) for job in jobs)
+    return replace(trace, jobs=shifted)
 
 
 def _rows(path: Path) -> Iterator[list[str]]:
@@ -283,6 +340,168 @@ def _read_itp(path: Path) -> Trace:
     return Trace(str(path), TraceFormat.ITP, tuple(jobs), {}, (note,))
 
 
+@dataclass(frozen=True)
+class _OpenbPod:
+    """A row of an openb pod list, checked: what a replay needs of it."""
+
+    created_s: float
+    duration_s: float
+    gpus: int
+    fractional: bool
+    """It asks for part of its one GPU (``gpu_milli`` below 1000)."""
+    scheduled: bool
+    gpu_models: tuple[str, ...]
+
+
+def _read_openb(path: Path) -> Trace:
+    """Each pod of a GPU and more than 0 s is a job; what was skipped or bent is counted in
+    the notes."""
+    jobs = []
+    counts: Counter[str] = Counter()
+    for line, where, cells in _cells(path, _HEADERS[TraceFormat.OPENB]):
+        pod = _openb_pod(cells, where)
+        if not pod.gpus or not pod.duration_s:
+            counts["no GPU" if not pod.gpus else "0 s"] += 1
+            continue
+        counts["fractional"] += pod.fractional
+        counts["never scheduled"] += not pod.scheduled
+        counts["models"] += bool(pod.gpu_models)
+        jobs.append(
+            TraceJob(
+                f"openb-{line}",
+                OPENB_TEAM,
+                pod.created_s,
+                pod.duration_s,
+                pod.gpus,
+                line,
+                pod.gpu_models,
+            )
+        )
+    nodes, cluster_note = _openb_nodes(path.with_name(OPENB_NODE_LIST))
+    notes = (*_openb_notes(counts), cluster_note)
+    return Trace(str(path), TraceFormat.OPENB, tuple(jobs), {}, notes, nodes)
+
+
+def _openb_pod(cells: Sequence[str], where: str) -> _OpenbPod:
+    """The pod's times, as the openb README defines them (seconds from the trace's start;
+    ``scheduled_time`` empty for a pod never scheduled), its GPUs and the models it may use."""
+    _, _, _, num_gpu, gpu_milli, gpu_spec, _, _, created, deleted, scheduled = cells
+    gpus = int(_number(num_gpu, "num_gpu", where, whole=True))
+    fractional = _asks_for_part_of_a_gpu(gpus, gpu_milli, where)
+    created_s = _number(created, "creation_time", where)
+    start_column, start = ("scheduled_time", scheduled) if scheduled else ("creation_time", created)
+    start_s = _number(start, start_column, where)
+    deleted_s = _number(deleted, "deletion_time", where)
+    if deleted_s < start_s:
+        raise InvalidInputError(
+            f"deletion_time {deleted} is before {start_column} {start}",
+            where=where,
+            hint="a pod is deleted after it starts",
+        )
+    models = _gpu_models(gpu_spec, where)
+    return _OpenbPod(created_s, deleted_s - start_s, gpus, fractional, bool(scheduled), models)
+
+
+def _asks_for_part_of_a_gpu(gpus: int, gpu_milli: str, where: str) -> bool:
+    """Whether the pod asks for part of its one GPU; a share the README rules out (above a
+    whole GPU, none of a GPU asked for, part of each of several GPUs) is refused."""
+    milli = _number(gpu_milli, "gpu_milli", where, whole=True)
+    whole = milli == WHOLE_GPU_MILLI
+    if milli > WHOLE_GPU_MILLI or (gpus and not milli) or (gpus > 1 and not whole):
+        raise InvalidInputError(
+            f"gpu_milli is {gpu_milli!r} with num_gpu {gpus}",
+            where=where,
+            hint="gpu_milli is each GPU's share in thousandths: 1 to 1000 for a pod of one "
+            "GPU, 1000 for a pod of several",
+        )
+    return gpus == 1 and not whole
+
+
+def _gpu_models(gpu_spec: str, where: str) -> tuple[str, ...]:
+    """``gpu_spec``'s models (joined by ``|``), each a node label's value."""
+    if not gpu_spec:
+        return ()
+    return tuple(
+        check_label_value(model, what="GPU model in gpu_spec", where=where)
+        for model in gpu_spec.split("|")
+    )
+
+
+def _openb_notes(counts: Mapping[str, int]) -> tuple[str, ...]:
+    """What reading the pods skipped or bent, counted (over the whole file)."""
+    said = {
+        "no GPU": "of no GPU, skipped: topoq schedules GPU gangs",
+        "0 s": "of 0 s (deleted when started), skipped",
+        "fractional": "asking for part of one GPU, each replayed as a whole GPU until GPU "
+        "sharing lands",
+        "never scheduled": "never scheduled (no scheduled_time), each run from its creation "
+        "to its deletion",
+        "models": "with a gpu_spec, the GPU models they may run on",
+    }
+    counted = [
+        f"{_counted(counts[kind], 'pod')} {text}" for kind, text in said.items() if counts[kind]
+    ]
+    one_team = "openb names no teams: every pod is team openb's, guaranteed the whole cluster"
+    return (one_team, *counted)
+
+
+def _counted(count: int, noun: str) -> str:
+    return f"{count:,} {noun}{'' if count == 1 else 's'}"
+
+
+def _openb_nodes(path: Path) -> tuple[tuple[TraceNode, ...], str]:
+    """The node list's nodes and a note on the cluster they make (none: no node list)."""
+    if not path.is_file():
+        return (), (
+            f"no {OPENB_NODE_LIST} beside the trace: the cluster is derived as for ITP "
+            "(8-GPU nodes sized to the demand) and gpu_spec is not applied"
+        )
+    _check_header(path, _OPENB_NODE_COLUMNS)
+    nodes = tuple(
+        _openb_node(cells, where) for _, where, cells in _cells(path, _OPENB_NODE_COLUMNS)
+    )
+    if not nodes:
+        raise InvalidInputError(
+            "the node list has no node", where=str(path), hint="give a node list with rows"
+        )
+    gpus: Counter[str] = Counter()
+    for node in nodes:
+        gpus[node.model] += node.gpus
+    models = ", ".join(f"{model} {count:,}" for model, count in sorted(gpus.items()))
+    return nodes, (
+        f"the derived cluster is {path.name}'s {len(nodes):,} nodes ({models} GPUs), each GPU "
+        f"model a flavor, in blocks of {BLOCK_NODES} in file order: the list has no topology"
+    )
+
+
+def _openb_node(cells: Sequence[str], where: str) -> TraceNode:
+    name, cpu_milli, memory_mib, gpus, model = cells
+    return TraceNode(
+        check_label_value(name, what="node name (sn)", where=where),
+        int(_number(gpus, "gpu", where, least=1, whole=True)),
+        int(_number(cpu_milli, "cpu_milli", where, least=1, whole=True)),
+        int(_number(memory_mib, "memory_mib", where, least=1, whole=True)),
+        check_label_value(model, what="GPU model", where=where),
+    )
+
+
+def _check_header(path: Path, columns: Sequence[str]) -> None:
+    header = tuple(next(_rows(path), ()))
+    if header != tuple(columns):
+        raise InvalidInputError(
+            f"the header {','.join(header)!r} is not {','.join(columns)!r}",
+            where=f"{path}:1",
+            hint=f"{path.name} starts with {','.join(columns)}",
+        )
+
+
+_READERS = {
+    TraceFormat.PHILLY: _read_philly,
+    TraceFormat.ITP: _read_itp,
+    TraceFormat.OPENB: _read_openb,
+}
+
+
 # --- the scenario ------------------------------------------------------------------------
 def derived_nodes(trace: Trace) -> int:
     """The derived cluster's size in 8-GPU nodes (see the module's assumptions)."""
@@ -296,8 +515,48 @@ def derived_nodes(trace: Trace) -> int:
 
 
 def derived_cluster(trace: Trace) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
-    """``cluster_of`` as many nodes as ``derived_nodes``."""
+    """The trace's own nodes when it publishes them (``listed_cluster``), else ``cluster_of``
+    as many nodes as ``derived_nodes``."""
+    if trace.nodes:
+        return listed_cluster(trace.nodes, f"{trace.format.value}-nodes", trace.source)
     return cluster_of(derived_nodes(trace), f"{trace.format.value}-derived", trace.source)
+
+
+def listed_cluster(
+    nodes: Sequence[TraceNode], name: str = "trace", source: str = "a trace"
+) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
+    """The nodes as listed, each labelled with its GPU model twice: ``GPU_MODEL_LABEL`` for
+    pods' model constraints, and the instance type, so that each model is a flavor of its
+    own (a quota of one model's GPUs is not met by another's). A node list says nothing of
+    the network, so the nodes are laid out as ``cluster_of`` lays them: blocks of 16 in list
+    order, under spines of 8 blocks."""
+    document = {
+        "apiVersion": "topoq.io/v1",
+        "kind": "Cluster",
+        "metadata": {"name": name},
+        "levels": [*AWS_NETWORK_LAYER_LABELS[:2], HOSTNAME_LABEL],
+        "nodes": [_node_entry(index, node) for index, node in enumerate(nodes)],
+    }
+    cluster = cluster_from_document(document, source=f"{source} (derived cluster)")
+    return tuple(cluster.nodes), cluster.topology
+
+
+def _node_entry(index: int, node: TraceNode) -> dict[str, object]:
+    spine, block = divmod(index // BLOCK_NODES, SPINE_BLOCKS)
+    return {
+        "name": node.name,
+        "instance_type": node.model,
+        "allocatable": {
+            NVIDIA_GPU: node.gpus,
+            "cpu": f"{node.cpu_milli}m",
+            "memory": f"{node.memory_mib}Mi",
+        },
+        "labels": {
+            AWS_NETWORK_LAYER_LABELS[0]: f"l1-{spine + 1:02d}",
+            AWS_NETWORK_LAYER_LABELS[1]: f"l2-{spine + 1:02d}-{block + 1:02d}",
+            GPU_MODEL_LABEL: node.model,
+        },
+    }
 
 
 def cluster_of(
@@ -318,21 +577,22 @@ def cluster_of(
     return tuple(cluster.nodes), cluster.topology
 
 
-def derived_policy(trace: Trace, cluster_nodes: int) -> ClusterPolicy:
-    """A team per team of the trace, guaranteed what the trace gives it (ITP's one team: the
-    whole cluster; a team without a size: nothing), each lending what it leaves idle and
-    borrowing up to the whole cluster, first come, first served."""
+def derived_policy(
+    trace: Trace, cluster_nodes: int, *, flavor_gpus: Mapping[str, int] | None = None
+) -> ClusterPolicy:
+    """A team per team of the trace, guaranteed what the trace gives it (ITP's and openb's
+    one team: the whole cluster; a team without a size: nothing), each lending what it
+    leaves idle and borrowing up to the whole cluster, first come, first served.
+
+    The cluster is ``cluster_nodes`` p5.48xlarge nodes, or, given ``flavor_gpus`` (a listed
+    cluster's GPUs per flavor, ``gpus_by_flavor``), those flavors: a team guaranteed ``n`` of
+    the ``cluster_nodes`` nodes is guaranteed that share of each flavor's GPUs."""
     guarantees = dict(trace.guarantees)
-    if trace.format is TraceFormat.ITP:
-        guarantees = {ITP_TEAM: cluster_nodes}
-    whole = {INSTANCE_TYPE: {NVIDIA_GPU: cluster_nodes * GPUS_PER_NODE}}
+    if trace.format in _ONE_TEAM:
+        guarantees = {_ONE_TEAM[trace.format]: cluster_nodes}
     teams = [
-        {
-            "name": team,
-            "sharing": "LendAndBorrow",
-            "absoluteBorrowLimits": whole,
-            "quotas": [{"flavor": INSTANCE_TYPE, "instances": guarantees.get(team, 0)}],
-        }
+        {"name": team, "sharing": "LendAndBorrow"}
+        | _team_quotas(guarantees.get(team, 0), cluster_nodes, flavor_gpus)
         for team in trace.teams
     ]
     document = {
@@ -345,15 +605,55 @@ def derived_policy(trace: Trace, cluster_nodes: int) -> ClusterPolicy:
     return policy_from_document(document, source=f"{trace.source} (derived policy)")
 
 
-def gang_of(job: TraceJob, gpus_per_node: int = GPUS_PER_NODE) -> WorkloadSpec:
-    """Whole nodes of ``gpus_per_node`` GPUs, plus one pod of the rest."""
+def _team_quotas(
+    nodes: int, cluster_nodes: int, flavor_gpus: Mapping[str, int] | None
+) -> dict[str, object]:
+    """A team's quotas and borrow limits (the whole cluster) in a policy document."""
+    if flavor_gpus is None:
+        return {
+            "absoluteBorrowLimits": {INSTANCE_TYPE: {NVIDIA_GPU: cluster_nodes * GPUS_PER_NODE}},
+            "quotas": [{"flavor": INSTANCE_TYPE, "instances": nodes}],
+        }
+    return {
+        "absoluteBorrowLimits": {
+            flavor: {NVIDIA_GPU: gpus} for flavor, gpus in flavor_gpus.items()
+        },
+        "quotas": [
+            {"flavor": flavor, "resources": {NVIDIA_GPU: gpus * nodes // cluster_nodes}}
+            for flavor, gpus in flavor_gpus.items()
+        ],
+    }
+
+
+def gpus_by_flavor(nodes: Sequence[NodeSpec]) -> dict[str, int]:
+    """The nodes' GPUs per flavor (instance type), by flavor name."""
+    gpus: Counter[str] = Counter()
+    for node in nodes:
+        gpus[flavor_of(node)] += node.allocatable.amount(NVIDIA_GPU)
+    return dict(sorted(gpus.items()))
+
+
+def gang_of(
+    job: TraceJob, gpus_per_node: int = GPUS_PER_NODE, *, pin_models: bool = False
+) -> WorkloadSpec:
+    """Whole nodes of ``gpus_per_node`` GPUs, plus one pod of the rest; with ``pin_models``
+    (a cluster whose nodes carry ``GPU_MODEL_LABEL``), on nodes of the job's GPU models only,
+    when it names any."""
     whole, rest = divmod(job.gpus, gpus_per_node)
+    models = _on_models(job.gpu_models) if pin_models and job.gpu_models else ()
     pod_sets = []
     if whole:
-        pod_sets.append(PodSetSpec("workers", whole, Resources({NVIDIA_GPU: gpus_per_node})))
+        gpus = Resources({NVIDIA_GPU: gpus_per_node})
+        pod_sets.append(PodSetSpec("workers", whole, gpus, affinity_terms=models))
     if rest:
-        pod_sets.append(PodSetSpec("rest", 1, Resources({NVIDIA_GPU: rest})))
+        pod_sets.append(PodSetSpec("rest", 1, Resources({NVIDIA_GPU: rest}), affinity_terms=models))
     return WorkloadSpec(job.id, tuple(pod_sets))
+
+
+def _on_models(models: tuple[str, ...]) -> tuple[NodeSelectorTerm, ...]:
+    """A required node affinity: a node whose GPU model is one of ``models``."""
+    model = SelectorRequirement(GPU_MODEL_LABEL, SelectorOperator.IN, models)
+    return (NodeSelectorTerm((model,)),)
 
 
 def trace_scenario(
@@ -361,9 +661,13 @@ def trace_scenario(
     cluster: tuple[Sequence[NodeSpec], TopologySpec] | None = None,
     policy: ClusterPolicy | None = None,
 ) -> Scenario:
-    """The trace as a scenario: each job submitted at its arrival to run for its duration."""
+    """The trace as a scenario: each job submitted at its arrival to run for its duration.
+    On the trace's own nodes (none given, ``trace.nodes`` known), each GPU model is a flavor
+    and each job is kept to the GPU models it names."""
+    on_own_nodes = cluster is None and bool(trace.nodes)
     nodes, topology = cluster if cluster is not None else derived_cluster(trace)
-    rules = policy if policy is not None else derived_policy(trace, len(nodes))
+    flavors = gpus_by_flavor(nodes) if on_own_nodes else None
+    rules = policy if policy is not None else derived_policy(trace, len(nodes), flavor_gpus=flavors)
     events = tuple(
         ScenarioEvent(
             job.arrival_s,
@@ -371,7 +675,7 @@ def trace_scenario(
                 JobSpec(
                     JobId(job.id),
                     TeamName(job.team),
-                    gang_of(job),
+                    gang_of(job, pin_models=on_own_nodes),
                     job.arrival_s,
                     runtime_s=job.duration_s,
                 ),
@@ -388,5 +692,29 @@ def trace_scenario(
         topology=topology,
         policy=rules,
         events=events,
-        warnings=trace.notes,
+        warnings=(*trace.notes, *_model_warnings(trace.jobs, nodes, pinned=on_own_nodes)),
+    )
+
+
+def _model_warnings(
+    jobs: Sequence[TraceJob], nodes: Sequence[NodeSpec], *, pinned: bool
+) -> tuple[str, ...]:
+    """What becomes of the jobs' GPU models: not applied (the cluster does not say its
+    nodes' models), or, applied, which jobs no node's model suits (they wait to the end)."""
+    constrained = [job for job in jobs if job.gpu_models]
+    if not constrained:
+        return ()
+    if not pinned:
+        return (
+            f"{_counted(len(constrained), 'job')} with GPU models (gpu_spec): not applied, "
+            "the cluster is not the trace's own nodes",
+        )
+    present = {node.labels.get(GPU_MODEL_LABEL) for node in nodes}
+    stranded = [job for job in constrained if present.isdisjoint(job.gpu_models)]
+    if not stranded:
+        return ()
+    missing = sorted({model for job in stranded for model in job.gpu_models})
+    return (
+        f"{_counted(len(stranded), 'job')} only for GPU models no node has "
+        f"({', '.join(missing)}): waiting to the end",
     )

@@ -118,6 +118,8 @@ def test_topoq_simulate_refuses_a_bad_network_file_naming_the_field(tmp_path: Pa
     refused = topoq("simulate", "--trace", ITP, "--network", network)
     assert refused.returncode == 2
     assert "stages[0].oversubscription" in refused.stderr and "Traceback" not in refused.stderr
+    missing = topoq("simulate", "--trace", ITP, "--network", tmp_path / "none.yaml")
+    assert missing.returncode == 2 and missing.stderr.count("none.yaml") == 1, missing.stderr
     network.write_text("nodeGBps: 50\n")
     both = topoq("simulate", "--trace", ITP, "--network", network, "--no-cost-model")
     assert both.returncode == 2 and "--no-cost-model" in both.stderr

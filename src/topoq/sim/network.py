@@ -242,8 +242,9 @@ def read_network(path: Path | str) -> NetworkModel:
     """A cost model from a YAML or JSON file (``topoq simulate --network FILE``); any key left
     out keeps its default. Every error names the file and the field."""
     source = str(path)
+    document = read_document(path)  # its errors name the file already
     try:
-        fields = Fields(read_document(path), "")
+        fields = Fields(document, "")
         fields.reject_unknown_keys(_NETWORK_KEYS, listed=_NETWORK_KEYS)
         default = NetworkModel()
         stages = tuple(_stage(stage) for stage in fields.records("stages"))

@@ -238,7 +238,7 @@ def _heading(runs: Sequence[RunSeries], source: str) -> str:
     clusters = sorted({run.capacity_gpus for run in runs})
     facts = {
         "Input": source,
-        "Policies": ", ".join(run.name for run in runs),
+        "Runs": ", ".join(run.name for run in runs),
         "Cluster": " / ".join(f"{gpus:,} GPUs" for gpus in clusters),
         "Simulated": spans,
         "Written": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

@@ -13,6 +13,8 @@ target replays it, cut to its first ``--limit`` jobs; or any trace ``topoq simul
 nodes): ``1x8x16`` is the derived cluster's shape (one spine: only latency separates a spread
 gang from a tight one under the default model), ``4x2x16`` puts the same nodes under four
 spines joined by the 8:1 core. **Policy**: derived (the one team guaranteed the cluster).
+**Time limits**: none, as in the trace, or ``--time-limit-factor F`` times each job's
+duration (what lets jobs backfill).
 **Cost model**: the defaults (docs/simulate.md). Each mode's replay runs in this process, one
 after another; the CPU time of each is reported. The baseline is first fit: the ratio column
 is first fit's mean completion time over the mode's (above 1: faster than first fit).
@@ -66,7 +68,13 @@ def merged_itp(into: Path) -> Path:
     return into
 
 
-def replay(trace_path: Path, limit: int, shape: str, mode: PlacementMode) -> Replayed:
+def replay(
+    trace_path: Path,
+    limit: int,
+    shape: str,
+    mode: PlacementMode,
+    time_limit_factor: float | None = None,
+) -> Replayed:
     trace = read_trace(trace_path, limit=limit)
     document = {
         "apiVersion": "topoq.io/v1",
@@ -156,16 +164,25 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument(
         "--shape", action="append", help="spines x blocks x nodes (default: 1x8x16, 4x2x16)"
     )
+    parser.add_argument(
+        "--time-limit-factor",
+        type=float,
+        help="give each job a time limit of its duration times this (default: none)",
+    )
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     with tempfile.TemporaryDirectory() as scratch:
         path = options.trace or merged_itp(Path(scratch) / "itp-merged.csv")
         rows = [
-            replay(path, options.limit, shape, mode)
+            replay(path, options.limit, shape, mode, options.time_limit_factor)
             for shape in options.shape or DEFAULT_SHAPES
             for mode in PlacementMode
         ]
-    print(f"trace {options.trace or 'ITP 2021, ten clusters merged'}, first {options.limit:,} jobs")
+    limits = options.time_limit_factor
+    print(
+        f"trace {options.trace or 'ITP 2021, ten clusters merged'}, first {options.limit:,} jobs"
+        + (f", time limits {limits:g}x their durations" if limits else ", no time limits")
+    )
     print(table(rows, markdown=options.markdown))
 
 

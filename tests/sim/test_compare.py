@@ -133,3 +133,21 @@ def test_topoq_simulate_refuses_a_bad_network_file_naming_the_field(tmp_path: Pa
 
 def test_the_placement_option_offers_every_placement_mode() -> None:
     assert [option.value for option in PlacementOption] == [mode.value for mode in PlacementMode]
+
+
+def test_time_limits_from_the_durations_let_waiting_jobs_know_when_they_start(
+    tmp_path: Path,
+) -> None:
+    half = tmp_path / "half.yaml"
+    half.write_text(POLICY.format(name="half", nodes=8))
+    args = ("simulate", "--trace", ITP, "--policy", half, "--no-cost-model", "-o", "jsonl")
+    without = [json.loads(line) for line in topoq(*args).stdout.splitlines()]
+    assert not any("eta" in entry for entry in without)  # no time limit: no expected start
+    ran = topoq(*args, "--time-limit-factor", "2")
+    assert ran.returncode == 0, ran.stderr
+    log = [json.loads(line) for line in ran.stdout.splitlines()]
+    assert any("eta" in entry for entry in log if entry["decision"] == "wait")
+    assert sum(entry["decision"] == "finish" for entry in log) == 40  # none hit its limit
+    assert topoq(*args, "--time-limit-factor", "0.5").returncode == 2
+    alone = topoq("simulate", SCENARIOS / "reclaim.yaml", "--time-limit-factor", "2")
+    assert alone.returncode == 2 and "--trace" in alone.stderr

@@ -187,6 +187,17 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    time_limit_factor: Annotated[
+        float | None,
+        typer.Option(
+            "--time-limit-factor",
+            min=1.0,
+            max=1000.0,
+            help="With --trace: give each job a time limit of its duration times this (the "
+            "traces record none), so that expected starts and backfill work.",
+            show_default=False,
+        ),
+    ] = None,
     log: Annotated[
         Path | None,
         typer.Option(
@@ -249,7 +260,16 @@ def simulate(
     chosen = None if trace_format is None else trace_format.value
     placements = tuple(mode.value for mode in placement or ())
     request = TraceRequest(
-        trace, chosen, cluster, tuple(policy or ()), limit, jobs, placements, cost_model, network
+        trace,
+        chosen,
+        cluster,
+        tuple(policy or ()),
+        limit,
+        jobs,
+        placements,
+        cost_model,
+        network,
+        time_limit_factor=time_limit_factor,
     )
     guarded(lambda: run_simulate(scenario, log, output.value, request, report))
 

@@ -49,6 +49,8 @@ class TraceRequest:
     """``--network``: the cost model's figures (implies the model)."""
     name: str | None = None
     """What one replay of a comparison is called in its table."""
+    time_limit_factor: float | None = None
+    """``--time-limit-factor``: each trace job's time limit, as a multiple of its duration."""
 
 
 def run_simulate(
@@ -98,10 +100,11 @@ def _scenario_to_run(scenario: Path | None, request: TraceRequest) -> Scenario:
             hint="topoq simulate SCENARIO, or topoq simulate --trace FILE",
         )
     if request.path is None:
-        given = (request.trace_format, request.cluster, request.limit)
+        given = (request.trace_format, request.cluster, request.limit, request.time_limit_factor)
         if any(option is not None for option in given) or request.policies:
             raise InvalidInputError(
-                "--trace-format, --cluster, --policy and --limit go with --trace",
+                "--trace-format, --cluster, --policy, --limit and --time-limit-factor go with "
+                "--trace",
                 hint="give --trace FILE, or a scenario file (it names its cluster and policy)",
             )
         if scenario is None:
@@ -125,7 +128,7 @@ def _trace_scenario(path: Path, request: TraceRequest) -> Scenario:
         loaded = load_cluster(request.cluster)
         cluster = (loaded.nodes, loaded.topology)
     policy = load_policy(request.policies[0]) if request.policies else None
-    return trace_scenario(trace, cluster, policy)
+    return trace_scenario(trace, cluster, policy, request.time_limit_factor)
 
 
 def make_report_directory(directory: Path) -> None:

@@ -660,10 +660,13 @@ def trace_scenario(
     trace: Trace,
     cluster: tuple[Sequence[NodeSpec], TopologySpec] | None = None,
     policy: ClusterPolicy | None = None,
+    time_limit_factor: float | None = None,
 ) -> Scenario:
     """The trace as a scenario: each job submitted at its arrival to run for its duration.
     On the trace's own nodes (none given, ``trace.nodes`` known), each GPU model is a flavor
-    and each job is kept to the GPU models it names."""
+    and each job is kept to the GPU models it names. ``time_limit_factor``: each job is given
+    a time limit of its duration times it, rounded up to a second (what its user would have
+    asked; the traces record none), so that expected starts and backfill can be worked out."""
     on_own_nodes = cluster is None and bool(trace.nodes)
     nodes, topology = cluster if cluster is not None else derived_cluster(trace)
     flavors = gpus_by_flavor(nodes) if on_own_nodes else None
@@ -678,6 +681,11 @@ def trace_scenario(
                     gang_of(job, pin_models=on_own_nodes),
                     job.arrival_s,
                     runtime_s=job.duration_s,
+                    time_limit_s=(
+                        None
+                        if time_limit_factor is None
+                        else float(math.ceil(job.duration_s * time_limit_factor))
+                    ),
                 ),
                 communication_share=job.communication_share,
             ),

@@ -151,3 +151,14 @@ def test_time_limits_from_the_durations_let_waiting_jobs_know_when_they_start(
     assert topoq(*args, "--time-limit-factor", "0.5").returncode == 2
     alone = topoq("simulate", SCENARIOS / "reclaim.yaml", "--time-limit-factor", "2")
     assert alone.returncode == 2 and "--trace" in alone.stderr
+
+
+def test_one_run_under_the_cost_model_says_how_placement_slowed_it(tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.yaml"
+    cluster.write_text(CLUSTER)
+    ran = topoq("simulate", "--trace", ITP, "--cluster", cluster, "--placement", "first-fit")
+    assert ran.returncode == 0, ran.stderr
+    [line] = [line for line in ran.stdout.splitlines() if line.startswith("Placement slow-down")]
+    assert "of multi-node gangs at their best span" in line
+    plain = topoq("simulate", "--trace", ITP, "--no-cost-model")
+    assert "Placement slow-down" not in plain.stdout

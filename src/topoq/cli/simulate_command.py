@@ -349,6 +349,25 @@ def _time(seconds: float | None) -> str:
     return "-" if seconds is None else duration(seconds)
 
 
+def placement_line(result: SimulationResult) -> str | None:
+    """Under the cost model: how much the placements slowed the runs, and how many gangs were
+    as tight as the free capacity allowed (None: no cost model in the run)."""
+    from topoq.sim.compare import policy_figures
+
+    figures = policy_figures(result.scenario, result)
+    slowdown = figures.slowdown
+    if slowdown.mean is None or slowdown.p99 is None:
+        return None
+    tight = (
+        ""
+        if figures.at_best_span is None
+        else f"; {figures.at_best_span:.0%} of multi-node gangs at their best span"
+    )
+    return (
+        f"Placement slow-down (cost model): mean {slowdown.mean:.3f}, p99 {slowdown.p99:.3f}{tight}"
+    )
+
+
 def print_simulation(console: Console, result: SimulationResult) -> None:
     summary = result.summary
     span = duration(summary.end_s - summary.start_s)
@@ -357,6 +376,9 @@ def print_simulation(console: Console, result: SimulationResult) -> None:
         f"GPU utilisation {summary.utilisation:.0%} of {summary.capacity_gpus} GPUs"
     )
     console.print(team_table(summary.teams))
+    placement = placement_line(result)
+    if placement is not None:
+        console.print(placement)
     eta = result.eta_error
     if eta.jobs and eta.mean_abs_s is not None and eta.p90_abs_s is not None:
         console.print(

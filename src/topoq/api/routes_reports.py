@@ -6,7 +6,6 @@ the query, gathers the phase events it needs from the store and puts the answer 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Annotated
 
@@ -17,7 +16,7 @@ from topoq.api.errors import ApiError
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
-from topoq.domain.durations import iso_time_s
+from topoq.domain.durations import NotAMoment, moment_s
 from topoq.store.records import JobEvent
 from topoq.wire.v1 import HourUsageModel, JobUsageModel, TeamDayUsageModel, UsageReportModel
 
@@ -26,12 +25,6 @@ router = APIRouter(prefix="/reports", tags=["reports"], route_class=StrictJsonRo
 DEFAULT_WINDOW_S = 7 * 86400.0
 MAX_WINDOW_S = 366 * 86400.0
 MAX_HOURLY_WINDOW_S = 31 * 86400.0
-LATEST_TIME_S = 253_402_300_799.0
-"""9999-12-31T23:59:59Z, the last second a date can name."""
-TIME_HINT = (
-    "give an ISO date (2024-05-01, midnight UTC), an ISO time (2024-05-01T12:00:00Z) "
-    "or seconds since the epoch"
-)
 
 
 @router.get("/usage", summary="GPU-hours per team per day (in guarantee and borrowed) and per job")
@@ -73,20 +66,11 @@ def usage(
 
 
 def parse_time(text: str, where: str) -> float:
-    """Seconds since the epoch from a number, an ISO date (midnight UTC) or an ISO time (UTC
-    when it names no zone)."""
+    """``durations.moment_s``, its refusal answered 422 naming the query field."""
     try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = iso_time_s(text)
-        except ValueError:
-            raise ApiError(422, f"not a time: {text!r}", where=where, hint=TIME_HINT) from None
-    if not (math.isfinite(seconds) and 0 <= seconds <= LATEST_TIME_S):
-        raise ApiError(
-            422, f"{text!r} is out of range", where=where, hint="give a time from 1970 to 9999"
-        )
-    return seconds
+        return moment_s(text)
+    except NotAMoment as refused:
+        raise ApiError(422, str(refused), where=where, hint=refused.hint) from None
 
 
 def check_window(start_s: float, end_s: float) -> None:

@@ -6,7 +6,6 @@ The comparison table and the report are ``topoq simulate --policy A --policy B``
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +22,7 @@ from topoq.cli.simulate_command import (
     print_comparison,
     write_report_saying_where,
 )
-from topoq.domain.durations import iso_time_s
+from topoq.domain import durations
 from topoq.domain.errors import InvalidInputError
 from topoq.sim.compare import PolicyFigures
 from topoq.sim.engine import SimulationResult
@@ -31,12 +30,6 @@ from topoq.sim.engine import SimulationResult
 if TYPE_CHECKING:
     from topoq.domain.governance import ClusterPolicy
     from topoq.sim.history import RecordedHistory
-
-LATEST_TIME_S = 253402300799.0
-"""9999-12-31T23:59:59Z: a later moment is a typo."""
-TIME_HINT = (
-    "give an ISO 8601 time (2024-05-01T09:00:00Z; UTC when it names no zone) or epoch seconds"
-)
 
 
 @dataclass(frozen=True)
@@ -61,22 +54,11 @@ class Replay:
 
 
 def moment_s(text: str, option: str) -> float:
-    """Seconds since the epoch of an ISO 8601 date or time (UTC when it names no zone) or of
-    a number of epoch seconds."""
+    """``durations.moment_s``, its refusal said as a usage error naming the option."""
     try:
-        seconds = float(text)
-    except ValueError:
-        try:
-            seconds = iso_time_s(text)
-        except ValueError:
-            raise InvalidInputError(
-                f"not a time: {text!r:.60}", where=option, hint=TIME_HINT
-            ) from None
-    if not (math.isfinite(seconds) and 0 <= seconds <= LATEST_TIME_S):
-        raise InvalidInputError(
-            f"{text!r:.60} is out of range", where=option, hint="give a time from 1970 to 9999"
-        )
-    return seconds
+        return durations.moment_s(text)
+    except durations.NotAMoment as refused:
+        raise InvalidInputError(str(refused), where=option, hint=refused.hint) from None
 
 
 def run_whatif(request: WhatIfRequest) -> None:

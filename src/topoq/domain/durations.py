@@ -89,6 +89,37 @@ def iso_time_s(text: str) -> float:
     return moment.timestamp()
 
 
+LATEST_MOMENT_S = 253_402_300_799.0
+"""9999-12-31T23:59:59Z, the last second a date can name: a later moment is a typo."""
+MOMENT_HINT = (
+    "give an ISO date (2024-05-01, midnight UTC), an ISO time (2024-05-01T12:00:00Z; UTC "
+    "when it names no zone) or seconds since the epoch"
+)
+
+
+class NotAMoment(ValueError):
+    """What :func:`moment_s` refuses, with a hint; each caller says it in its own error."""
+
+    def __init__(self, message: str, hint: str) -> None:
+        super().__init__(message)
+        self.hint = hint
+
+
+def moment_s(text: str) -> float:
+    """Seconds since the epoch of a number of epoch seconds, an ISO date (midnight UTC) or an
+    ISO time (UTC when it names no zone), from 1970 to 9999; :class:`NotAMoment` else."""
+    try:
+        seconds = float(text)
+    except ValueError:
+        try:
+            seconds = iso_time_s(text)
+        except ValueError:
+            raise NotAMoment(f"not a time: {text!r:.60}", MOMENT_HINT) from None
+    if not (math.isfinite(seconds) and 0 <= seconds <= LATEST_MOMENT_S):
+        raise NotAMoment(f"{text!r:.60} is out of range", "give a time from 1970 to 9999")
+    return seconds
+
+
 def moment_since(value: str, now: float, *, where: str) -> float:
     """The moment ``value`` names, in seconds since the epoch: a duration back from ``now``
     (``30m``, ``2h``, ``1d``: any form :func:`duration_s` reads) or an ISO time

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from topoq.core.ledger import CapacityLedger
+from topoq.core.ledger import CapacityLedger, distinct
 from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import FlavorName, TeamName
@@ -116,7 +116,7 @@ def prepared_ledger(
     changed = np.concatenate([indices, released])
     used = previous.used.copy()
     np.add.at(used, changed, np.concatenate([rows, -released_rows]))
-    nodes = np.unique(changed)
+    nodes = distinct(changed)
     free = np.maximum(tree.capacity[nodes] - used[nodes], 0)
     base = previous.base.scratch()
     base.charge_nodes(nodes, base.free[nodes] - free)

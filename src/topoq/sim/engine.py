@@ -376,14 +376,9 @@ class Simulation:
         touched: set[JobId] = set()
         best: dict[JobId, dict[str, int]] = {}
         for admit in result.admissions:
-            job = self.unfinished[admit.job]
-            on_nodes = _gpus_on_nodes(tree, admit.allocation)
             best[admit.job] = placement_best_span(admit.allocation.placement)
-            touched |= self._traffic.start(
-                admit.job,
-                on_nodes,
-                _pod_gpus(job),
-                self._shares.get(admit.job, default_communication_share(_gpus(job))),
+            touched |= self._start_traffic(
+                self._traffic, self.unfinished[admit.job], admit.allocation
             )
         self._repace(touched - best.keys())
         return {job: StartCost(self._traffic.slowdown(job), span) for job, span in best.items()}
@@ -396,9 +391,17 @@ class Simulation:
         for job_id in self._paces:
             job = self.unfinished[job_id]
             if job.allocation is not None:
-                share = self._shares.get(job_id, default_communication_share(_gpus(job)))
-                state.start(job_id, _gpus_on_nodes(tree, job.allocation), _pod_gpus(job), share)
+                self._start_traffic(state, job, job.allocation)
         return state
+
+    def _start_traffic(
+        self, state: NetworkState, job: JobView, allocation: Allocation
+    ) -> set[JobId]:
+        """The job's gang on ``state``'s network (its share: its submission's, else by its
+        size); the running jobs whose slow-down that moves."""
+        pods = _pod_gpus(job)
+        share = self._shares.get(job.id, default_communication_share(sum(pods)))
+        return state.start(job.id, _gpus_on_nodes(state.tree, allocation), pods, share)
 
     def _repace(self, jobs: set[JobId]) -> None:
         """The jobs' slow-downs moved: each goes on from what it has done at its new pace."""
@@ -567,7 +570,3 @@ def _pod_gpus(job: JobView) -> list[int]:
         for pod_set in job.spec.workload.pod_sets
         for _ in range(pod_set.count)
     ]
-
-
-def _gpus(job: JobView) -> int:
-    return sum(_pod_gpus(job))

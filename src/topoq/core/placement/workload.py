@@ -79,13 +79,7 @@ def place_workload(
     scratch = ledger.scratch()
     fewest: dict[str, dict[str, int]] = {}
     placed = _place_units(scratch, workload, previous_nodes, fewest)
-    if isinstance(placed, tuple):
-        failed_name, diagnosis = placed
-        return _refusal(workload, failed_name, diagnosis()), ledger
-    outcomes = tuple(
-        _outcome(ledger, ps, placed[ps.name], fewest.get(ps.name, {})) for ps in workload.pod_sets
-    )
-    return PlacementResult(workload.name, outcomes), scratch
+    return _result(ledger, workload, placed, fewest, scratch)
 
 
 def place_first_fit(
@@ -99,6 +93,18 @@ def place_first_fit(
     scratch = ledger.scratch()
     fewest: dict[str, dict[str, int]] = {}
     placed = _first_fit_units(scratch, workload, fewest)
+    return _result(ledger, workload, placed, fewest, scratch)
+
+
+def _result(
+    ledger: CapacityLedger,
+    workload: WorkloadSpec,
+    placed: PlacedUnit | Failure,
+    fewest: Mapping[str, Mapping[str, int]],
+    scratch: CapacityLedger,
+) -> tuple[PlacementResult, CapacityLedger]:
+    """The placement of ``placed`` (charged on ``scratch``) and what it leaves, or the
+    refusal of the pod set that did not fit and ``ledger`` as it was."""
     if isinstance(placed, tuple):
         failed_name, diagnosis = placed
         return _refusal(workload, failed_name, diagnosis()), ledger

@@ -26,7 +26,7 @@ node's NVLink domain; only the data-parallel traffic between pods crosses the ne
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -164,9 +164,6 @@ class NetworkState:
             contention[level] = max(contention[level], self._asked[(level, domain)] / carried)
         spent = self._time_s(running.gpus_on_a_node, running.members, contention)
         return max(1.0, (1 - running.share) + running.share * spent / running.tight_s)
-
-    def running(self) -> Iterable[JobId]:
-        return self._jobs.keys()
 
     # --- the formula -----------------------------------------------------------------
     def _spread(self, nodes: IntArray) -> tuple[list[int], list[tuple[int, int, int]]]:

@@ -26,7 +26,7 @@ from topoq.core.ordering import (
     team_order_key,
 )
 from topoq.core.quota import QuotaBook
-from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.governance import ClusterPolicy, QueueOrder, TeamName
 from topoq.domain.job import JobView
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -39,7 +39,8 @@ TEAMS = "abcd"
 @st.composite
 def policies(draw: st.DrawFn) -> ClusterPolicy:
     """Up to four teams, some in cohorts (weighted, for fair share), under priority or fifo,
-    fair share or first come; a cohort may guarantee GPUs of its own."""
+    fair share or first come, in submission or shortest-first order; a cohort may guarantee
+    GPUs of its own."""
     in_cohort = draw(st.booleans())
     teams = [
         team(
@@ -56,13 +57,14 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         if in_cohort
         else []
     )
-    return policy(
+    rules = policy(
         *teams,
         classes=CLASSES,
         fair_share=draw(st.booleans()),
         fifo=draw(st.booleans()),
         cohorts=cohorts,
     )
+    return replace(rules, queue_order=draw(st.sampled_from(QueueOrder)))
 
 
 @st.composite
@@ -82,6 +84,7 @@ def situations(
             draw(st.sampled_from([4, 8])),
             priority=draw(st.sampled_from(list(CLASSES))),
             at=float(draw(st.integers(0, 5))),
+            time_limit=draw(st.sampled_from([None, 60.0, 3600.0])),
         )
         for index in range(draw(st.integers(0, 24)))
     ]

@@ -19,6 +19,7 @@ from topoq.domain.governance import (
     IdleAllocation,
     Prioritization,
     PriorityClass,
+    QueueOrder,
     SharingStrategy,
     TeamName,
     TeamSpec,
@@ -218,6 +219,15 @@ TEAM_CASES = [
         LintCode.IGNORED_PRIORITY_CLASSES,
         "fifo",
     ),
+    (
+        policy(
+            team("nlp", 16),
+            queue_order=QueueOrder.SHORTEST_FIRST,
+            priority_classes=(PriorityClass("a", 1),),
+        ),
+        LintCode.SHORTEST_FIRST_WITHOUT_LIMITS,
+        "shortest-first",
+    ),
 ]
 
 
@@ -245,6 +255,16 @@ def test_settings_that_are_ignored_or_lock_a_team_out_are_warnings(
 )
 def test_weight_zero_matters_only_for_a_borrower_under_fair_share(spec: ClusterPolicy) -> None:
     assert LintCode.ZERO_FAIR_SHARE_WEIGHT not in codes(lint(spec))
+
+
+def test_shortest_first_with_a_class_time_limit_is_not_warned_of() -> None:
+    spec = policy(
+        team("nlp", 16),
+        queue_order=QueueOrder.SHORTEST_FIRST,
+        priority_classes=(PriorityClass("a", 1), PriorityClass("b", 1, 3600.0)),
+    )
+
+    assert LintCode.SHORTEST_FIRST_WITHOUT_LIMITS not in codes(lint(spec))
 
 
 # --- typical gangs ------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from topoq.core.cycle import queue_order
+from topoq.domain.governance import PriorityClass, QueueOrder
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase
 from topoq.testing.governance import Cluster, job, policy, team
 
@@ -73,3 +74,30 @@ def test_held_jobs_and_jobs_waiting_on_another_job_are_not_in_line() -> None:
     cluster.jobs[JobId("held")] = replace(cluster.jobs[JobId("held")], held=True)
     assert order(cluster) == ["first"]
     assert cluster.jobs[JobId("first")].phase is JobPhase.PENDING
+
+
+def test_shortest_first_orders_a_priority_by_time_limit_the_unlimited_last() -> None:
+    cluster = full_cluster()
+    limits = {"a-hour": 3600.0, "a-none": None, "b-minute": 60.0, "a-minute": 60.0}
+    for at, (name, limit) in enumerate(limits.items()):
+        cluster.now = float(at + 1)
+        cluster.submit(job(name, name[0], 2, priority="low", time_limit=limit))
+    cluster.submit(job("a-high-day", "a", 2, priority="high", time_limit=86400.0))
+    assert order(cluster) == ["a-high-day", "a-hour", "a-none", "b-minute", "a-minute"]
+
+    cluster.policy = replace(cluster.policy, queue_order=QueueOrder.SHORTEST_FIRST)
+    # priority first still; within it the shortest limit, then submission; no limit last
+    assert order(cluster) == ["a-high-day", "b-minute", "a-minute", "a-hour", "a-none"]
+
+
+def test_shortest_first_takes_a_class_time_limit_for_jobs_that_set_none() -> None:
+    cluster = full_cluster()
+    classes = (PriorityClass("high", 100), PriorityClass("low", 1, time_limit_s=600.0))
+    cluster.policy = replace(
+        cluster.policy, priority_classes=classes, queue_order=QueueOrder.SHORTEST_FIRST
+    )
+    cluster.now = 1.0
+    cluster.submit(job("own-hour", "b", 1, priority="low", time_limit=3600.0))
+    cluster.now = 2.0
+    cluster.submit(job("class-ten-minutes", "b", 1, priority="low"))
+    assert order(cluster) == ["class-ten-minutes", "own-hour"]

@@ -28,6 +28,7 @@ from topoq.domain.governance import (
     Prioritization,
     PriorityClass,
     QueueingStrategy,
+    QueueOrder,
     SharingStrategy,
     TeamName,
     TeamSpec,
@@ -47,6 +48,7 @@ kind: Policy
 metadata: {name: prod}
 scheduling:
   prioritization: priority
+  queueOrder: shortest-first
   priorityClasses:
   - {name: inference, weight: 100}
   - {name: training, weight: 10}
@@ -102,6 +104,7 @@ def test_the_documented_example_reads_with_every_field() -> None:
     policy = read(documented())
 
     assert policy.prioritization is Prioritization.PRIORITY
+    assert policy.queue_order is QueueOrder.SHORTEST_FIRST
     assert policy.priority_classes == (
         PriorityClass("inference", 100),
         PriorityClass("training", 10),
@@ -415,6 +418,8 @@ MALFORMED = [
     ("metadata.labels", {}, "metadata.labels", "unknown key"),
     ("scheduling.prioritisation", "fifo", "scheduling.prioritisation", "'prioritization'"),
     ("scheduling.prioritization", "weighted", "scheduling.prioritization", "fifo, priority"),
+    ("scheduling.queueOrder", "sjf", "scheduling.queueOrder", "submission, shortest-first"),
+    ("scheduling.queueOrdr", "sjf", "scheduling.queueOrdr", "'queueOrder'"),
     ("scheduling.idleAllocation", "greedy", "scheduling.idleAllocation", "fair-share"),
     ("scheduling.idleResourceSharing", "maybe", "scheduling.idleResourceSharing", "true or"),
     ("scheduling.preemption.gracePeriodS", -1, "scheduling.preemption.gracePeriodS", "0 to 3600"),

@@ -18,6 +18,7 @@ from topoq.domain.governance import (
     Prioritization,
     PriorityClass,
     QueueingStrategy,
+    QueueOrder,
     SharingStrategy,
     TeamName,
     TeamSpec,
@@ -260,6 +261,7 @@ def policies(draw: st.DrawFn) -> ClusterPolicy:
         teams=teams,
         cohorts=draw(cohort_specs(teams)),
         prioritization=draw(st.sampled_from(Prioritization)),
+        queue_order=draw(st.sampled_from(QueueOrder)),
         priority_classes=classes,
         default_priority_class=draw(st.none() | st.sampled_from(class_names))
         if class_names

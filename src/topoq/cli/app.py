@@ -123,6 +123,14 @@ class PlacementOption(StrEnum):
     FIRST_FIT = "first-fit"
 
 
+class QueueOrderOption(StrEnum):
+    """``topoq.domain.governance.QueueOrder``'s values (not imported: ``--help`` starts
+    fast)."""
+
+    SUBMISSION = "submission"
+    SHORTEST_FIRST = "shortest-first"
+
+
 @app.command()
 def simulate(
     scenario: Annotated[
@@ -224,6 +232,16 @@ def simulate(
             show_default=False,
         ),
     ] = None,
+    queue_order: Annotated[
+        list[QueueOrderOption] | None,
+        typer.Option(
+            "--queue-order",
+            help="With --trace: the order of jobs of one priority, in place of the policy's "
+            "queueOrder: submission or shortest-first (the shortest time limit first; give "
+            "--time-limit-factor too, the traces record none). Give it twice to compare them.",
+            show_default=False,
+        ),
+    ] = None,
     cost_model: Annotated[
         bool | None,
         typer.Option(
@@ -270,6 +288,7 @@ def simulate(
         cost_model,
         network,
         time_limit_factor=time_limit_factor,
+        queue_orders=tuple(order.value for order in queue_order or ()),
     )
     guarded(lambda: run_simulate(scenario, log, output.value, request, report))
 

@@ -31,6 +31,7 @@ from topoq.domain.governance import (
     CohortSpec,
     FlavorQuota,
     IdleAllocation,
+    QueueOrder,
     TeamName,
     TeamSpec,
 )
@@ -216,6 +217,8 @@ def print_policy(console: Console, policy: ClusterPolicy) -> None:
     classes = ", ".join(f"{cls.name} ({cls.weight})" for cls in policy.priority_classes)
     default = f"; default {policy.default_priority_class}" if policy.default_priority_class else ""
     console.print(f"prioritization: {policy.prioritization.value}")
+    if policy.queue_order is not QueueOrder.SUBMISSION:
+        console.print(f"within a priority: {policy.queue_order.value}")
     console.print(f"priority classes: {classes or 'none'}{default}", markup=False)
     console.print(f"idle capacity: {policy.idle_allocation.value}", end="")
     console.print(

@@ -51,6 +51,9 @@ class TraceRequest:
     """What one replay of a comparison is called in its table."""
     time_limit_factor: float | None = None
     """``--time-limit-factor``: each trace job's time limit, as a multiple of its duration."""
+    queue_orders: tuple[str, ...] = ()
+    """``--queue-order``: the policy's order of jobs of one priority replaced (``QueueOrder``
+    values; none: the policy's); several compare the replays under each."""
 
 
 def run_simulate(
@@ -62,11 +65,11 @@ def run_simulate(
 ) -> None:
     """``report``: the directory to write the HTML report into (``--report``)."""
     request = trace or TraceRequest(None, None, None)
-    if len(request.policies) > 1 or len(request.placements) > 1:
+    if max(len(request.policies), len(request.placements), len(request.queue_orders)) > 1:
         if request.path is None or scenario is not None:
             raise InvalidInputError(
-                "several --policy or --placement compare replays of a trace",
-                hint="give --trace FILE (and no scenario file), or one --policy and --placement",
+                "several --policy, --placement or --queue-order compare replays of a trace",
+                hint="give --trace FILE (and no scenario file), or one of each",
             )
         _compare(request.path, request, log, output, report)
         return
@@ -101,10 +104,10 @@ def _scenario_to_run(scenario: Path | None, request: TraceRequest) -> Scenario:
         )
     if request.path is None:
         given = (request.trace_format, request.cluster, request.limit, request.time_limit_factor)
-        if any(option is not None for option in given) or request.policies:
+        if any(option is not None for option in given) or request.policies or request.queue_orders:
             raise InvalidInputError(
-                "--trace-format, --cluster, --policy, --limit and --time-limit-factor go with "
-                "--trace",
+                "--trace-format, --cluster, --policy, --limit, --time-limit-factor and "
+                "--queue-order go with --trace",
                 hint="give --trace FILE, or a scenario file (it names its cluster and policy)",
             )
         if scenario is None:
@@ -119,6 +122,7 @@ def _scenario_to_run(scenario: Path | None, request: TraceRequest) -> Scenario:
 def _trace_scenario(path: Path, request: TraceRequest) -> Scenario:
     from topoq.discovery.policy import load_policy
     from topoq.discovery.sources import load_cluster
+    from topoq.domain.governance import QueueOrder
     from topoq.sim.traces import TraceFormat, read_trace, trace_scenario
 
     chosen = None if request.trace_format is None else TraceFormat(request.trace_format)
@@ -128,7 +132,11 @@ def _trace_scenario(path: Path, request: TraceRequest) -> Scenario:
         loaded = load_cluster(request.cluster)
         cluster = (loaded.nodes, loaded.topology)
     policy = load_policy(request.policies[0]) if request.policies else None
-    return trace_scenario(trace, cluster, policy, request.time_limit_factor)
+    scenario = trace_scenario(trace, cluster, policy, request.time_limit_factor)
+    if not request.queue_orders:
+        return scenario
+    order = QueueOrder(request.queue_orders[0])
+    return replace(scenario, policy=replace(scenario.policy, queue_order=order))
 
 
 def make_report_directory(directory: Path) -> None:
@@ -235,23 +243,29 @@ def _compare(
         )
     policies: tuple[Path | None, ...] = request.policies or (None,)
     placements: tuple[str | None, ...] = request.placements or (None,)
+    orders: tuple[str | None, ...] = request.queue_orders or (None,)
+
+    def named(policy: Path | None, placement: str | None, order: str | None) -> str:
+        """By what tells the run apart: the policy, placement and order compared."""
+        parts = [
+            _policy_name(policy) if len(policies) > 1 else None,
+            placement if len(placements) > 1 else None,
+            order if len(orders) > 1 else None,
+        ]
+        return " · ".join(part for part in parts if part) or _policy_name(policy)
+
     runs = [
         replace(
             request,
             policies=() if policy is None else (policy,),
             placements=() if placement is None else (placement,),
+            queue_orders=() if order is None else (order,),
             jobs=1,
-            name=" · ".join(
-                part
-                for part in (
-                    _policy_name(policy) if len(policies) > 1 or placement is None else None,
-                    placement if len(placements) > 1 or policy is None else None,
-                )
-                if part
-            ),
+            name=named(policy, placement, order),
         )
         for policy in policies
         for placement in placements
+        for order in orders
     ]
     if report is None:
         _print_comparison_as(output, _each(_figures_of, runs, request.jobs))

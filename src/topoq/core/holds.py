@@ -25,7 +25,7 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import groups_in_key_order
+from topoq.core.ordering import Starving, groups_in_key_order
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
 from topoq.core.tree import TopologyTree
@@ -150,7 +150,7 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 
 def hold_for_starving(
     cycle: HoldingCycle,
-    starving: Mapping[Hashable, list[tuple[tuple[float, str], JobView]]],
+    starving: Mapping[Hashable, list[Starving]],
 ) -> None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,

@@ -13,7 +13,14 @@ from topoq.core.fair_share import fair_share_position
 from topoq.core.holdings import total_demand
 from topoq.core.quota import QuotaBook, cohort_shares
 from topoq.core.starvation import waiting_since
-from topoq.domain.governance import ClusterPolicy, IdleAllocation, Prioritization, TeamName
+from topoq.core.time_limits import time_limit_of
+from topoq.domain.governance import (
+    ClusterPolicy,
+    IdleAllocation,
+    Prioritization,
+    QueueOrder,
+    TeamName,
+)
 from topoq.domain.job import JobView
 from topoq.domain.resources import Resources
 
@@ -22,20 +29,30 @@ NO_USAGE: Mapping[TeamName, float] = MappingProxyType({})
 
 _Standing = tuple[int, int, tuple[float, ...]]
 """Within guarantee, priority, fair-share position (cohorts from the top, then the team)."""
-_Key = tuple[int, int, tuple[float, ...], float, str]
+Turn = tuple[float, float, str]
+"""A job's place among jobs that stand alike (``turn_of``): its time limit under
+shortest-first (0 under submission order), its submission time, its id."""
+_Key = tuple[int, int, tuple[float, ...], float, float, str]
+
+
+class Unknown:
+    """Not told (a time limit may be None: unlimited)."""
+
+
+UNKNOWN = Unknown()
 
 
 class OrderFacts(NamedTuple):
     """What the order needs of a job that only the job and the policy decide, worked out once
     per job (the cycle keeps them for the next while the job is the very same object)."""
 
-    team_order: tuple[int, float, str]
+    team_order: tuple[int, float, float, str]
     """Its place in its team's own queue (``team_order_key``)."""
     kind: tuple[TeamName, str | None, tuple[tuple[str, int], ...]]
     """What its standing depends on: team, priority class and demand (as plain tuples, so
     that grouping by it costs no ``Resources`` comparison)."""
-    submission: tuple[float, str]
-    """Submission time and id: the last parts of its key."""
+    submission: Turn
+    """Its turn (``turn_of``): the last parts of its key."""
     waiting_since: float
     """When it last entered the queue (``starvation.waiting_since``)."""
     alike: int = -1
@@ -48,10 +65,12 @@ def order_facts(
     job: JobView,
     alike: int = -1,
     demand: tuple[tuple[str, int], ...] | None = None,
+    limit: float | Unknown | None = UNKNOWN,
 ) -> OrderFacts:
-    """``demand``: the job's ``total_demand`` as items, when the caller knows it (a cycle has
-    it from the job's shape, once per shape)."""
-    submission = (job.spec.submitted_at, job.id)
+    """``demand``: the job's ``total_demand`` as items, and ``limit``: its ``time_limit_of``,
+    when the caller knows them (a cycle has the demand from the job's shape, once per shape,
+    and the limit from the job's facts)."""
+    submission = turn_of(policy, job, limit)
     if demand is None:
         demand = tuple(total_demand(job).items())
     return OrderFacts(
@@ -61,6 +80,17 @@ def order_facts(
         waiting_since(job),
         alike,
     )
+
+
+def turn_of(policy: ClusterPolicy, job: JobView, limit: float | Unknown | None = UNKNOWN) -> Turn:
+    """The job's turn among jobs that stand alike: by submission (time, then id), or under
+    ``shortest-first`` by its time limit first (``limit``, when the caller knows it), jobs
+    with none last."""
+    if policy.queue_order is QueueOrder.SUBMISSION:
+        return (0.0, job.spec.submitted_at, job.id)
+    if isinstance(limit, Unknown):
+        limit = time_limit_of(policy, job)
+    return (float("inf") if limit is None else limit, job.spec.submitted_at, job.id)
 
 
 def priority_of(policy: ClusterPolicy, job: JobView) -> int:
@@ -77,10 +107,12 @@ def next_job_keys(
     guarantee is honoured before anyone borrows), then by priority, then by the team's
     fair-share position (lowest first, when idle compute is shared fairly: its weighted
     borrowed share now plus its decayed ``usage`` over its weight, ``core.fair_share``), then
-    by submission time. Computed against the books as they stand, so each admission moves its
-    team back; the standing of jobs of one team, class and demand is worked out once while the
-    team's figures in the books stay the same."""
+    by its turn (``turn_of``: submission, or the shortest time limit first). Computed
+    against the books as they stand, so each admission moves its team back; the standing of
+    jobs of one team, class and demand is worked out once while the team's figures in the
+    books stay the same."""
     standing: dict[tuple[TeamName, int, str | None, Resources], _Standing] = {}
+    policy = book.policy
 
     def key(job: JobView) -> _Key:
         demand = total_demand(job)
@@ -88,7 +120,7 @@ def next_job_keys(
         known = standing.get(alike)
         if known is None:
             known = standing[alike] = _standing(book, job, demand, usage)
-        return (*known, job.spec.submitted_at, job.id)
+        return (*known, *turn_of(policy, job))
 
     return key
 
@@ -169,7 +201,7 @@ class Lineup:
         self.queues: dict[TeamName, list[Queued]] = {}
         self.starving: dict[object, list[Starving]] = {}
         """The starving jobs of each kind (``OrderFacts.kind``), in submission order."""
-        self._waiting: list[tuple[float, tuple[float, str], int, JobView]] = []
+        self._waiting: list[tuple[float, Turn, int, JobView]] = []
         """A heap of the jobs not starving yet: when each will, its submission, the job's
         ``id`` and the job (a job that went stays until its time comes, and is then let go;
         so a job may be there twice, as the object that went and as the one that came back in
@@ -195,8 +227,8 @@ class Lineup:
         return entry, starving
 
 
-Starving = tuple[tuple[float, str], JobView]
-"""A starving job among those of its kind: its submission, the job."""
+Starving = tuple[Turn, JobView]
+"""A starving job among those of its kind: its turn, the job."""
 
 
 def line_up(
@@ -513,7 +545,7 @@ def in_key_order(
     when its predecessor is handed out."""
     policy = book.policy
     facts_of = facts or (lambda job: order_facts(policy, job))
-    groups: dict[object, list[tuple[tuple[float, str], JobView]]] = {}
+    groups: dict[object, list[tuple[Turn, JobView]]] = {}
     for job in jobs:
         known = facts_of(job)
         groups.setdefault(known.kind, []).append((known.submission, job))
@@ -521,7 +553,7 @@ def in_key_order(
 
 
 def groups_in_key_order(
-    groups: Mapping[Hashable, list[tuple[tuple[float, str], JobView]]],
+    groups: Mapping[Hashable, list[tuple[Turn, JobView]]],
     book: QuotaBook,
     usage: Mapping[TeamName, float] = NO_USAGE,
 ) -> Iterator[JobView]:
@@ -536,7 +568,7 @@ def groups_in_key_order(
 
 
 def _merged(
-    alike: list[tuple[_Standing, list[tuple[tuple[float, str], JobView]]]],
+    alike: list[tuple[_Standing, list[tuple[Turn, JobView]]]],
 ) -> Iterator[JobView]:
     """The jobs of groups that each stand alike and are in submission order, by their keys."""
     heap = [(standing + group[0][0], index, 0) for index, (standing, group) in enumerate(alike)]
@@ -549,9 +581,9 @@ def _merged(
             heapq.heappush(heap, (standing + group[position + 1][0], index, position + 1))
 
 
-def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, str]:
-    """A team's own queue order: priority, then submission time."""
-    return (-priority_of(policy, job), job.spec.submitted_at, job.id)
+def team_order_key(policy: ClusterPolicy, job: JobView) -> tuple[int, float, float, str]:
+    """A team's own queue order: priority, then its turn (``turn_of``)."""
+    return (-priority_of(policy, job), *turn_of(policy, job))
 
 
 def eviction_order(policy: ClusterPolicy, jobs: Iterable[JobView]) -> list[JobView]:

@@ -26,6 +26,7 @@ from topoq.domain.governance import (
     FlavorName,
     IdleAllocation,
     Prioritization,
+    QueueOrder,
     TeamName,
     TeamSpec,
 )
@@ -76,8 +77,9 @@ def capacity_of_flavors(nodes: Iterable[NodeSpec], label: str) -> dict[FlavorNam
 
 
 def _scheduling_findings(policy: ClusterPolicy) -> list[LintFinding]:
+    findings = []
     if policy.prioritization is Prioritization.FIFO and policy.priority_classes:
-        return [
+        findings.append(
             LintFinding(
                 LintSeverity.WARNING,
                 LintCode.IGNORED_PRIORITY_CLASSES,
@@ -85,8 +87,20 @@ def _scheduling_findings(policy: ClusterPolicy) -> list[LintFinding]:
                 "prioritization is fifo, so they do not order work",
                 "set prioritization: priority, or remove the priority classes",
             )
-        ]
-    return []
+        )
+    limited = any(cls.time_limit_s is not None for cls in policy.priority_classes)
+    if policy.queue_order is QueueOrder.SHORTEST_FIRST and not limited:
+        findings.append(
+            LintFinding(
+                LintSeverity.WARNING,
+                LintCode.SHORTEST_FIRST_WITHOUT_LIMITS,
+                "queueOrder is shortest-first, but no priority class sets a time limit: only "
+                "jobs that give their own limit are ordered by it, and they go before every "
+                "job without one",
+                "give the priority classes a timeLimit, or set queueOrder: submission",
+            )
+        )
+    return findings
 
 
 def _flavor_findings(

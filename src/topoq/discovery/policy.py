@@ -7,6 +7,7 @@
     metadata: {name: prod}
     scheduling:
       prioritization: priority            # fifo | priority (default: priority when classes exist)
+      queueOrder: submission              # within a priority: submission (default) | shortest-first
       priorityClasses:                    # up to 10: name + weight 0-100; FIFO inside a class
       - {name: inference, weight: 100}
       - {name: training, weight: 10, timeLimit: 1-00:00:00}  # default limit of its jobs
@@ -98,6 +99,7 @@ from topoq.domain.governance import (
     Prioritization,
     PriorityClass,
     QueueingStrategy,
+    QueueOrder,
     SharingStrategy,
     TeamName,
     TeamSpec,
@@ -119,6 +121,7 @@ _TOP_KEYS = ("apiVersion", "kind", "metadata", "scheduling", "teams", "cohorts")
 _METADATA_KEYS = ("name",)
 _SCHEDULING_KEYS = (
     "prioritization",
+    "queueOrder",
     "priorityClasses",
     "defaultPriorityClass",
     "idleAllocation",
@@ -191,6 +194,9 @@ def _policy(fields: Fields) -> ClusterPolicy:
             "prioritization",
             Prioritization,
             Prioritization.PRIORITY if classes else Prioritization.FIFO,
+        ),
+        queue_order=choice(
+            scheduling, spelling(scheduling, "queueOrder"), QueueOrder, QueueOrder.SUBMISSION
         ),
         priority_classes=classes,
         default_priority_class=_default_class(scheduling, default_key, classes),

@@ -26,6 +26,7 @@ from topoq.domain.governance import (
     CohortSpec,
     FlavorQuota,
     PriorityClass,
+    QueueOrder,
     TeamSpec,
 )
 from topoq.domain.quantity import format_quantity
@@ -85,6 +86,10 @@ def _named_amounts(amounts: Resources, names: Iterable[str]) -> dict[str, int | 
 def _scheduling_document(policy: ClusterPolicy) -> dict[str, Any]:
     document: dict[str, Any] = {
         "prioritization": policy.prioritization.value,
+    }
+    if policy.queue_order is not QueueOrder.SUBMISSION:
+        document["queueOrder"] = policy.queue_order.value
+    document |= {
         "priorityClasses": [_class_document(cls) for cls in policy.priority_classes],
     }
     if policy.default_priority_class:

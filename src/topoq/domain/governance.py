@@ -62,6 +62,16 @@ class Prioritization(StrEnum):
     PRIORITY = "priority"
 
 
+class QueueOrder(StrEnum):
+    """The order of the jobs of one priority (of one class, or all under fifo)."""
+
+    SUBMISSION = "submission"
+    """First submitted, first considered."""
+    SHORTEST_FIRST = "shortest-first"
+    """The shortest time limit first (shortest-job-first on the limits users give), then by
+    submission; jobs without a limit after every job with one."""
+
+
 class IdleAllocation(StrEnum):
     FIRST_COME = "first-come"
     FAIR_SHARE = "fair-share"
@@ -285,6 +295,8 @@ class ClusterPolicy:
     fair_share_usage_half_life_s: float = DEFAULT_USAGE_HALF_LIFE_S
     """Under fair share, how fast each team's usage of borrowed capacity is forgotten (see
     ``topoq.core.fair_share``); 0: only what teams borrow now counts."""
+    queue_order: QueueOrder = QueueOrder.SUBMISSION
+    """The order of the jobs of one priority (``QueueOrder``)."""
     by_team: Mapping[TeamName, TeamSpec] = field(init=False, repr=False, compare=False)
     by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)

@@ -49,6 +49,9 @@ class LintCode(StrEnum):
     """A DontLend team has lending limits; such a team never lends."""
     IGNORED_PRIORITY_CLASSES = "IGNORED_PRIORITY_CLASSES"
     """Priority classes are defined but prioritization is fifo, so they do not order work."""
+    SHORTEST_FIRST_WITHOUT_LIMITS = "SHORTEST_FIRST_WITHOUT_LIMITS"
+    """Jobs are ordered shortest-first, but no priority class sets a time limit: only jobs
+    that give their own go before the rest."""
     COHORT_WITHOUT_TEAMS = "COHORT_WITHOUT_TEAMS"
     """A cohort the policy declares has no team below it."""
     COHORT_LIMIT_CANNOT_HOLD = "COHORT_LIMIT_CANNOT_HOLD"

@@ -30,6 +30,7 @@ from topoq.domain.governance import (
     Prioritization,
     PriorityClass,
     QueueingStrategy,
+    QueueOrder,
     SharingStrategy,
     TeamName,
     TeamSpec,
@@ -44,6 +45,7 @@ def encode_policy(policy: ClusterPolicy) -> Document:
     return {
         "teams": [_encode_team(team) for team in policy.teams],
         "prioritization": policy.prioritization.value,
+        "queue_order": policy.queue_order.value,
         "priority_classes": [
             [cls.name, cls.weight, cls.time_limit_s] for cls in policy.priority_classes
         ],
@@ -61,6 +63,7 @@ def decode_policy(data: Mapping[str, Any]) -> ClusterPolicy:
     return ClusterPolicy(
         teams=tuple(_decode_team(item) for item in data.get("teams", ())),
         prioritization=Prioritization(data.get("prioritization", Prioritization.PRIORITY.value)),
+        queue_order=QueueOrder(data.get("queue_order", QueueOrder.SUBMISSION.value)),
         priority_classes=tuple(
             PriorityClass(name, int(weight), *limit)
             for name, weight, *limit in data.get("priority_classes", ())

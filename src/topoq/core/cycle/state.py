@@ -351,7 +351,12 @@ class CycleState:
             if number is None:
                 number = numbers[job_class] = len(numbers)
                 self._carried.priorities.setdefault((job.team, shape, limit), []).append(number)
-            facts = (job, job_class, limit, order_facts(self.policy, job, number, shape.demand))
+            facts = (
+                job,
+                job_class,
+                limit,
+                order_facts(self.policy, job, number, shape.demand, limit),
+            )
         self.facts[job.id] = facts
         return facts
 

@@ -1,8 +1,9 @@
 """Policies side by side (``topoq simulate --trace FILE --policy A --policy B``): the same
 arrivals replayed under each policy, and the figures an admin compares them by — job
-completion time and wait (mean, p50, p99), makespan, GPU utilisation, preemptions, fairness
-(Jain's index over the teams' weighted shares of the GPU-hours) and, per team, wait and
-GPU-hours inside the guarantee and borrowed. Worked out from the run's decision log."""
+completion time and wait (mean, p50, p99), makespan, GPU utilisation, fragmentation (free GPUs
+no waiting gang can use: ``sim.fragmentation``), preemptions, fairness (Jain's index over the
+teams' weighted shares of the GPU-hours) and, per team, wait and GPU-hours inside the guarantee
+and borrowed. Worked out from the run's decision log."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from topoq.sim.engine import SimulationResult
+from topoq.sim.fragmentation import fragmentation
 from topoq.sim.log import Decision
 
 
@@ -70,6 +72,10 @@ class PolicyFigures:
     at_best_span: float | None = None
     """Under the cost model: the share of multi-node gangs whose span at every level was the
     fewest domains the free capacity at their start allowed (None: none, or no model)."""
+    fragmentation: float | None = None
+    """While a job waited: the time-weighted mean share of the cluster's GPUs that were free
+    on nodes where no waiting job's pod could go (``sim.fragmentation``; None: no job waited,
+    or the run does not say where pods ran)."""
 
     def document(self) -> dict[str, Any]:
         return asdict(self)
@@ -125,6 +131,7 @@ def policy_figures(policy: str, result: SimulationResult) -> PolicyFigures:
         teams=teams,
         slowdown=Spread.of(slowdowns),
         at_best_span=sum(spans) / len(spans) if spans else None,
+        fragmentation=fragmentation(result.log, result.nodes, result.pod_sets, result.end_s),
     )
 
 
@@ -135,6 +142,7 @@ SUMMARY_COLUMNS = (
     "Wait mean / p50 / p99",
     "Makespan",
     "GPU util.",
+    "Fragmented",
     "Preempted",
     "Fairness",
     "Slow-down mean / p99",
@@ -160,6 +168,7 @@ def summary_cells(one: PolicyFigures, as_time: Callable[[float], str]) -> tuple[
         spread(one.wait),
         as_time(one.makespan_s),
         f"{one.utilisation:.0%}",
+        "-" if one.fragmentation is None else f"{one.fragmentation:.1%}",
         str(one.preemptions),
         "-" if one.fairness is None else f"{one.fairness:.3f}",
         "-"

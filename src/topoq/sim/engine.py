@@ -23,7 +23,7 @@ and the cycle's ``Parking`` is handed to the next.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,6 +39,7 @@ from topoq.domain.job import Allocation, FailureReason, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.placement import placement_best_span
 from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.workload import PodSetSpec
 from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.eta_error import EtaError, eta_error
@@ -111,6 +112,11 @@ class SimulationResult:
     warnings: tuple[str, ...] = ()
     eta_error: EtaError = field(default_factory=lambda: EtaError(0))
     """How far the first ETA each job was given was from its actual start."""
+    nodes: tuple[NodeSpec, ...] = ()
+    """The cluster at the start (node failures and recoveries are in the log); none for a
+    recorded history (``sim.history``), whose log does not say where pods ran."""
+    pod_sets: Mapping[JobId, tuple[PodSetSpec, ...]] = field(default_factory=dict)
+    """Each submitted job's pod sets (what its pods ask for, where they may go)."""
 
     def log_lines(self) -> list[str]:
         return list(json_lines(self.log))
@@ -539,6 +545,12 @@ class Simulation:
             self.cycles,
             tuple(self._warnings),
             eta_error(entries),
+            nodes=tuple(self.scenario.nodes),
+            pod_sets={
+                job.id: job.spec.workload.pod_sets
+                for jobs in (self.finished, self.unfinished)
+                for job in jobs.values()
+            },
         )
 
 

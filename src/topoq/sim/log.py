@@ -65,6 +65,10 @@ STOPS_A_RUN = frozenset(
 )
 """Decisions that end a running job's run (a cancel only when the job was running). A
 preempted job runs (and holds its GPUs) until it stopped."""
+JOINS_THE_QUEUE = frozenset({Decision.SUBMIT, Decision.STOPPED, Decision.REQUEUE, Decision.RETRY})
+"""A job waits from its submission, and again once a preempted run stopped, a run was
+requeued or a failed run is to be retried."""
+LEAVES_THE_QUEUE = frozenset({Decision.START, Decision.CANCEL, Decision.FAIL, Decision.FINISH})
 
 
 class Outcome(StrEnum):
@@ -102,6 +106,9 @@ class LogEntry:
     best_span: Mapping[str, int] = field(default_factory=dict)
     """Under the cost model, on an admission: per level, the fewest domains the free capacity
     of that moment allowed (``network.fewest_domains``), beside ``span``."""
+    gpus_on_nodes: Mapping[str, int] = field(default_factory=dict)
+    """On an admission: the GPUs the gang holds on each node, by node name. Not in the JSON
+    line (``placement`` names the nodes): the run's figures read it (fragmentation)."""
 
     def document(self) -> dict[str, Any]:
         """The JSON object of the entry; absent fields are left out."""
@@ -223,6 +230,10 @@ class DecisionLog:
                 gpus=gpus,
                 borrowed_gpus=borrowed,
                 best_span=cost.best_span if cost else {},
+                gpus_on_nodes={
+                    node: resources.amount(NVIDIA_GPU)
+                    for node, resources in allocation.resources_on_node.items()
+                },
             )
         )
         start = LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus)

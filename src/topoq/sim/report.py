@@ -29,7 +29,7 @@ from topoq.domain.durations import format_duration
 from topoq.domain.governance import ClusterPolicy, FlavorName, TeamName
 from topoq.sim.compare import SUMMARY_COLUMNS, PolicyFigures, policy_figures, summary_cells
 from topoq.sim.engine import SimulationResult
-from topoq.sim.log import Decision, LogEntry
+from topoq.sim.log import JOINS_THE_QUEUE, LEAVES_THE_QUEUE, Decision, LogEntry
 from topoq.sim.summary import (
     guarantee_levels,
     guarantees,
@@ -45,10 +45,6 @@ if TYPE_CHECKING:
 REPORT_FILE = "report.html"
 NO_COST_MODEL = "No cost model in this run: no start gave a placement slow-down."
 
-JOINS_THE_QUEUE = frozenset({Decision.SUBMIT, Decision.STOPPED, Decision.REQUEUE, Decision.RETRY})
-"""A job waits from its submission, and again once a preempted run stopped, a run was
-requeued or a failed run is to be retried."""
-LEAVES_THE_QUEUE = frozenset({Decision.START, Decision.CANCEL, Decision.FAIL, Decision.FINISH})
 
 Floats = npt.NDArray[np.float64]
 

@@ -31,11 +31,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from rich import box
-from rich.console import Console
-from rich.table import Table
-
 from benchmarks.cycle import REPO
+from benchmarks.rendering import cells_table
 from topoq.core.cycle import PlacementMode
 from topoq.discovery.clusterfile import cluster_from_document
 from topoq.sim.compare import PolicyFigures, policy_figures
@@ -130,19 +127,8 @@ def table(rows: Sequence[Replayed], *, markdown: bool = False) -> str:
                 f"{row.cpu_s:.1f}",
             )
         )
-    if markdown:
-        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += ["| " + " | ".join(cell) + " |" for cell in cells]
-        return "\n".join(lines)
-    shown = Table(box=box.SIMPLE, title="The same arrivals under each placement")
-    for name in header:
-        shown.add_column(name, justify="left" if name in ("cluster", "placement") else "right")
-    for cell in cells:
-        shown.add_row(*cell)
-    console = Console(width=200, record=True)
-    with console.capture() as captured:
-        console.print(shown)
-    return captured.get()
+    title = "The same arrivals under each placement"
+    return cells_table(title, header, cells, left=("cluster", "placement"), markdown=markdown)
 
 
 def _hours(seconds: float | None) -> str:

@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from topoq.core.admission import Attempt
-from topoq.core.backfill import Ending, first_fitting
-from topoq.core.holdings import release
+from topoq.core.backfill import Ending, as_endings, first_fitting
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook
@@ -35,18 +34,15 @@ def expected_start(
     """When ``job`` would start on ``attempt``'s flavor once the earliest of ``ending`` have
     ended (``now`` if it could start now); None when even all of them ending is not enough."""
     demand = job.spec.workload.total_requests
+    released = as_endings(ending)
 
     def starts(count: int) -> bool:
         trial_book = book.copy()
-        trial = ledger.scratch()
-        for _, other in ending[:count]:
-            if other.allocation is None:
-                continue
-            release(trial, other.allocation.resources_on_node)
-            for flavor, amount in other.allocation.usage.items():
-                trial_book.release(other.team, flavor, amount)
+        released.release_quota(trial_book, count, job.team)
         if not trial_book.check(job.team, attempt.flavor, demand).verdict.admissible:
             return False
+        trial = ledger.scratch()
+        released.release_capacity(trial, count)
         return place_workload(trial, attempt.workload)[0].admitted
 
     count = first_fitting(len(ending), starts)

@@ -637,6 +637,13 @@ class QuotaBook:
         after = plus(book.used.get(spec.name, terms.zero), terms.amounts(demand))
         return fits(after, terms.guarantee[spec.name])
 
+    def on_own_usage(self, team: TeamName) -> bool:
+        """Whether ``check`` of ``team`` depends on the team's own usage alone: a team in no
+        cohort that never borrows is admitted within its guarantee and refused past it,
+        whatever the other teams use."""
+        spec = self.policy.by_team.get(team)
+        return spec is not None and not spec.cohort and not spec.sharing.borrows
+
     def check(self, team: TeamName, flavor: FlavorName, demand: Resources) -> QuotaCheck:
         """Whether ``team`` may take ``demand`` more of ``flavor`` now. Memoized on the books
         while they stand (``memo``): a cycle asks again for every job of a team that wants as

@@ -86,7 +86,7 @@ def run_cycle(
         prepared,
         held_back_across_priorities=held_back_across_priorities,
     )
-    _keep_room_for_preemptors(cycle)
+    _keep_room_for_preemptors(cycle, [job for job in jobs.preempting if job.id in holders])
     cycle.diagnostics.extend(dependencies.waiting)
     blocked = dependencies.blocked
     for job in jobs.held:
@@ -121,16 +121,18 @@ def run_cycle(
 
 class JobsByPhase:
     """The snapshot's jobs sorted out in one pass, each list in the snapshot's order: those
-    that hold capacity; the pending ones not held by a user (``ready``, until dependencies
-    block some) and those held; the pending ones that depend on other jobs."""
+    that hold capacity, and of them those being preempted; the pending ones not held by a
+    user (``ready``, until dependencies block some) and those held; the pending ones that
+    depend on other jobs."""
 
-    __slots__ = ("dependents", "held", "holding", "ready")
+    __slots__ = ("dependents", "held", "holding", "preempting", "ready")
 
     def __init__(self, jobs: Sequence[JobView]) -> None:
         self.holding: list[JobView] = []
         self.ready: list[JobView] = []
         self.held: list[JobView] = []
         self.dependents: list[JobView] = []
+        self.preempting: list[JobView] = []
         for job in jobs:
             phase = job.phase
             if phase is JobPhase.PENDING:
@@ -139,14 +141,20 @@ class JobsByPhase:
                     self.dependents.append(job)
             elif phase in HOLDING_PHASES:
                 self.holding.append(job)
+                if phase is JobPhase.PREEMPTING:
+                    self.preempting.append(job)
 
 
 def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requeue]:
     """The gangs among ``holding`` (the jobs that hold capacity) that lost a node."""
     tree = snapshot.tree
-    failed = {e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY}
-    known = set(tree.node_index) | {e.name for e in tree.excluded}
-    standing = known - failed
+    known_nodes = tree.memo("nodes standing, failed, known")
+    if not isinstance(known_nodes, tuple):
+        failed = frozenset(e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY)
+        known = frozenset(tree.node_index) | {e.name for e in tree.excluded}
+        known_nodes = (known - failed, failed, known)
+        tree.remember("nodes standing, failed, known", known_nodes)
+    standing, failed, known = known_nodes
     requeues = []
     for job in holding:
         if job.allocation is None or job.allocation.nodes <= standing:
@@ -163,12 +171,12 @@ def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requ
     return requeues
 
 
-def _keep_room_for_preemptors(cycle: CycleState) -> None:
+def _keep_room_for_preemptors(cycle: CycleState, stopping: list[JobView]) -> None:
     """Victims being stopped are never chosen again; on the nodes they keep their capacity
     (they are holders) and in the quota book their usage counts for the pending job they were
     evicted for, as in the cycle that evicted them: no later job takes the promised quota,
-    and the preemptor does not evict again for the same need."""
-    stopping = [victim for victim in cycle.holders.values() if victim.phase is JobPhase.PREEMPTING]
+    and the preemptor does not evict again for the same need. ``stopping``: the holders
+    being preempted."""
     if not stopping:
         return
     pending: dict[str, JobView] = {

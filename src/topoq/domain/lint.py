@@ -78,8 +78,12 @@ class LintFinding:
 def readable_amount(resource: str, amount: int) -> str:
     """An amount as a finding shows it: ``2159.64 cpu``, ``1.85Ti memory`` (a Kubernetes
     quantity in the largest unit it reaches), ``64 nvidia.com/gpu``."""
-    if resource == CPU:
-        return f"{amount / 1000:.6g} cpu"
+    if resource == CPU:  # whole cores, or to the milli-core, never in exponent form
+        return (
+            f"{amount // 1000} cpu"
+            if amount % 1000 == 0
+            else f"{amount / 1000:.3f}".rstrip("0") + " cpu"
+        )
     if resource == MEMORY:
         return f"{byte_quantity(amount)} memory"
     return f"{amount} {resource}"

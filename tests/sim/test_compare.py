@@ -9,12 +9,15 @@ import json
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from tests.cli.test_cli import topoq
 from tests.sim.conftest import SCENARIOS
 from tests.sim.test_traces import ITP
 from topoq.cli.app import PlacementOption
+from topoq.cli.simulate_command import print_comparison
 from topoq.core.cycle import PlacementMode
+from topoq.discovery.policy import load_policy
 from topoq.sim.compare import Spread, jain, policy_figures
 from topoq.sim.engine import Simulation
 from topoq.sim.log import Decision
@@ -162,3 +165,32 @@ def test_one_run_under_the_cost_model_says_how_placement_slowed_it(tmp_path: Pat
     assert "of multi-node gangs at their best span" in line
     plain = topoq("simulate", "--trace", ITP, "--no-cost-model")
     assert "Placement slow-down" not in plain.stdout
+
+
+def test_the_comparison_has_a_column_per_policy_and_fits_eighty_columns(tmp_path: Path) -> None:
+    """Ten figures side by side were cut on a terminal; a column per policy and a row per
+    figure keeps every name and figure whole on 80 columns."""
+    trace = read_trace(ITP)
+    figures = []
+    for nodes in (16, 12, 8):
+        policy = tmp_path / f"guarantee-{nodes}.yaml"
+        policy.write_text(POLICY.format(name=f"g{nodes}", nodes=nodes))
+        result = Simulation(trace_scenario(trace, policy=load_policy(policy))).run()
+        figures.append(policy_figures(policy.name, result))
+
+    def summary_on(width: int) -> str:
+        console = Console(width=width, record=True)
+        with console.capture() as captured:
+            print_comparison(console, figures)
+        return captured.get().split("Per team")[0]
+
+    summary = summary_on(80)  # cells wrap: nothing is cut
+    assert max(len(line) for line in summary.splitlines()) <= 80, summary
+    assert "…" not in summary, summary
+    wider = summary_on(100).splitlines()
+    header = next(line for line in wider if "guarantee-16.yaml" in line)
+    assert "guarantee-12.yaml" in header and "guarantee-8.yaml" in header
+    for one in figures:
+        assert f"{one.completed} of {one.jobs}" in summary
+    row = next(line for line in wider if line.strip().startswith("Fragmented"))
+    assert row.count("%") + row.count("-") >= 3  # a figure under each policy

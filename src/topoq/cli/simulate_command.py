@@ -323,12 +323,15 @@ def _policy_name(policy: Path | None) -> str:
 
 
 def print_comparison(console: Console, figures: Sequence[PolicyFigures]) -> None:
-    """One row per policy; then, per team, its wait and GPU-hours under each."""
+    """A column per policy, a row per figure (so that the figures fit a terminal's width
+    whatever their number); then, per team, its wait and GPU-hours under each."""
     table = Table(box=box.SIMPLE, title="The same arrivals under each policy")
-    for column in SUMMARY_COLUMNS:
-        table.add_column(column, justify="left" if column == "Policy" else "right")
-    for one in figures:
-        table.add_row(*summary_cells(one, duration))
+    table.add_column("", overflow="fold")
+    by_policy = [summary_cells(one, duration) for one in figures]
+    for column in by_policy:  # a name too long for its column wraps, never cut
+        table.add_column(column[0], justify="right", overflow="fold")
+    for row, figure in enumerate(SUMMARY_COLUMNS[1:], start=1):
+        table.add_row(figure, *(column[row] for column in by_policy))
     console.print(table)
     teams = Table(
         box=box.SIMPLE, title="Per team: wait (mean / p99) and GPU-hours in guarantee + borrowed"

@@ -26,9 +26,11 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
+import topoq.sim.history as history_module
 from topoq.cli.app import app
 from topoq.discovery.clusterfile import cluster_from_document
 from topoq.discovery.policy import load_policy
+from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobSpec
 from topoq.domain.quantity import NVIDIA_GPU
@@ -401,3 +403,16 @@ def wait_until_done(client: httpx.Client, jobs: int) -> None:
     while client.get("/jobs", params={"phase": "succeeded"}).json()["total"] < jobs:
         assert time.monotonic() < deadline, client.get("/jobs").json()
         time.sleep(0.5)
+
+
+def test_a_window_of_more_jobs_than_a_what_if_replays_is_refused_before_reading_them(
+    place: Path, history: RecordedHistory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with open_recorded_store(f"sqlite:///{place / 'topoq.db'}") as store:
+        assert store.count_jobs_submitted_between(SINCE, UNTIL) == len(history.jobs)
+        monkeypatch.setattr(history_module, "MAX_WINDOW_JOBS", len(history.jobs) - 1)
+        with pytest.raises(InvalidInputError) as refusal:
+            read_history(store, Window(SINCE, UNTIL))
+    message = str(refusal.value)
+    assert f"{len(history.jobs)} jobs were submitted" in message
+    assert f"at most {len(history.jobs) - 1}" in message and "shorter window" in message

@@ -161,12 +161,26 @@ def _readable(source: str) -> Iterator[None]:
         ) from None
 
 
+MAX_WINDOW_JOBS = 200_000
+"""The most jobs a what-if replays: every one is read with its whole history and replayed
+twice, in memory (about three Philly traces)."""
+
+
 def read_history(store: SqlStore, window: Window, *, levels: Sequence[str] = ()) -> RecordedHistory:
     """What ``store`` recorded over ``window``; ``levels``: the topology levels the server
     placed by (default: from the nodes' labels)."""
     source = store.database.display_url
     with _readable(source):
         version, policy, policy_warnings = _policy_in_force(store, window, source)
+        submitted = store.count_jobs_submitted_between(window.since_s, window.until_s)
+        if submitted > MAX_WINDOW_JOBS:
+            raise InvalidInputError(
+                f"{submitted:,} jobs were submitted from {utc(window.since_s)} to "
+                f"{utc(window.until_s)}; a what-if replays at most {MAX_WINDOW_JOBS:,}",
+                where="--since/--until",
+                hint="give a shorter window (a week of a busy cluster is plenty to compare "
+                "policies), or several windows one after another",
+            )
         jobs = store.jobs_submitted_between(window.since_s, window.until_s)
         if not jobs:
             raise InvalidInputError(

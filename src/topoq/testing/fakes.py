@@ -4,13 +4,11 @@ store (SQLite, PostgreSQL) and the local executor have their own contract tests.
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
-from topoq.core.fair_share import TeamUsage
 from topoq.domain.decisions import CycleResult
-from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
-from topoq.domain.node import NodeSpec
+from topoq.engine.memory_records import MemoryRecords
 from topoq.engine.ports import (
     AuditEntry,
     DuplicateJob,
@@ -22,16 +20,13 @@ from topoq.engine.ports import (
 )
 
 
-@dataclass
-class MemoryStore:
+class MemoryStore(MemoryRecords):
     """Keeps everything in dictionaries; same contract as the SQL store, no durability."""
 
-    job_rows: dict[JobId, JobView] = field(default_factory=dict)
-    policies: list[ClusterPolicy] = field(default_factory=list)
-    node_rows: list[NodeSpec] = field(default_factory=list)
-    audit_rows: list[AuditEntry] = field(default_factory=list)
-    cycles: list[CycleResult] = field(default_factory=list)
-    usage_rows: dict[TeamName, TeamUsage] = field(default_factory=dict)
+    def __init__(self) -> None:
+        super().__init__()
+        self.job_rows: dict[JobId, JobView] = {}
+        self.cycles: list[CycleResult] = []
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
@@ -65,57 +60,6 @@ class MemoryStore:
             self.job_rows[view.id] = view
         if decisions is not None:
             self.cycles.append(decisions)
-
-    def policy(self) -> ClusterPolicy | None:
-        return self.policies[-1] if self.policies else None
-
-    def save_policy(self, policy: ClusterPolicy, *, actor: str, now: float) -> int:
-        self.policies.append(policy)
-        return len(self.policies)
-
-    def nodes(self) -> list[NodeSpec]:
-        return list(self.node_rows)
-
-    def save_nodes(self, nodes: Sequence[NodeSpec], *, actor: str, now: float) -> None:
-        self.node_rows = list(nodes)
-
-    def update_node(
-        self,
-        name: str,
-        *,
-        ready: bool | None = None,
-        unschedulable: bool | None = None,
-        now: float,
-    ) -> NodeSpec | None:
-        for index, node in enumerate(self.node_rows):
-            if node.name == name:
-                self.node_rows[index] = replace(
-                    node,
-                    ready=node.ready if ready is None else ready,
-                    unschedulable=node.unschedulable if unschedulable is None else unschedulable,
-                )
-                return self.node_rows[index]
-        return None
-
-    def fair_share_usage(self) -> dict[TeamName, TeamUsage]:
-        return dict(self.usage_rows)
-
-    def save_fair_share_usage(self, usage: Mapping[TeamName, TeamUsage]) -> None:
-        self.usage_rows = dict(usage)
-
-    def audit(self, entry: AuditEntry) -> None:
-        self.audit_rows.append(entry)
-
-    def audit_log(
-        self, *, limit: int = 100, since_s: float | None = None, actor: str | None = None
-    ) -> list[AuditEntry]:
-        found = [
-            entry
-            for entry in reversed(self.audit_rows)
-            if (since_s is None or entry.at_s >= since_s)
-            and (actor is None or entry.actor == actor)
-        ]
-        return found[:limit]
 
 
 @dataclass

@@ -16,6 +16,7 @@ from topoq.core.holdings import total_demand
 from topoq.core.ordering import priority_of
 from topoq.core.preemption import MayEvict, VictimSearch, select_victims
 from topoq.core.quota import QuotaBook, QuotaVerdict
+from topoq.core.starvation import waiting_since
 from topoq.domain.decisions import Diagnostic, PendingReason, Preempt, PreemptionCause
 from topoq.domain.governance import FlavorName, IdleAllocation, PreemptTeamTasks, TeamName
 from topoq.domain.job import JobId, JobView
@@ -111,10 +112,13 @@ def _preemption_rules(
             team: bool(cycle.book.borrowed(team, flavor))
             for team in {h.team for h in running if h.team != job.team}
         }
+        guard_s = policy.starvation_guard_s
         richer = [
             h
             for h in running
-            if borrowing.get(h.team, False) and _share_left(cycle, h) >= mine_after
+            if borrowing.get(h.team, False)
+            and _share_left(cycle, h) >= mine_after
+            and not started_starving(h, guard_s)
         ]
         share = {
             team: fair_share_position(cycle.book, team, usage) for team in {h.team for h in richer}
@@ -128,6 +132,17 @@ def _preemption_rules(
                 and _share_without(book, victim, usage) >= mine_after
             ),
         )
+
+
+def started_starving(job: JobView, guard_s: float) -> bool:
+    """Whether the job was admitted after waiting past the starvation guard (``guard_s``; 0:
+    off) since it last entered the queue. Fair-share preemption spares such a job: the guard
+    got it its capacity, and evicting it for fair share would starve it again — and the
+    guard would take the capacity back for it, over and over. Priority and reclaim still
+    apply to it."""
+    if guard_s <= 0 or job.admitted_at is None:
+        return False
+    return job.admitted_at - waiting_since(job) >= guard_s
 
 
 def _reclaim_candidates(

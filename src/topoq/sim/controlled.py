@@ -18,7 +18,7 @@ controller's on the same scenario (``tests/sim/test_controlled.py``).
 
 It is not yet what ``topoq simulate`` runs: the controller reads and writes its store at every
 step, and the replay of a long trace depends on the simulator's own shell being cheap per
-cycle (docs/simulate.md, "Speed"). That is the next slice.
+cycle (docs/simulate.md, "How fast"). That is the next slice.
 """
 
 from __future__ import annotations

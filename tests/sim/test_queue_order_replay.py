@@ -56,3 +56,23 @@ def test_a_queue_order_without_a_trace_is_refused() -> None:
 
 def test_the_queue_order_option_offers_every_queue_order() -> None:
     assert [option.value for option in QueueOrderOption] == [order.value for order in QueueOrder]
+
+
+def test_shortest_first_on_a_trace_without_time_limits_is_refused(tmp_path: Path) -> None:
+    """The traces record no time limits: shortest-first would order as submission does and
+    the comparison would show two identical runs."""
+    orders = ("--queue-order", "submission", "--queue-order", "shortest-first")
+    refused = topoq("simulate", "--trace", ITP, *orders)
+    assert refused.returncode == 2 and "--time-limit-factor" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    classes = tmp_path / "classes.yaml"
+    classes.write_text(
+        POLICY.format(name="classes", nodes=8).replace(
+            "scheduling: {idleResourceSharing: false}",
+            "scheduling:\n  idleResourceSharing: false\n"
+            "  priorityClasses: [{name: normal, weight: 1, timeLimit: 1d}]\n"
+            "  defaultPriorityClass: normal",
+        )
+    )
+    allowed = topoq("simulate", "--trace", ITP, "--policy", classes, *orders, "-o", "json")
+    assert allowed.returncode == 0, allowed.stderr  # the classes' limits order them

@@ -65,6 +65,7 @@ def run_simulate(
 ) -> None:
     """``report``: the directory to write the HTML report into (``--report``)."""
     request = trace or TraceRequest(None, None, None)
+    _refuse_shortest_first_without_limits(request)
     if max(len(request.policies), len(request.placements), len(request.queue_orders)) > 1:
         if request.path is None or scenario is not None:
             raise InvalidInputError(
@@ -92,6 +93,30 @@ def run_simulate(
         print_simulation(make_console(), result)
     if report is not None:
         _report_one_run(report, scenario, request, chosen, result)
+
+
+def _refuse_shortest_first_without_limits(request: TraceRequest) -> None:
+    """``--queue-order shortest-first`` orders by time limits: on a trace (which records none)
+    without ``--time-limit-factor`` or a policy whose classes set limits, it would order as
+    ``submission`` does and compare nothing."""
+    from topoq.discovery.policy import load_policy
+
+    if "shortest-first" not in request.queue_orders or request.time_limit_factor is not None:
+        return
+    if request.path is None:
+        return  # refused as an option that goes with --trace
+    limited = any(
+        cls.time_limit_s is not None
+        for policy in request.policies
+        for cls in load_policy(policy).priority_classes
+    )
+    if not limited:
+        raise InvalidInputError(
+            "--queue-order shortest-first orders jobs by their time limits, and the trace "
+            "records none",
+            hint="give --time-limit-factor F to limit each job to its duration times F, say "
+            "1.5; or a --policy whose priority classes set a timeLimit",
+        )
 
 
 def _scenario_to_run(scenario: Path | None, request: TraceRequest) -> Scenario:

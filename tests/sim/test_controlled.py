@@ -121,3 +121,24 @@ def test_the_simulated_executor_reports_on_the_virtual_clock() -> None:
     clock.now = 210.0
     assert [e.exit_code for e in executor.poll() if e.kind is EXITED] == [0]  # its second code
     assert executor.next_at() is None
+
+
+def test_every_preemption_makes_room_its_preemptor_takes() -> None:
+    """With no stop delay, a preemptor starts the instant its victims stop. A victim search
+    that left out the quota the starvation guard held from the preemptor evicted for room the
+    held job then took (at t=1,015 s speech-0115's victim's room went to vision-0052); a
+    search on the books as the preemptor must see them evicts only what makes it fit."""
+    scenario = load_scenario(SCENARIOS / "fair-share-at-scale.yaml")
+    controlled = run_through_controller(replace(scenario, until_s=3000.0))
+    starts = {
+        job: {change.at_s for change in view.history if change.phase is JobPhase.RUNNING}
+        for job, view in controlled.jobs.items()
+    }
+    preemptions = [
+        (change.at_s, change.cause.split("so that ")[1].split(" ")[0])
+        for view in controlled.jobs.values()
+        for change in view.history
+        if change.phase is JobPhase.PREEMPTING
+    ]
+    assert len(preemptions) >= 10
+    assert [(at, job) for at, job in preemptions if at not in starts[JobId(job)]] == []

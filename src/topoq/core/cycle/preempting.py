@@ -49,10 +49,9 @@ def preempt_for(cycle: CycleState, job: JobView, attempts: list[Attempt]) -> Sea
             topology_aware=placement is PlacementMode.TOPOQ,
             first_fit=placement is PlacementMode.FIRST_FIT,
         )
+        book = cycle.book_for(job)  # the quota held from it stays held: evict only to fit
         for cause, candidates, may_evict in _preemption_rules(cycle, job, attempt):
-            victims = select_victims(
-                cycle.ledger, cycle.book, search, candidates, may_evict, budget
-            )
+            victims = select_victims(cycle.ledger, book, search, candidates, may_evict, budget)
             if budget.spent:
                 return Search.DEFERRED
             if victims:

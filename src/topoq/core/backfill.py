@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topoq.core.holdings import rows_on_nodes
 from topoq.core.ledger import CapacityLedger, confined
 from topoq.core.placement import place_workload
 from topoq.core.quota import QuotaBook
@@ -130,25 +131,11 @@ class Endings(list[Ending]):
         are skipped)."""
         tree = ledger.tree
         if self._capacity is None or self._capacity[0] is not tree:
-            nodes: list[int] = []
-            vectors: list[IntArray] = []
-            offsets = [0]
-            for _, job in self:
-                held = job.allocation.resources_on_node if job.allocation is not None else {}
-                for name, resources in held.items():
-                    index = tree.node_index.get(NodeName(name))
-                    if index is not None:
-                        nodes.append(index)
-                        vectors.append(tree.resource_vector(resources))
-                offsets.append(len(nodes))
-            width = tree.capacity.shape[1]
-            rows = np.asarray(vectors, dtype=np.int64).reshape(-1, width)
-            self._capacity = (
-                tree,
-                np.asarray(nodes, dtype=np.int64),
-                rows,
-                np.asarray(offsets, dtype=np.int64),
-            )
+            held = [job.allocation.resources_on_node if job.allocation else {} for _, job in self]
+            nodes, rows = rows_on_nodes(tree, held)  # job after job
+            on_tree = [sum(name in tree.node_index for name in on_nodes) for on_nodes in held]
+            upto_of = np.concatenate(([0], np.cumsum(on_tree, dtype=np.int64)))
+            self._capacity = (tree, nodes, rows, upto_of)
         _, nodes_of, rows, upto_of = self._capacity
         upto = int(upto_of[min(count, len(self))])
         if not upto:

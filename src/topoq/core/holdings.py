@@ -109,8 +109,8 @@ def prepared_ledger(
     came = [holding for job, holding in held.items() if not _same(before.get(job), holding)]
     if not gone and not came:
         return replace(previous, held=held)
-    indices, rows = _rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
-    released, released_rows = _rows_on_nodes(
+    indices, rows = rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
+    released, released_rows = rows_on_nodes(
         tree, (allocation.resources_on_node for _, allocation in gone)
     )
     changed = np.concatenate([indices, released])
@@ -171,12 +171,12 @@ def _summed(
 def _used_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> IntArray:
     """Per node of the tree, what ``held`` take there together."""
     used = np.zeros_like(tree.capacity)
-    indices, rows = _rows_on_nodes(tree, held)
+    indices, rows = rows_on_nodes(tree, held)
     np.add.at(used, indices, rows)
     return used
 
 
-def _rows_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> tuple[IntArray, IntArray]:
+def rows_on_nodes(tree: TopologyTree, held: Iterable[HeldOnNodes]) -> tuple[IntArray, IntArray]:
     """(node indices, a resource row each) of what ``held`` take on the tree's nodes; the row
     of each distinct amount is made once (most nodes of a gang take the same)."""
     vectors: dict[Resources, IntArray] = {}

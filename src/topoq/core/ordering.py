@@ -35,13 +35,6 @@ shortest-first (0 under submission order), its submission time, its id."""
 _Key = tuple[int, int, tuple[float, ...], float, float, str]
 
 
-class Unknown:
-    """Not told (a time limit may be None: unlimited)."""
-
-
-UNKNOWN = Unknown()
-
-
 class OrderFacts(NamedTuple):
     """What the order needs of a job that only the job and the policy decide, worked out once
     per job (the cycle keeps them for the next while the job is the very same object)."""
@@ -65,12 +58,10 @@ def order_facts(
     job: JobView,
     alike: int = -1,
     demand: tuple[tuple[str, int], ...] | None = None,
-    limit: float | Unknown | None = UNKNOWN,
 ) -> OrderFacts:
-    """``demand``: the job's ``total_demand`` as items, and ``limit``: its ``time_limit_of``,
-    when the caller knows them (a cycle has the demand from the job's shape, once per shape,
-    and the limit from the job's facts)."""
-    submission = turn_of(policy, job, limit)
+    """``demand``: the job's ``total_demand`` as items, when the caller knows it (a cycle has
+    it from the job's shape, once per shape)."""
+    submission = turn_of(policy, job)
     if demand is None:
         demand = tuple(total_demand(job).items())
     return OrderFacts(
@@ -82,14 +73,12 @@ def order_facts(
     )
 
 
-def turn_of(policy: ClusterPolicy, job: JobView, limit: float | Unknown | None = UNKNOWN) -> Turn:
+def turn_of(policy: ClusterPolicy, job: JobView) -> Turn:
     """The job's turn among jobs that stand alike: by submission (time, then id), or under
-    ``shortest-first`` by its time limit first (``limit``, when the caller knows it), jobs
-    with none last."""
+    ``shortest-first`` by its time limit first (``time_limit_of``), jobs with none last."""
     if policy.queue_order is QueueOrder.SUBMISSION:
         return (0.0, job.spec.submitted_at, job.id)
-    if isinstance(limit, Unknown):
-        limit = time_limit_of(policy, job)
+    limit = time_limit_of(policy, job)
     return (float("inf") if limit is None else limit, job.spec.submitted_at, job.id)
 
 

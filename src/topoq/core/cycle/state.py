@@ -355,7 +355,7 @@ class CycleState:
                 job,
                 job_class,
                 limit,
-                order_facts(self.policy, job, number, shape.demand, limit),
+                order_facts(self.policy, job, number, shape.demand),
             )
         self.facts[job.id] = facts
         return facts

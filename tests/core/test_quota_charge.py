@@ -10,6 +10,8 @@ from hypothesis import strategies as st
 from topoq.core.quota import QuotaBook, _need, _offer
 from topoq.core.quota_flow import path_after, settled, with_team
 from topoq.domain.governance import TeamName
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
 from topoq.testing.governance import P5
 
 from .test_cohort_quota import CAPACITY, deep_book, gpus
@@ -106,3 +108,65 @@ def test_books_settled_when_read_agree_with_new_books_whatever_was_copied_betwee
         assert book.flow(P5) == fresh.flow(P5)
         assert book.shortfall(P5) == fresh.shortfall(P5)
         assert all(book.lent(TeamName(n), P5) == fresh.lent(TeamName(n), P5) for n in TEAMS)
+
+
+def _sums(used: list[int]) -> dict[TeamName, dict[str, dict[str, int]]]:
+    """Per team and flavor, plain amounts as ``PreparedLedger.sums`` keeps them (zeros left
+    out)."""
+    return {
+        TeamName(name): {P5: {NVIDIA_GPU: amount}}
+        for name, amount in zip(TEAMS, used, strict=True)
+        if amount
+    }
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.sampled_from([0, 8, 16, 24]), min_size=5, max_size=5),
+    st.lists(st.sampled_from([0, 8, 16, 24, 40]), min_size=5, max_size=5),
+    st.sampled_from([None, 0, 8, 24]),
+    st.sampled_from([None, 0, 8]),
+    st.booleans(),
+)
+def test_books_following_the_last_cycles_answer_as_books_counted_afresh(
+    used: list[int], now: list[int], borrow: int | None, lend: int | None, settle_first: bool
+) -> None:
+    """A cycle's books are derived from the last cycle's by the teams whose usage moved
+    (``QuotaBook.following``): every figure and answer is that of books counted from the
+    new usage, and the books derived from are left as they were."""
+    first = deep_book(used, borrow, lend)
+    before = _sums(used)
+    books = QuotaBook(first.policy, CAPACITY, _usage(before)).counted()
+    if settle_first:  # the last cycle worked out the settlement and what each team lends
+        books.flow(P5)
+        books.lent(TeamName("a"), P5)
+    after = _sums(now)
+    for name, flavors in before.items():  # an unchanged team keeps its very sums
+        if after.get(name) == flavors:
+            after[name] = flavors
+    kept_flow = books.flow(P5)
+    derived = books.following(before, after)
+    fresh = QuotaBook(first.policy, CAPACITY, _usage(after))
+    assert derived.usage == fresh.usage and list(derived.usage) == list(fresh.usage)
+    assert derived.flow(P5) == fresh.flow(P5)
+    for name in TEAMS:
+        team_name = TeamName(name)
+        for name_resource in (P5,):
+            assert derived.borrowed(team_name, name_resource) == fresh.borrowed(
+                team_name, name_resource
+            )
+            assert derived.lent(team_name, name_resource) == fresh.lent(team_name, name_resource)
+        for more in (8, 24):
+            assert derived.check(team_name, P5, gpus(more)) == fresh.check(
+                team_name, P5, gpus(more)
+            ), (name, more)
+    assert books.flow(P5) == kept_flow  # the books derived from are unchanged
+    assert books.usage == _usage(before)
+
+
+def _usage(sums: dict[TeamName, dict[str, dict[str, int]]]) -> dict[TeamName, dict[str, Resources]]:
+    """``PreparedLedger.usage_by_team`` of ``sums``."""
+    return {
+        team: {flavor: Resources(amount) for flavor, amount in flavors.items()}
+        for team, flavors in sums.items()
+    }

@@ -97,18 +97,21 @@ def prepared_ledger(
     from. Given the ``previous`` cycle's (on the same tree), only the holders that came, went
     or moved are released and charged, on the nodes they hold and in their team's sums: one
     job ending costs its nodes, not the cluster's. ``previous`` is left unchanged."""
-    held = {job.id: (job.team, job.allocation) for job in holders if job.allocation is not None}
     if previous is None or previous.tree is not tree:
+        held = {job.id: (job.team, job.allocation) for job in holders if job.allocation is not None}
         used = _used_on_nodes(
             tree, (allocation.resources_on_node for _, allocation in held.values())
         )
         sums = _summed({}, held.values(), ())
         return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used), sums)
     before = previous.held
-    gone = [holding for job, holding in before.items() if not _same(held.get(job), holding)]
-    came = [holding for job, holding in held.items() if not _same(before.get(job), holding)]
+    held, came, kept = _held_since(holders, before)
+    if kept == len(before):  # every holding before is held alike still: none went
+        gone: list[Holding] = []
+    else:
+        gone = [holding for job, holding in before.items() if not _same(held.get(job), holding)]
     if not gone and not came:
-        return replace(previous, held=held)
+        return previous if len(held) == len(before) else replace(previous, held=held)
     indices, rows = rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
     released, released_rows = rows_on_nodes(
         tree, (allocation.resources_on_node for _, allocation in gone)
@@ -121,6 +124,37 @@ def prepared_ledger(
     base = previous.base.scratch()
     base.charge_nodes(nodes, base.free[nodes] - free)
     return PreparedLedger(tree, held, used, base, _summed(previous.sums, came, gone))
+
+
+def _held_since(
+    holders: Iterable[JobView], before: Mapping[JobId, Holding]
+) -> tuple[dict[JobId, Holding], list[Holding], int]:
+    """The holdings of ``holders`` (a holding held alike ``before`` is the very same tuple,
+    so that the next cycle's comparison is one identity check), those that came or moved
+    since ``before``, and how many of ``before`` are held alike still. Most holders keep
+    their allocation object from one cycle to the next: one look-up and an identity check
+    each, no tuple made."""
+    held: dict[JobId, Holding] = {}
+    came: list[Holding] = []
+    kept = 0
+    for job in holders:
+        allocation = job.allocation
+        if allocation is None:
+            continue
+        job_id = job.id
+        was = before.get(job_id)
+        if was is not None and was[1] is allocation and was[0] == job.team:
+            held[job_id] = was
+            kept += 1
+            continue
+        holding = (job.team, allocation)
+        if was is not None and _same(was, holding):
+            held[job_id] = was
+            kept += 1
+        else:
+            held[job_id] = holding
+            came.append(holding)
+    return held, came, kept
 
 
 def _same(before: Holding | None, now: Holding) -> bool:

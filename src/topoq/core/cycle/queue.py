@@ -28,7 +28,7 @@ def queue_order(snapshot: Snapshot) -> list[JobId]:
     book = QuotaBook(
         policy,
         capacity_by_flavor(snapshot.tree, snapshot.flavor_label),
-        usage_by_team(jobs.holding),
+        usage_by_team(jobs.holding.values()),
     )
     lineup = line_up(
         ready,

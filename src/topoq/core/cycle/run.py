@@ -16,14 +16,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from topoq.core.cycle.admitting import consider
 from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, CycleState
 from topoq.core.dependencies import resolve_dependencies
-from topoq.core.holdings import capacity_by_flavor, prepared_ledger
+from topoq.core.holdings import PreparedLedger, capacity_by_flavor, prepared_ledger
 from topoq.core.holds import hold_for_starving
 from topoq.core.ordering import pending_in_line
 from topoq.core.quota import QuotaBook
@@ -62,29 +62,27 @@ def run_cycle(
     priority (``CycleState.held_back_at_every_priority``; the same decisions as trying the
     first job of each priority)."""
     jobs = JobsByPhase(snapshot.jobs)
-    holding = jobs.holding
-    requeues = _requeue_lost_gangs(snapshot, holding)  # 1
-    requeued = {requeue.job for requeue in requeues}
+    before = carried.prepared if carried is not None else None
+    requeues = _requeue_lost_gangs(snapshot, jobs.holding, before)  # 1
     dependencies = resolve_dependencies(  # 2
         snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
     )
-    holders = {job.id: job for job in holding if job.id not in requeued}
-    prepared = prepared_ledger(
-        snapshot.tree, holders.values(), carried.prepared if carried is not None else None
-    )
+    holders = jobs.holding
+    if requeues:
+        requeued = {requeue.job for requeue in requeues}
+        holders = {job_id: job for job_id, job in holders.items() if job_id not in requeued}
+    prepared = prepared_ledger(snapshot.tree, holders.values(), before)
+    books = _books(snapshot, prepared, carried)
     cycle = CycleState(  # 3
         snapshot,
         prepared.ledger(),
-        QuotaBook(
-            snapshot.policy,
-            capacity_by_flavor(snapshot.tree, snapshot.flavor_label),
-            prepared.usage_by_team(),
-        ),
+        books.copy(),
         holders,
         carried,
         trial_placements,
         prepared,
         held_back_across_priorities=held_back_across_priorities,
+        books=books,
     )
     _keep_room_for_preemptors(cycle, [job for job in jobs.preempting if job.id in holders])
     cycle.diagnostics.extend(dependencies.waiting)
@@ -119,16 +117,27 @@ def run_cycle(
     return result, cycle.carried()
 
 
+def _books(snapshot: Snapshot, prepared: PreparedLedger, carried: Carried | None) -> QuotaBook:
+    """The quota books of the holders' usage, nothing charged: derived from the last cycle's
+    by the teams whose usage moved when it handed them on (on the same policy and tree,
+    ``Carried``), else counted afresh."""
+    before = carried.prepared if carried is not None else None
+    if carried is not None and carried.books is not None and before is not None:
+        return carried.books.following(before.sums, prepared.sums)
+    capacity = capacity_by_flavor(snapshot.tree, snapshot.flavor_label)
+    return QuotaBook(snapshot.policy, capacity, prepared.usage_by_team()).counted()
+
+
 class JobsByPhase:
-    """The snapshot's jobs sorted out in one pass, each list in the snapshot's order: those
-    that hold capacity, and of them those being preempted; the pending ones not held by a
+    """The snapshot's jobs sorted out in one pass, each in the snapshot's order: those that
+    hold capacity (by id), and of them those being preempted; the pending ones not held by a
     user (``ready``, until dependencies block some) and those held; the pending ones that
     depend on other jobs."""
 
     __slots__ = ("dependents", "held", "holding", "preempting", "ready")
 
     def __init__(self, jobs: Sequence[JobView]) -> None:
-        self.holding: list[JobView] = []
+        self.holding: dict[JobId, JobView] = {}
         self.ready: list[JobView] = []
         self.held: list[JobView] = []
         self.dependents: list[JobView] = []
@@ -140,14 +149,19 @@ class JobsByPhase:
                 if job.spec.dependencies:
                     self.dependents.append(job)
             elif phase in HOLDING_PHASES:
-                self.holding.append(job)
+                self.holding[job.id] = job
                 if phase is JobPhase.PREEMPTING:
                     self.preempting.append(job)
 
 
-def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requeue]:
-    """The gangs among ``holding`` (the jobs that hold capacity) that lost a node."""
+def _requeue_lost_gangs(
+    snapshot: Snapshot, holding: Mapping[JobId, JobView], before: PreparedLedger | None
+) -> list[Requeue]:
+    """The gangs among ``holding`` (the jobs that hold capacity) that lost a node. A gang
+    the last cycle's holders (``before``) held with the very same allocation on the very
+    same tree was found whole then, and a tree's nodes do not change: it is whole still."""
     tree = snapshot.tree
+    held = before.held if before is not None and before.tree is tree else {}
     known_nodes = tree.memo("nodes standing, failed, known")
     if not isinstance(known_nodes, tuple):
         failed = frozenset(e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY)
@@ -156,10 +170,14 @@ def _requeue_lost_gangs(snapshot: Snapshot, holding: list[JobView]) -> list[Requ
         tree.remember("nodes standing, failed, known", known_nodes)
     standing, failed, known = known_nodes
     requeues = []
-    for job in holding:
-        if job.allocation is None or job.allocation.nodes <= standing:
+    for job_id, job in holding.items():
+        allocation = job.allocation
+        if allocation is None:
+            continue
+        was = held.get(job_id)
+        if (was is not None and was[1] is allocation) or allocation.nodes <= standing:
             continue  # every node of the gang is still there and not failed: most gangs
-        lost = sorted(n for n in job.allocation.nodes if n in failed or n not in known)
+        lost = sorted(n for n in allocation.nodes if n in failed or n not in known)
         if lost:
             requeues.append(
                 Requeue(

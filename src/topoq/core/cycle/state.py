@@ -137,6 +137,10 @@ class Carried:
     held: Mapping[int, HeldArrays] = field(default_factory=dict)
     """What each running job's allocation holds on which nodes, as arrays, for victim
     searches (``preemption.TrialBudget.held``): those of jobs that still hold capacity."""
+    books: QuotaBook | None = None
+    """The quota books as the cycle began (``prepared``'s usage, nothing charged; never
+    changed): the next cycle's are derived from them by the teams whose usage moved
+    (``QuotaBook.following``)."""
 
 
 @dataclass(frozen=True)
@@ -172,8 +176,12 @@ class CycleState:
         prepared: PreparedLedger | None = None,
         *,
         held_back_across_priorities: bool = True,
+        books: QuotaBook | None = None,
     ) -> None:
         self.snapshot = snapshot
+        self._books = books
+        """The books as the cycle began, handed on (``Carried.books``); ``book`` is the
+        cycle's own copy."""
         self.held_back_across_priorities, self._prepared = held_back_across_priorities, prepared
         self._carried = carried or Carried({}, {})
         self.previous = self._carried.waits
@@ -706,6 +714,7 @@ class CycleState:
             self._shapes,
             self._carried.priorities,
             self._held_still(),
+            self._books,
         )
 
     def _held_still(self) -> dict[int, HeldArrays]:

@@ -76,6 +76,9 @@ class PreparedLedger:
     base: CapacityLedger
     """The free capacity; never charged (``ledger()`` copies it)."""
     sums: UsageSums = field(default_factory=dict)
+    came: tuple[JobId, ...] | None = None
+    """The holders whose holdings came or moved since the ledger it was derived from, in
+    the holders' order; None when it was not derived (every holder is new to it)."""
 
     def ledger(self) -> CapacityLedger:
         """A ledger of the caller's own to charge (the prepared one stays as it is)."""
@@ -105,13 +108,15 @@ def prepared_ledger(
         sums = _summed({}, held.values(), ())
         return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used), sums)
     before = previous.held
-    held, came, kept = _held_since(holders, before)
+    held, came, came_ids, kept = _held_since(holders, before)
     if kept == len(before):  # every holding before is held alike still: none went
         gone: list[Holding] = []
     else:
         gone = [holding for job, holding in before.items() if not _same(held.get(job), holding)]
     if not gone and not came:
-        return previous if len(held) == len(before) else replace(previous, held=held)
+        if len(held) == len(before) and previous.came == ():
+            return previous
+        return replace(previous, held=held, came=())
     indices, rows = rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
     released, released_rows = rows_on_nodes(
         tree, (allocation.resources_on_node for _, allocation in gone)
@@ -123,19 +128,22 @@ def prepared_ledger(
     free = np.maximum(tree.capacity[nodes] - used[nodes], 0)
     base = previous.base.scratch()
     base.charge_nodes(nodes, base.free[nodes] - free)
-    return PreparedLedger(tree, held, used, base, _summed(previous.sums, came, gone))
+    return PreparedLedger(
+        tree, held, used, base, _summed(previous.sums, came, gone), tuple(came_ids)
+    )
 
 
 def _held_since(
     holders: Iterable[JobView], before: Mapping[JobId, Holding]
-) -> tuple[dict[JobId, Holding], list[Holding], int]:
+) -> tuple[dict[JobId, Holding], list[Holding], list[JobId], int]:
     """The holdings of ``holders`` (a holding held alike ``before`` is the very same tuple,
     so that the next cycle's comparison is one identity check), those that came or moved
-    since ``before``, and how many of ``before`` are held alike still. Most holders keep
-    their allocation object from one cycle to the next: one look-up and an identity check
-    each, no tuple made."""
+    since ``before`` and their jobs, and how many of ``before`` are held alike still. Most
+    holders keep their allocation object from one cycle to the next: one look-up and an
+    identity check each, no tuple made."""
     held: dict[JobId, Holding] = {}
     came: list[Holding] = []
+    came_ids: list[JobId] = []
     kept = 0
     for job in holders:
         allocation = job.allocation
@@ -154,7 +162,8 @@ def _held_since(
         else:
             held[job_id] = holding
             came.append(holding)
-    return held, came, kept
+            came_ids.append(job_id)
+    return held, came, came_ids, kept
 
 
 def _same(before: Holding | None, now: Holding) -> bool:

@@ -63,15 +63,16 @@ def run_cycle(
     first job of each priority)."""
     jobs = JobsByPhase(snapshot.jobs)
     before = carried.prepared if carried is not None else None
-    requeues = _requeue_lost_gangs(snapshot, jobs.holding, before)  # 1
-    dependencies = resolve_dependencies(  # 2
-        snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
-    )
     holders = jobs.holding
+    prepared = prepared_ledger(snapshot.tree, holders.values(), before)
+    requeues = _requeue_lost_gangs(snapshot, holders, prepared)  # 1
     if requeues:
         requeued = {requeue.job for requeue in requeues}
         holders = {job_id: job for job_id, job in holders.items() if job_id not in requeued}
-    prepared = prepared_ledger(snapshot.tree, holders.values(), before)
+        prepared = prepared_ledger(snapshot.tree, holders.values(), before)
+    dependencies = resolve_dependencies(  # 2
+        snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
+    )
     books = _books(snapshot, prepared, carried)
     cycle = CycleState(  # 3
         snapshot,
@@ -155,13 +156,16 @@ class JobsByPhase:
 
 
 def _requeue_lost_gangs(
-    snapshot: Snapshot, holding: Mapping[JobId, JobView], before: PreparedLedger | None
+    snapshot: Snapshot, holding: Mapping[JobId, JobView], prepared: PreparedLedger
 ) -> list[Requeue]:
-    """The gangs among ``holding`` (the jobs that hold capacity) that lost a node. A gang
-    the last cycle's holders (``before``) held with the very same allocation on the very
-    same tree was found whole then, and a tree's nodes do not change: it is whole still."""
+    """The gangs among ``holding`` (the jobs that hold capacity) that lost a node. Only
+    those that came or moved since the last cycle's ledger (``prepared.came``) are looked
+    at when ``prepared`` was derived from it: the others held the very same allocations
+    then, on the very same tree (a tree's nodes never change), and were found whole."""
     tree = snapshot.tree
-    held = before.held if before is not None and before.tree is tree else {}
+    looked_at = (
+        holding.values() if prepared.came is None else [holding[job_id] for job_id in prepared.came]
+    )
     known_nodes = tree.memo("nodes standing, failed, known")
     if not isinstance(known_nodes, tuple):
         failed = frozenset(e.name for e in tree.excluded if e.reason is ExclusionReason.NOT_READY)
@@ -170,12 +174,9 @@ def _requeue_lost_gangs(
         tree.remember("nodes standing, failed, known", known_nodes)
     standing, failed, known = known_nodes
     requeues = []
-    for job_id, job in holding.items():
+    for job in looked_at:
         allocation = job.allocation
-        if allocation is None:
-            continue
-        was = held.get(job_id)
-        if (was is not None and was[1] is allocation) or allocation.nodes <= standing:
+        if allocation is None or allocation.nodes <= standing:
             continue  # every node of the gang is still there and not failed: most gangs
         lost = sorted(n for n in allocation.nodes if n in failed or n not in known)
         if lost:

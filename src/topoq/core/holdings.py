@@ -111,8 +111,9 @@ def prepared_ledger(
     held, came, came_ids, kept = _held_since(holders, before)
     if kept == len(before):  # every holding before is held alike still: none went
         gone: list[Holding] = []
-    else:
-        gone = [holding for job, holding in before.items() if not _same(held.get(job), holding)]
+    else:  # those no longer held, and those that moved (they came again)
+        gone = [before[job] for job in before.keys() - held.keys()]
+        gone.extend(before[job] for job in came_ids if job in before)
     if not gone and not came:
         if len(held) == len(before) and previous.came == ():
             return previous

@@ -441,16 +441,20 @@ class Simulation:
         moved = self._report(job, ExecutorEventKind.EXITED, exit_code=code)
         if moved is None:
             return
-        entry = LogEntry(self.now, Decision.FINISH, job_id, job.team)
+        slowdown = None
         if pace is not None and pace.runtime_s > 0:  # the run's slow-down over its whole run
-            entry = replace(entry, slowdown=(self.now - pace.started_s) / pace.runtime_s)
+            slowdown = (self.now - pace.started_s) / pace.runtime_s
         if moved.phase is JobPhase.SUCCEEDED:
-            self.log.add(replace(entry, reason=Outcome.SUCCEEDED.value))
+            reason = Outcome.SUCCEEDED.value
+            self.log.add(
+                LogEntry(self.now, Decision.FINISH, job_id, job.team, reason, slowdown=slowdown)
+            )
             return
         decision = Decision.RETRY if moved.phase is JobPhase.PENDING else Decision.FAIL
         message = moved.history[-1].cause
+        reason = Outcome.EXIT_CODE.value
         self.log.add(
-            replace(entry, decision=decision, reason=Outcome.EXIT_CODE.value, message=message)
+            LogEntry(self.now, decision, job_id, job.team, reason, message, slowdown=slowdown)
         )
 
     def _victim_stopped(self, job_id: JobId, attempt: int) -> None:

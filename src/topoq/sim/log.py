@@ -221,10 +221,13 @@ class DecisionLog:
         self.last_waits.pop(job.id, None)
         flavor, gpus, borrowed = allocation_gpus(allocation)
         reason = Outcome.BORROWING if borrowed else Outcome.WITHIN_GUARANTEE
-        admit = LogEntry(now, Decision.ADMIT, job.id, job.team, reason.value)
         self.add(
-            replace(
-                admit,
+            LogEntry(
+                now,
+                Decision.ADMIT,
+                job.id,
+                job.team,
+                reason.value,
                 placement=placement_of(allocation),
                 flavor=flavor,
                 gpus=gpus,
@@ -236,15 +239,29 @@ class DecisionLog:
                 },
             )
         )
-        start = LogEntry(now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus)
-        self.add(replace(start, slowdown=cost.slowdown if cost else None))
+        slowdown = cost.slowdown if cost else None
+        self.add(
+            LogEntry(
+                now, Decision.START, job.id, job.team, flavor=flavor, gpus=gpus, slowdown=slowdown
+            )
+        )
 
     def _wait(
         self, now: float, diagnostic: Diagnostic, team: TeamName, victims: tuple[JobId, ...]
     ) -> None:
         reason, eta = _said(diagnostic)
-        entry = LogEntry(now, Decision.WAIT, diagnostic.job, team, reason, diagnostic.message)
-        self.add(replace(entry, victims=victims, eta=eta))
+        self.add(
+            LogEntry(
+                now,
+                Decision.WAIT,
+                diagnostic.job,
+                team,
+                reason,
+                diagnostic.message,
+                victims=victims,
+                eta=eta,
+            )
+        )
         self._waiting[diagnostic.job] = diagnostic
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import replace
+from random import Random
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -14,7 +15,7 @@ from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.ordering import priority_of
 from topoq.core.quota import QuotaBook
-from topoq.domain.decisions import PendingReason, PreemptionCause
+from topoq.domain.decisions import Diagnostic, PendingReason, PreemptionCause
 from topoq.domain.governance import SharingStrategy
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
@@ -280,3 +281,33 @@ def test_a_cohorts_teams_get_its_own_guarantee_back_within_one_cycle(
     c.now = 2
     c.cycle()
     assert c.phase("mine") is JobPhase.RUNNING
+
+
+@settings(max_examples=40, deadline=None)
+@given(clusters(), arrivals(), st.randoms(use_true_random=False))
+def test_what_a_cycle_decides_does_not_depend_on_the_order_of_the_snapshots_jobs(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], rng: Random
+) -> None:
+    """A shell may hand the cycle its jobs in any order (the simulator's ``PhaseIndex`` keeps
+    them in the order it stored them): the same admissions, preemptions, requeues and waits."""
+    count = 0
+    for wave in waves:
+        count = submit_wave(c, wave, count)
+        jobs = list(c.jobs.values())
+        shuffled = list(jobs)
+        rng.shuffle(shuffled)
+        given = schedule(Snapshot(c.now, c.tree, tuple(jobs), c.policy))
+        other = schedule(Snapshot(c.now, c.tree, tuple(shuffled), c.policy))
+        assert other.admissions == given.admissions
+        assert other.preemptions == given.preemptions
+        assert set(other.requeues) == set(given.requeues)
+        assert sorted(other.diagnostics, key=_job_of) == sorted(given.diagnostics, key=_job_of)
+        c.cycle()
+        running = sorted(c.running())
+        for job_id in running[: len(running) // 2]:
+            c.finish(job_id)
+        c.now += 10
+
+
+def _job_of(diagnostic: Diagnostic) -> str:
+    return diagnostic.job

@@ -274,4 +274,5 @@ def test_an_instant_with_nothing_waiting_needs_no_cycle(scenario: Scenario) -> N
     assert skipping.fair_share_usage == cycling.fair_share_usage  # usage accrues alike
     assert skipped.cycles <= every.cycles
     if scenario.name.endswith(".csv"):
-        assert skipped.cycles <= every.cycles / 2  # half its instants: nothing waits
+        # half its instants: nothing waits (both runs cycle again after 3 starving jobs start)
+        assert skipped.cycles - 3 <= (every.cycles - 3) / 2

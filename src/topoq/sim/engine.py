@@ -7,10 +7,12 @@ cycle on a snapshot and applies its decisions with ``apply_cycle(..., start_at_o
 A victim is PREEMPTING, holding its GPUs, for the scenario's ``stop_delay_s``; then it
 STOPPED and is requeued (at once when the delay is 0). What an executor's report does to a job
 (a run that ended, a victim that stopped) is ``topoq.engine.outcomes.moved_by``, as in the
-controller. When a cycle preempted, requeued or cancelled something, another cycle follows at
-the same instant (so without a stop delay the preemptor starts there). The tree is rebuilt
-only when a node fails or recovers. The run ends at ``until_s``, or when no event is left:
-jobs still pending then are reported with their last diagnostic.
+controller. When a cycle preempted, requeued or cancelled something, or admitted a job past the
+starvation guard, another cycle follows at the same instant (so without a stop delay the
+preemptor starts there, and the guard's next hold is made there, as a server's next step makes
+it once the gang reports started). The tree is rebuilt only when a node fails or recovers.
+The run ends at ``until_s``, or when no event is left: jobs still pending then are reported
+with their last diagnostic.
 
 The simulator's own work per cycle is proportional to what changed, not to the jobs ever
 submitted, so that a long scenario costs what its cycles cost: the snapshot carries only the
@@ -29,6 +31,8 @@ from pathlib import Path
 from typing import Any
 
 from topoq.core.cycle import Parking, PlacementMode, Snapshot, schedule_with_parking
+from topoq.core.cycle.by_phase import PhaseIndex
+from topoq.core.cycle.preempting import started_starving
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
 from topoq.core.time_limits import failed_by_limit, time_limit_of
@@ -170,6 +174,9 @@ class Simulation:
         self.finished: dict[JobId, JobView] = {}
         """Jobs that succeeded, failed or were cancelled: out of every later snapshot."""
         self._pending: set[JobId] = set()
+        self._phases = PhaseIndex()
+        """The unfinished jobs sorted out by phase as they are stored: each snapshot hands
+        them to the cycle (``Snapshot.by_phase``) instead of the cycle sorting out every job."""
         """The pending jobs (held ones too): whether an interval tick has anything to do."""
         self._holdings = TeamHoldings()
         """The jobs holding capacity, which the teams' fair-share usage accrues from."""
@@ -251,13 +258,34 @@ class Simulation:
             return True
         for _ in range(MAX_CYCLES_PER_INSTANT):
             result = self._cycle()
-            if not (result.preemptions or result.requeues or result.cancellations):
+            if not (
+                result.preemptions
+                or result.requeues
+                or result.cancellations
+                or self._admitted_starving(result)
+            ):
                 return True
         self._warnings.append(
             f"stopped at {self.now:g} s: {MAX_CYCLES_PER_INSTANT} cycles in a row kept "
             "preempting, requeueing or cancelling without settling"
         )
         return False
+
+    def _admitted_starving(self, result: CycleResult) -> bool:
+        """Whether the cycle admitted a job past the starvation guard while jobs still wait.
+        The guard's hold for it bound every job of the cycle, those considered before it too
+        (one that fits only in held nodes waits, evicting nobody), and the guard holds for one
+        job per cycle: a cycle at the same instant, with that job running, holds for the next
+        starving job and may find a preemption this one did not try — as a server's next step
+        does once the gang reports started."""
+        guard = self.scenario.policy.starvation_guard_s
+        return (
+            guard > 0
+            and bool(self._pending)  # nothing waits: a cycle could decide nothing
+            and any(
+                started_starving(self.unfinished[admit.job], guard) for admit in result.admissions
+            )
+        )
 
     def _schedule_tick(self) -> None:
         """The next interval tick, while jobs wait and something else is still to come (a tick
@@ -301,6 +329,7 @@ class Simulation:
             upstream_phases=self._upstream_phases,
             fair_share_usage=shares_of(self.fair_share_usage),
             placement=self.placement,
+            by_phase=self._phases.sorted_out(),
         )
         result, self._parking = schedule_with_parking(snapshot, self._parking)
         self.cycles += 1
@@ -338,6 +367,7 @@ class Simulation:
         else:
             self._pending.discard(job.id)
         self._holdings.store(job)
+        self._phases.store(job)
 
     def _job(self, job_id: JobId) -> JobView:
         found = self.unfinished.get(job_id)

@@ -7,7 +7,7 @@ job that fits now the order is what it would be if that job still waited."""
 
 from __future__ import annotations
 
-from topoq.core.cycle.run import JobsByPhase
+from topoq.core.cycle.by_phase import JobsByPhase
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.dependencies import resolve_dependencies
 from topoq.core.holdings import capacity_by_flavor, usage_by_team

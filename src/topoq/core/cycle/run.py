@@ -16,9 +16,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from topoq.core.cycle.admitting import consider
+from topoq.core.cycle.by_phase import JobsByPhase
 from topoq.core.cycle.preempting import TRIAL_PLACEMENTS_PER_CYCLE
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, CycleState
@@ -29,7 +30,7 @@ from topoq.core.ordering import pending_in_line
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
-from topoq.domain.job import HOLDING_PHASES, JobId, JobPhase, JobView
+from topoq.domain.job import JobId, JobView
 
 
 def schedule(snapshot: Snapshot) -> CycleResult:
@@ -61,7 +62,7 @@ def run_cycle(
     team's quota hold fails for its team's jobs of the same shape and time limit at every
     priority (``CycleState.held_back_at_every_priority``; the same decisions as trying the
     first job of each priority)."""
-    jobs = JobsByPhase(snapshot.jobs)
+    jobs = snapshot.by_phase or JobsByPhase(snapshot.jobs)
     before = carried.prepared if carried is not None else None
     holders = jobs.holding
     prepared = prepared_ledger(snapshot.tree, holders.values(), before)
@@ -85,7 +86,7 @@ def run_cycle(
         held_back_across_priorities=held_back_across_priorities,
         books=books,
     )
-    _keep_room_for_preemptors(cycle, [job for job in jobs.preempting if job.id in holders])
+    _keep_room_for_preemptors(cycle, [job for job in jobs.preempting if job.id in holders], jobs)
     cycle.diagnostics.extend(dependencies.waiting)
     blocked = dependencies.blocked
     for job in jobs.held:
@@ -129,32 +130,6 @@ def _books(snapshot: Snapshot, prepared: PreparedLedger, carried: Carried | None
     return QuotaBook(snapshot.policy, capacity, prepared.usage_by_team()).counted()
 
 
-class JobsByPhase:
-    """The snapshot's jobs sorted out in one pass, each in the snapshot's order: those that
-    hold capacity (by id), and of them those being preempted; the pending ones not held by a
-    user (``ready``, until dependencies block some) and those held; the pending ones that
-    depend on other jobs."""
-
-    __slots__ = ("dependents", "held", "holding", "preempting", "ready")
-
-    def __init__(self, jobs: Sequence[JobView]) -> None:
-        self.holding: dict[JobId, JobView] = {}
-        self.ready: list[JobView] = []
-        self.held: list[JobView] = []
-        self.dependents: list[JobView] = []
-        self.preempting: list[JobView] = []
-        for job in jobs:
-            phase = job.phase
-            if phase is JobPhase.PENDING:
-                (self.held if job.held else self.ready).append(job)
-                if job.spec.dependencies:
-                    self.dependents.append(job)
-            elif phase in HOLDING_PHASES:
-                self.holding[job.id] = job
-                if phase is JobPhase.PREEMPTING:
-                    self.preempting.append(job)
-
-
 def _requeue_lost_gangs(
     snapshot: Snapshot, holding: Mapping[JobId, JobView], prepared: PreparedLedger
 ) -> list[Requeue]:
@@ -190,20 +165,20 @@ def _requeue_lost_gangs(
     return requeues
 
 
-def _keep_room_for_preemptors(cycle: CycleState, stopping: list[JobView]) -> None:
+def _keep_room_for_preemptors(
+    cycle: CycleState, stopping: list[JobView], jobs: JobsByPhase
+) -> None:
     """Victims being stopped are never chosen again; on the nodes they keep their capacity
     (they are holders) and in the quota book their usage counts for the pending job they were
     evicted for, as in the cycle that evicted them: no later job takes the promised quota,
     and the preemptor does not evict again for the same need. ``stopping``: the holders
-    being preempted."""
+    being preempted; ``jobs``: the snapshot's, sorted out."""
     if not stopping:
         return
-    pending: dict[str, JobView] = {
-        job.id: job for job in cycle.snapshot.jobs if job.phase is JobPhase.PENDING
-    }
+    by_id = {job.id: job for job in (*jobs.ready, *jobs.held)}
     for victim in stopping:
         cycle.evict(victim)
-        preemptor = pending.get(victim.preempted_for) if victim.preempted_for else None
+        preemptor = by_id.get(victim.preempted_for) if victim.preempted_for else None
         if preemptor is None or victim.allocation is None:
             continue
         cycle.stopping_for.setdefault(preemptor.id, []).append(victim)

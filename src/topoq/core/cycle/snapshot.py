@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from topoq.core.cycle.by_phase import JobsByPhase
 from topoq.core.tree import TopologyTree
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.job import JobId, JobPhase, JobView
@@ -45,6 +46,9 @@ class Snapshot:
     """Each team's decayed usage of borrowed capacity as of ``now`` (``core.fair_share``):
     part of its fair-share position. Empty: no history, only what teams borrow now."""
     placement: PlacementMode = PlacementMode.TOPOQ
+    by_phase: JobsByPhase | None = field(default=None, compare=False, repr=False)
+    """``jobs`` sorted out by phase, when the shell keeps them so (``PhaseIndex``): the cycle
+    then takes these instead of sorting out every job. Must hold the very same jobs."""
 
     @property
     def holds_for_waiting(self) -> bool:

@@ -1,0 +1,84 @@
+"""The simulator hands each cycle its unfinished jobs sorted out by phase (``PhaseIndex``,
+``Snapshot.by_phase``) instead of the cycle sorting out every job: on every shipped example
+scenario (holds, dependencies, preemptions with stop delays, failed nodes, retries), each
+cycle's index holds the very jobs of its snapshot, sorted out as a pass over them would."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import replace
+
+import pytest
+
+from tests.sim.conftest import SCENARIOS
+from topoq.core.cycle import Parking, Snapshot
+from topoq.core.cycle.by_phase import JobsByPhase, PhaseIndex
+from topoq.domain.decisions import CycleResult
+from topoq.domain.job import JobPhase
+from topoq.sim import engine
+from topoq.sim.scenario import load_scenario
+from topoq.testing.governance import job
+
+EXAMPLES = sorted(
+    path.name
+    for path in SCENARIOS.glob("*.yaml")
+    if path.name not in ("cluster.yaml", "policy.yaml")
+)
+
+
+def _ids(jobs: Iterable[object]) -> set[int]:
+    return set(map(id, jobs))
+
+
+def _alike(given: JobsByPhase, passed: JobsByPhase) -> bool:
+    """The very same jobs in each part, in whatever order."""
+    return (
+        list(given.holding) == [view.id for view in given.holding.values()]
+        and _ids(given.holding.values()) == _ids(passed.holding.values())
+        and _ids(given.ready) == _ids(passed.ready)
+        and _ids(given.held) == _ids(passed.held)
+        and _ids(given.dependents) == _ids(passed.dependents)
+        and _ids(given.preempting) == _ids(passed.preempting)
+    )
+
+
+@pytest.mark.parametrize("name", EXAMPLES)
+def test_every_cycle_is_handed_its_snapshots_jobs_sorted_out(
+    name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    scenario = load_scenario(SCENARIOS / name)
+    if scenario.until_s is None or scenario.until_s > 2000:  # the long one: its first part
+        events = tuple(event for event in scenario.events if event.at_s <= 2000)
+        scenario = replace(scenario, events=events, until_s=2000.0)
+    schedule = engine.schedule_with_parking
+    checked = []
+
+    def checking(snapshot: Snapshot, parking: Parking | None = None) -> tuple[CycleResult, Parking]:
+        assert snapshot.by_phase is not None
+        assert _alike(snapshot.by_phase, JobsByPhase(snapshot.jobs)), snapshot.now
+        checked.append(snapshot.now)
+        return schedule(snapshot, parking)
+
+    monkeypatch.setattr(engine, "schedule_with_parking", checking)
+    engine.Simulation(scenario).run()
+    assert checked
+
+
+def test_an_index_follows_each_job_as_it_is_stored_and_forgets_finished_ones() -> None:
+    index = PhaseIndex()
+    waiting = job("a", "team", 1)
+    held = replace(job("b", "team", 1), held=True)
+    index.store(waiting)
+    index.store(held)
+    assert index.sorted_out().ready == [waiting] and index.sorted_out().held == [held]
+    running = replace(waiting, phase=JobPhase.RUNNING)
+    index.store(running)
+    sorted_out = index.sorted_out()
+    assert sorted_out.ready == [] and sorted_out.holding == {"a": running}
+    stopping = replace(running, phase=JobPhase.PREEMPTING)
+    index.store(stopping)
+    assert index.sorted_out().preempting == [stopping]
+    index.store(replace(stopping, phase=JobPhase.SUCCEEDED))
+    index.forget(held.id)
+    emptied = index.sorted_out()
+    assert not (emptied.holding or emptied.ready or emptied.held or emptied.preempting)

@@ -72,3 +72,35 @@ def test_a_prepared_ledger_hands_out_copies_to_charge() -> None:
     mine = prepared.ledger()
     mine.charge_node(1, mine.free[1])
     assert prepared.ledger().free[1].any()
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(st.lists(holdings, max_size=5), min_size=3, max_size=3),
+    st.lists(st.lists(st.booleans(), min_size=5, max_size=5), min_size=3, max_size=3),
+)
+def test_ledgers_derived_cycle_after_cycle_name_what_came_and_match_the_rebuilt(
+    generations: list[list[Holding]], reuse: list[list[bool]]
+) -> None:
+    """Cycle after cycle, with some holders the very same views as the cycle before (most
+    are, in a shell): each ledger is the one rebuilt from every holder, and ``came`` names
+    the holders whose holdings are new or moved, in the holders' order."""
+    previous = None
+    views: list[JobView] = []
+    for holdings_now, kept in zip(generations, reuse, strict=True):
+        made = [holder(f"j{i}", nodes) for i, nodes in enumerate(holdings_now)]
+        now = [views[i] if i < len(views) and kept[i] else view for i, view in enumerate(made)]
+        prepared = prepared_ledger(TREE, now, previous)
+        assert (prepared.ledger().free == ledger_after(TREE, now).free).all()
+        assert prepared.usage_by_team() == usage_by_team(now)
+        if previous is not None:
+            before = {view.id: view.allocation for view in views}
+            moved = [
+                view.id
+                for view in now
+                if view.id not in before
+                or before[view.id].resources_on_node != view.allocation.resources_on_node
+                or before[view.id].usage != view.allocation.usage
+            ]
+            assert list(prepared.came or ()) == moved
+        previous, views = prepared, now

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
+from itertools import compress
+from operator import attrgetter
 
 import numpy as np
 
@@ -79,6 +81,10 @@ class PreparedLedger:
     came: tuple[JobId, ...] | None = None
     """The holders whose holdings came or moved since the ledger it was derived from, in
     the holders' order; None when it was not derived (every holder is new to it)."""
+    views: tuple[JobView, ...] = ()
+    """The holders it was made from, kept alive so that their ``id``s stay theirs: the next
+    cycle tells the very same views from the ones that changed by those ids alone."""
+    view_ids: frozenset[int] = frozenset()
 
     def ledger(self) -> CapacityLedger:
         """A ledger of the caller's own to charge (the prepared one stays as it is)."""
@@ -100,24 +106,24 @@ def prepared_ledger(
     from. Given the ``previous`` cycle's (on the same tree), only the holders that came, went
     or moved are released and charged, on the nodes they hold and in their team's sums: one
     job ending costs its nodes, not the cluster's. ``previous`` is left unchanged."""
+    views = tuple(holders)
+    view_ids = frozenset(map(id, views))
     if previous is None or previous.tree is not tree:
-        held = {job.id: (job.team, job.allocation) for job in holders if job.allocation is not None}
+        held = {job.id: (job.team, job.allocation) for job in views if job.allocation is not None}
         used = _used_on_nodes(
             tree, (allocation.resources_on_node for _, allocation in held.values())
         )
         sums = _summed({}, held.values(), ())
-        return PreparedLedger(tree, held, used, CapacityLedger.with_used(tree, used), sums)
-    before = previous.held
-    held, came, came_ids, kept = _held_since(holders, before)
-    if kept == len(before):  # every holding before is held alike still: none went
-        gone: list[Holding] = []
-    else:  # those no longer held, and those that moved (they came again)
-        gone = [before[job] for job in before.keys() - held.keys()]
-        gone.extend(before[job] for job in came_ids if job in before)
-    if not gone and not came:
-        if len(held) == len(before) and previous.came == ():
+        ledger = CapacityLedger.with_used(tree, used)
+        return PreparedLedger(tree, held, used, ledger, sums, None, views, view_ids)
+    new_views = view_ids - previous.view_ids
+    if not new_views and len(view_ids) == len(previous.view_ids):  # the very same holders
+        if previous.came == ():
             return previous
-        return replace(previous, held=held, came=())
+        return replace(previous, came=(), views=views, view_ids=view_ids)
+    held, came, came_ids, gone = _held_since(views, new_views, previous.held)
+    if not gone and not came:
+        return replace(previous, held=held, came=(), views=views, view_ids=view_ids)
     indices, rows = rows_on_nodes(tree, (allocation.resources_on_node for _, allocation in came))
     released, released_rows = rows_on_nodes(
         tree, (allocation.resources_on_node for _, allocation in gone)
@@ -129,42 +135,43 @@ def prepared_ledger(
     free = np.maximum(tree.capacity[nodes] - used[nodes], 0)
     base = previous.base.scratch()
     base.charge_nodes(nodes, base.free[nodes] - free)
-    return PreparedLedger(
-        tree, held, used, base, _summed(previous.sums, came, gone), tuple(came_ids)
-    )
+    sums = _summed(previous.sums, came, gone)
+    return PreparedLedger(tree, held, used, base, sums, tuple(came_ids), views, view_ids)
 
 
 def _held_since(
-    holders: Iterable[JobView], before: Mapping[JobId, Holding]
-) -> tuple[dict[JobId, Holding], list[Holding], list[JobId], int]:
-    """The holdings of ``holders`` (a holding held alike ``before`` is the very same tuple,
-    so that the next cycle's comparison is one identity check), those that came or moved
-    since ``before`` and their jobs, and how many of ``before`` are held alike still. Most
-    holders keep their allocation object from one cycle to the next: one look-up and an
-    identity check each, no tuple made."""
-    held: dict[JobId, Holding] = {}
+    views: tuple[JobView, ...], new_views: frozenset[int], before: Mapping[JobId, Holding]
+) -> tuple[dict[JobId, Holding], list[Holding], list[JobId], list[Holding]]:
+    """The holdings of the holders ``views`` given those ``before`` (a holding held alike is
+    the very same tuple), those that came or moved and their jobs, and those that went or
+    moved. Only the views not among the last cycle's (``new_views``: by ``id``) are looked
+    at: a view never changes, so the very same view holds what it held. Finding them, and
+    the jobs no longer held, runs in C (sets of ids, ``compress``)."""
+    held = dict(before)
+    gone = [held.pop(job) for job in before.keys() - set(map(_JOB_ID, views))]
     came: list[Holding] = []
     came_ids: list[JobId] = []
-    kept = 0
-    for job in holders:
-        allocation = job.allocation
-        if allocation is None:
-            continue
-        job_id = job.id
+    for job in compress(views, map(new_views.__contains__, map(id, views))):
+        job_id, allocation = job.id, job.allocation
         was = before.get(job_id)
-        if was is not None and was[1] is allocation and was[0] == job.team:
-            held[job_id] = was
-            kept += 1
+        if allocation is None:  # holds nothing to count
+            if was is not None:
+                gone.append(held.pop(job_id))
             continue
+        if was is not None and was[1] is allocation and was[0] == job.team:
+            continue  # held alike: ``held`` has it already
         holding = (job.team, allocation)
         if was is not None and _same(was, holding):
-            held[job_id] = was
-            kept += 1
-        else:
-            held[job_id] = holding
-            came.append(holding)
-            came_ids.append(job_id)
-    return held, came, came_ids, kept
+            continue
+        held[job_id] = holding
+        came.append(holding)
+        came_ids.append(job_id)
+        if was is not None:
+            gone.append(was)  # it moved: what it held before goes
+    return held, came, came_ids, gone
+
+
+_JOB_ID = attrgetter("id")
 
 
 def _same(before: Holding | None, now: Holding) -> bool:

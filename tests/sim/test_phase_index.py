@@ -11,8 +11,9 @@ from dataclasses import replace
 import pytest
 
 from tests.sim.conftest import SCENARIOS
-from topoq.core.cycle import Parking, Snapshot
+from topoq.core.cycle import Parking, Snapshot, schedule
 from topoq.core.cycle.by_phase import JobsByPhase, PhaseIndex
+from topoq.core.tree import build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobPhase
 from topoq.sim import engine
@@ -82,3 +83,20 @@ def test_an_index_follows_each_job_as_it_is_stored_and_forgets_finished_ones() -
     index.forget(held.id)
     emptied = index.sorted_out()
     assert not (emptied.holding or emptied.ready or emptied.held or emptied.preempting)
+
+
+def test_a_cycle_leaves_the_jobs_it_is_handed_as_they_were() -> None:
+    """The sorted-out jobs belong to the snapshot: a cycle that admits works on its own
+    copy, so the same snapshot decides the same again."""
+    scenario = load_scenario(SCENARIOS / "reclaim.yaml")
+    index = PhaseIndex()
+    submitted = [event.action.spec for event in scenario.events if hasattr(event.action, "spec")]
+    views = [job(spec.id, spec.team, 1) for spec in submitted[:3]]
+    for view in views:
+        index.store(view)
+    tree = build_tree(scenario.nodes, scenario.topology)
+    snapshot = Snapshot(0.0, tree, tuple(views), scenario.policy, by_phase=index.sorted_out())
+    first = schedule(snapshot)
+    assert first.admissions
+    assert snapshot.by_phase is not None and not snapshot.by_phase.holding
+    assert schedule(snapshot) == first

@@ -64,7 +64,7 @@ def run_cycle(
     first job of each priority)."""
     jobs = snapshot.by_phase or JobsByPhase(snapshot.jobs)
     before = carried.prepared if carried is not None else None
-    holders = jobs.holding
+    holders = dict(jobs.holding)  # the cycle's own: admissions join it (``CycleState.admit``)
     prepared = prepared_ledger(snapshot.tree, holders.values(), before)
     requeues = _requeue_lost_gangs(snapshot, holders, prepared)  # 1
     if requeues:

@@ -24,6 +24,8 @@ import json
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
+from itertools import compress
+from operator import not_
 from typing import Any
 
 from topoq.core.eta import ETA_KEY
@@ -158,11 +160,26 @@ class DecisionLog:
         self._waiting: dict[JobId, Diagnostic] = {}
         """The last diagnostic of each waiting job whose wait entry says what it says (none
         once another entry for the job was logged): also the job's ``last_waits``."""
+        self._unchanged: set[int] = set()
+        """The ``id``s of ``_waiting``'s diagnostics that a cycle handing the very same one
+        back leaves unlogged (all but waits for victims, logged every cycle): the objects are
+        kept by ``_waiting``, so an id stays theirs while it is here."""
 
     def add(self, entry: LogEntry) -> None:
         self.entries.append(entry)
         if entry.job is not None and entry.decision is not Decision.WAIT:
-            self._waiting.pop(entry.job, None)
+            self._forget_wait(entry.job)
+
+    def _remember_wait(self, diagnostic: Diagnostic) -> None:
+        self._forget_wait(diagnostic.job)
+        self._waiting[diagnostic.job] = diagnostic
+        if diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
+            self._unchanged.add(id(diagnostic))
+
+    def _forget_wait(self, job: JobId) -> None:
+        before = self._waiting.pop(job, None)
+        if before is not None:
+            self._unchanged.discard(id(before))
 
     def cycle(
         self,
@@ -200,16 +217,17 @@ class DecisionLog:
         victims: dict[JobId, list[JobId]] = {}
         for preempt in result.preemptions:
             victims.setdefault(preempt.for_job, []).append(preempt.victim)
-        waiting = self._waiting
-        for diagnostic in result.diagnostics:
-            # A cycle hands back the very same diagnostic for a job whose wait did not change:
-            # recognised here at the cost of a lookup, as most waiting jobs are every cycle.
+        waiting, diagnostics = self._waiting, result.diagnostics
+        # A cycle hands back the very same diagnostic for a job whose wait did not change, as
+        # for most waiting jobs every cycle: those are told apart by their ids, in C
+        changed = compress(
+            diagnostics, map(not_, map(self._unchanged.__contains__, map(id, diagnostics)))
+        )
+        for diagnostic in changed:
             logged = waiting.get(diagnostic.job)
-            if logged is diagnostic and diagnostic.reason is not PendingReason.WAITING_FOR_VICTIMS:
-                continue
             self.last_waits[diagnostic.job] = diagnostic
             if logged is not None and _says_the_same(logged, diagnostic):
-                waiting[diagnostic.job] = diagnostic
+                self._remember_wait(diagnostic)
             else:
                 self._wait(
                     now, diagnostic, team(diagnostic.job), tuple(victims.get(diagnostic.job, ()))
@@ -262,7 +280,7 @@ class DecisionLog:
                 eta=eta,
             )
         )
-        self._waiting[diagnostic.job] = diagnostic
+        self._remember_wait(diagnostic)
 
 
 def _says_the_same(logged: Diagnostic, diagnostic: Diagnostic) -> bool:

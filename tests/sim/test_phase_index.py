@@ -71,14 +71,14 @@ def test_an_index_follows_each_job_as_it_is_stored_and_forgets_finished_ones() -
     held = replace(job("b", "team", 1), held=True)
     index.store(waiting)
     index.store(held)
-    assert index.sorted_out().ready == [waiting] and index.sorted_out().held == [held]
+    assert index.sorted_out().ready == (waiting,) and index.sorted_out().held == (held,)
     running = replace(waiting, phase=JobPhase.RUNNING)
     index.store(running)
     sorted_out = index.sorted_out()
-    assert sorted_out.ready == [] and sorted_out.holding == {"a": running}
+    assert sorted_out.ready == () and sorted_out.holding == {"a": running}
     stopping = replace(running, phase=JobPhase.PREEMPTING)
     index.store(stopping)
-    assert index.sorted_out().preempting == [stopping]
+    assert index.sorted_out().preempting == (stopping,)
     index.store(replace(stopping, phase=JobPhase.SUCCEEDED))
     index.forget(held.id)
     emptied = index.sorted_out()

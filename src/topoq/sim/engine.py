@@ -174,10 +174,10 @@ class Simulation:
         self.finished: dict[JobId, JobView] = {}
         """Jobs that succeeded, failed or were cancelled: out of every later snapshot."""
         self._pending: set[JobId] = set()
+        """The pending jobs (held ones too): whether an interval tick has anything to do."""
         self._phases = PhaseIndex()
         """The unfinished jobs sorted out by phase as they are stored: each snapshot hands
         them to the cycle (``Snapshot.by_phase``) instead of the cycle sorting out every job."""
-        """The pending jobs (held ones too): whether an interval tick has anything to do."""
         self._holdings = TeamHoldings()
         """The jobs holding capacity, which the teams' fair-share usage accrues from."""
         self._depended_on: set[JobId] = set()

@@ -74,7 +74,7 @@ def run_cycle(
     dependencies = resolve_dependencies(  # 2
         snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
     )
-    books = _books(snapshot, prepared, carried)
+    books = _books(snapshot, prepared, before, carried.books if carried is not None else None)
     cycle = CycleState(  # 3
         snapshot,
         prepared.ledger(),
@@ -119,13 +119,17 @@ def run_cycle(
     return result, cycle.carried()
 
 
-def _books(snapshot: Snapshot, prepared: PreparedLedger, carried: Carried | None) -> QuotaBook:
-    """The quota books of the holders' usage, nothing charged: derived from the last cycle's
-    by the teams whose usage moved when it handed them on (on the same policy and tree,
-    ``Carried``), else counted afresh."""
-    before = carried.prepared if carried is not None else None
-    if carried is not None and carried.books is not None and before is not None:
-        return carried.books.following(before.sums, prepared.sums)
+def _books(
+    snapshot: Snapshot,
+    prepared: PreparedLedger,
+    before: PreparedLedger | None,
+    books_before: QuotaBook | None,
+) -> QuotaBook:
+    """The quota books of the holders' usage, nothing charged: derived by the teams whose
+    usage moved from the last cycle's (``books_before``, the books of ``before``'s usage,
+    handed on on the same policy and tree: ``Carried``), else counted afresh."""
+    if books_before is not None and before is not None:
+        return books_before.following(before.sums, prepared.sums)
     capacity = capacity_by_flavor(snapshot.tree, snapshot.flavor_label)
     return QuotaBook(snapshot.policy, capacity, prepared.usage_by_team()).counted()
 

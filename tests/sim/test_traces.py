@@ -42,6 +42,8 @@ from topoq.sim.traces import (
     detect_format,
     gang_of,
     gpus_by_flavor,
+    read_openb_nodes,
+    read_openb_requests,
     read_trace,
     trace_scenario,
 )
@@ -390,3 +392,46 @@ def test_the_whole_openb_default_pod_list_is_read_as_its_readme_counts_it() -> N
     }  # the README's table: 6,212 GPUs
     with pytest.raises(InvalidInputError, match="not one of a trace format"):
         read_trace(OPENB_FULL / "openb_pod_list_multigpu20.csv")  # no times
+
+
+def test_an_openb_pod_list_gives_every_pod_s_ask_for_the_fragmentation_protocol(
+    tmp_path: Path,
+) -> None:
+    requests = read_openb_requests(OPENB)
+    assert len(requests) == len(data_rows(OPENB))  # CPU-only pods too, in file order
+    first = requests[1]
+    assert (first.name, first.cpu_milli, first.memory_mib, first.gpus, first.gpu_milli) == (
+        "openb-pod-0001",
+        6000,
+        12288,
+        1,
+        460,
+    )
+    assert len(read_openb_nodes(OPENB_NODES)) == len(data_rows(OPENB_NODES))
+    # a multigpu list has the first five columns only
+    short = tmp_path / "openb_pod_list_multigpu50.csv"
+    short.write_text(
+        "name,cpu_milli,memory_mib,num_gpu,gpu_milli\np-0,4000,100,8,1000\np-1,2000,50,0,0\n"
+    )
+    eight, cpu_only = read_openb_requests(short)
+    assert (eight.gpus, eight.gpu_milli, eight.gpu_models) == (8, 1000, ())
+    assert (cpu_only.gpus, cpu_only.gpu_milli) == (0, 0)
+
+
+@pytest.mark.parametrize(
+    ("row", "says"),
+    [
+        (pod_row(gpus="2", milli="500"), "gpu_milli is '500' with num_gpu 2"),
+        (pod_row(gpus="1.5"), "num_gpu is '1.5'"),
+        (pod_row().rsplit(",", 1)[0], "10 fields where 11 were expected"),
+    ],
+)
+def test_a_pod_ask_that_cannot_be_read_is_refused_with_its_line(
+    tmp_path: Path, row: str, says: str
+) -> None:
+    bad = openb_copy(tmp_path, {4: row})
+    with pytest.raises(InvalidInputError) as raised:
+        read_openb_requests(bad)
+    assert raised.value.where == f"{bad}:4" and says in raised.value.message
+    with pytest.raises(InvalidInputError, match="not an openb pod list"):
+        read_openb_requests(OPENB_NODES)

@@ -382,6 +382,67 @@ def _read_openb(path: Path) -> Trace:
     return Trace(str(path), TraceFormat.OPENB, tuple(jobs), {}, notes, nodes)
 
 
+@dataclass(frozen=True)
+class OpenbRequest:
+    """What one pod of an openb pod list asks of the node it runs on, times left out: the
+    input of FGD's fragmentation protocol (``benchmarks/gpu_fragmentation.py``)."""
+
+    name: str
+    cpu_milli: int
+    memory_mib: int
+    gpus: int
+    """GPUs it asks for: 0 (CPU only), 1 (a whole one or a share of it) or more (whole)."""
+    gpu_milli: int
+    """Its share of each GPU in thousandths (1000: whole GPUs; below: part of its one GPU)."""
+    gpu_models: tuple[str, ...] = ()
+    """The GPU models it may run on (``gpu_spec``); empty: any."""
+
+
+_OPENB_REQUEST_COLUMNS = _HEADERS[TraceFormat.OPENB][:5]
+"""The columns every openb pod list starts with (the ``multigpu`` lists have only these)."""
+
+
+def read_openb_requests(path: Path) -> tuple[OpenbRequest, ...]:
+    """Every pod of an openb pod list (all 24 lists: the ``multigpu`` ones have no times and
+    no ``gpu_spec``), CPU-only ones included, in file order; a row that cannot be read is
+    refused with its line."""
+    if not path.is_file():
+        raise InvalidInputError(f"no file {path}", hint="give the path of an openb pod list")
+    header = tuple(next(_rows(path), ()))
+    if header not in (_HEADERS[TraceFormat.OPENB], _OPENB_REQUEST_COLUMNS):
+        raise InvalidInputError(
+            f"the header {','.join(header)!r} is not an openb pod list's",
+            where=f"{path}:1",
+            hint=f"an openb pod list starts with {','.join(_OPENB_REQUEST_COLUMNS)}",
+        )
+    requests = []
+    for _, where, cells in _cells(path, header):
+        name, cpu_milli, memory_mib, num_gpu, gpu_milli = cells[:5]
+        gpus = int(_number(num_gpu, "num_gpu", where, whole=True))
+        _asks_for_part_of_a_gpu(gpus, gpu_milli, where)  # a share the README rules out
+        requests.append(
+            OpenbRequest(
+                name,
+                int(_number(cpu_milli, "cpu_milli", where, whole=True)),
+                int(_number(memory_mib, "memory_mib", where, whole=True)),
+                gpus,
+                int(_number(gpu_milli, "gpu_milli", where, whole=True)) if gpus else 0,
+                _gpu_models(cells[5], where) if len(cells) > 5 else (),
+            )
+        )
+    if not requests:
+        raise InvalidInputError("the pod list has no pod", where=str(path), hint="give rows")
+    return tuple(requests)
+
+
+def read_openb_nodes(path: Path) -> tuple[TraceNode, ...]:
+    """The nodes of an openb node list (``openb_node_list_gpu_node.csv``)."""
+    if not path.is_file():
+        raise InvalidInputError(f"no file {path}", hint="give the path of an openb node list")
+    nodes, _ = _openb_nodes(path)
+    return nodes
+
+
 def _openb_pod(cells: Sequence[str], where: str) -> _OpenbPod:
     """The pod's times, as the openb README defines them (seconds from the trace's start;
     ``scheduled_time`` empty for a pod never scheduled), its GPUs and the models it may use."""

@@ -141,6 +141,19 @@ class Carried:
     """The quota books as the cycle began (``prepared``'s usage, nothing charged; never
     changed): the next cycle's are derived from them by the teams whose usage moved
     (``QuotaBook.following``)."""
+    eviction: EvictionOrder | None = None
+    """The holders in eviction order as the cycle last sorted them: the next cycle's are
+    brought up to date from it by the holders that came and went."""
+
+
+@dataclass(frozen=True)
+class EvictionOrder:
+    """Holders in eviction order (``ordering.eviction_key``), their keys, and the ``id``s of
+    those very views (the list keeps them alive, so the ids stay theirs)."""
+
+    jobs: tuple[JobView, ...]
+    keys: tuple[tuple[int, float, str], ...]
+    ids: frozenset[int]
 
 
 @dataclass(frozen=True)
@@ -443,8 +456,14 @@ class CycleState:
 
     @cached_property
     def _by_eviction(self) -> tuple[list[JobView], list[tuple[int, float, str]], int]:
-        """``holders`` in eviction order, their keys, and how many holders that counts."""
-        return _in_eviction_order(self.policy, self.holders)
+        """``holders`` in eviction order, their keys, and how many holders that counts: the
+        last cycle's order brought up to date by the holders that came and went when it
+        handed one on (the holders as the cycle began: ``prepared``'s views), else sorted."""
+        known, prepared = self._carried.eviction, self._prepared
+        if known is None or prepared is None or len(prepared.views) > len(self.holders):
+            return _in_eviction_order(self.policy, self.holders)
+        ordered, keys = _eviction_since(self.policy, known, prepared.views, prepared.view_ids)
+        return ordered, keys, len(prepared.views)
 
     def _holders_in_eviction_order(self) -> list[JobView]:
         """``holders`` in eviction order, sorted once and brought up to date as jobs are
@@ -715,7 +734,17 @@ class CycleState:
             self._carried.priorities,
             self._held_still(),
             self._books,
+            self._eviction_after(),
         )
+
+    def _eviction_after(self) -> EvictionOrder | None:
+        """The eviction order to hand on: this cycle's when it sorted one, else the one it was
+        handed (still right for the views it names)."""
+        known = self.__dict__.get("_by_eviction")
+        if known is None:
+            return self._carried.eviction
+        ordered, keys, _ = known
+        return EvictionOrder(tuple(ordered), tuple(keys), frozenset(map(id, ordered)))
 
     def _held_still(self) -> dict[int, HeldArrays]:
         """``TrialBudget.held`` of the allocations that still hold capacity after the cycle."""
@@ -1070,6 +1099,32 @@ def _in_eviction_order(
     """``holders`` in eviction order, their keys, and how many they are."""
     keyed = sorted((eviction_key(policy, job), job) for job in holders.values())  # no ties
     return [job for _, job in keyed], [key for key, _ in keyed], len(holders)
+
+
+def _eviction_since(
+    policy: ClusterPolicy,
+    known: EvictionOrder,
+    views: tuple[JobView, ...],
+    view_ids: frozenset[int],
+) -> tuple[list[JobView], list[tuple[int, float, str]]]:
+    """``views`` in eviction order, from ``known`` (an order of earlier views on the same
+    policy): the views gone are left out, the new ones put in their places by their keys."""
+    ordered, keys = list(known.jobs), list(known.keys)
+    gone = known.ids - view_ids
+    if gone:
+        kept = [id(job) not in gone for job in ordered]
+        ordered, keys = (
+            list(itertools.compress(ordered, kept)),
+            list(itertools.compress(keys, kept)),
+        )
+    new = view_ids - known.ids
+    if new:
+        for job in itertools.compress(views, [id(view) in new for view in views]):
+            key = eviction_key(policy, job)
+            at = bisect.bisect(keys, key)
+            keys.insert(at, key)
+            ordered.insert(at, job)
+    return ordered, keys
 
 
 def _with_holds(book: QuotaBook, holds: list[QuotaHold]) -> QuotaBook:

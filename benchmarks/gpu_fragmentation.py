@@ -30,7 +30,8 @@ the cluster's, as FGD's analysis does; the table gives the mean over seeds and t
   against the typical tasks least (``gpu_devices.fragmentation_growth``), scored as FGD's plugin
   scores it (``fragmentation_points``); a share goes to the device that grows it least.
 - ``topoq``: FGD's score, ties to the tightest node by best fit's measure
-  (``gpu_devices.least_fragmenting``).
+  (``gpu_devices.least_fragmenting``), except for a pod that accepts any GPU model when some
+  typical tasks accept only some (``ties_to_tightest``).
 
 Ties left go to the first node in list order: broken at random instead, FGD's scores leave
 10.9% of the GPU unallocated (seeds 42-43) where the published runs leave 4.77%, and best fit's
@@ -64,8 +65,10 @@ from topoq.core.gpu_devices import (
     fragmentation_growth,
     fragmentation_points,
     least_fragmenting,
+    ties_to_tightest,
     typical_tasks,
 )
+from topoq.domain.errors import InvalidInputError
 from topoq.sim.traces import OpenbRequest, TraceNode, read_openb_nodes, read_openb_requests
 
 OPENB = REPO.parent / "shared" / "traces" / "alibaba_openb_2023"
@@ -218,7 +221,8 @@ def choosers(
 
     def topoq(room: DeviceRoom, ask: GpuAsk, fit: IntArray) -> tuple[int, int | None]:
         grown, device = growth.of(room, ask, fit)
-        chosen = least_fragmenting(grown, _best_fit_raw(room, ask, fit))
+        slack = _best_fit_raw(room, ask, fit) if ties_to_tightest(ask, mix) else None
+        chosen = least_fragmenting(grown, slack)
         return int(fit[chosen]), (int(device[chosen]) if ask.shares_a_device else None)
 
     return {"random": random_fit, "best fit": best_fit, "FGD": fgd, "topoq": topoq}, growth
@@ -328,8 +332,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--markdown", action="store_true")
     options = parser.parse_args(argv)
     workload = f"openb_pod_list_{options.list}"
-    requests = read_openb_requests(options.data / "csv" / f"{workload}.csv")
-    cluster = cluster_of(read_openb_nodes(options.data / "csv" / NODE_LIST))
+    try:
+        requests = read_openb_requests(options.data / "csv" / f"{workload}.csv")
+        cluster = cluster_of(read_openb_nodes(options.data / "csv" / NODE_LIST))
+    except InvalidInputError as error:
+        lists = sorted(
+            p.stem.removeprefix("openb_pod_list_") for p in options.data.glob("csv/*.csv")
+        )
+        known = ", ".join(name for name in lists if not name.startswith("openb_node")) or "none"
+        parser.error(f"{error} (pod lists in {options.data / 'csv'}: {known})")
     asks = asks_of(requests, cluster.models)
     mix = typical_tasks((ask for ask in asks if ask is not None), len(cluster.models))
     seeds = [42, 43] if options.quick else options.seeds

@@ -16,6 +16,7 @@ from topoq.core.gpu_devices import (
     fragmentation_growth,
     fragmentation_points,
     least_fragmenting,
+    ties_to_tightest,
     typical_tasks,
 )
 from topoq.domain.errors import InvalidInputError
@@ -108,6 +109,18 @@ def test_fgd_s_points_fall_with_growth_and_ties_go_to_the_tightest_node() -> Non
     # two placements score alike (growth 10 and 20 both 49 points): the tighter one wins
     assert least_fragmenting(np.asarray([10.0, 20.0, 900.0]), np.asarray([0.5, 0.1, 0.0])) == 1
     assert least_fragmenting(np.asarray([10.0, 10.0]), np.asarray([0.2, 0.2])) == 0
+    assert least_fragmenting(np.asarray([10.0, 20.0, 900.0]), None) == 0  # the first
+
+
+def test_ties_go_to_the_tightest_node_unless_tasks_need_models_the_pod_does_not() -> None:
+    any_model, on_model_1 = (
+        GpuAsk(count=1, milli=1000),
+        GpuAsk(count=1, milli=1000, models=frozenset({1})),
+    )
+    untyped = typical_tasks([any_model, GpuAsk(count=1, milli=500)], models=2)
+    typed = typical_tasks([any_model, on_model_1], models=2)
+    assert ties_to_tightest(any_model, untyped) and ties_to_tightest(on_model_1, untyped)
+    assert not ties_to_tightest(any_model, typed) and ties_to_tightest(on_model_1, typed)
 
 
 free_device = st.sampled_from([0, 100, 250, 400, 500, 750, 1000])

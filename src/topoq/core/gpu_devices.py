@@ -293,12 +293,25 @@ def fragmentation_points(growth: FloatArray) -> IntArray:
     return np.trunc(100.0 / (1.0 + np.exp(growth / WHOLE_GPU_MILLI))).astype(np.int64)
 
 
-def least_fragmenting(growth: FloatArray, slack: FloatArray) -> int:
-    """Which placement to take (an index into both arrays): the best ``fragmentation_points``,
-    ties to the least ``slack`` (what the node has left after it, the tightest fit), then the
-    first. Breaking FGD's ties by the tightest fit packs better than breaking them in order:
-    0.3 point of the cluster's GPU on Alibaba's openb cluster (docs/gpu-sharing.md)."""
-    return int(np.lexsort((slack, -fragmentation_points(growth)))[0])
+def least_fragmenting(growth: FloatArray, slack: FloatArray | None) -> int:
+    """Which placement to take (an index into the arrays): the best ``fragmentation_points``,
+    ties to the least ``slack`` (what the node has left after it: the tightest fit) when it
+    is given, then the first."""
+    points = -fragmentation_points(growth)
+    if slack is None:
+        return int(np.argmin(points))
+    return int(np.lexsort((slack, points))[0])
+
+
+def ties_to_tightest(ask: GpuAsk, mix: TaskMix) -> bool:
+    """Whether ``least_fragmenting`` should break the ties of ``ask``'s placement by the
+    tightest fit. It should, except for a pod that accepts any GPU model when some typical
+    tasks accept only some models: the tightest nodes are then often the small ones of the
+    models those tasks need (openb's T4s), and filling them leaves those tasks nowhere to go;
+    such a pod's ties go to the first node instead. On Alibaba's openb lists, tightness gains
+    up to 2 points of the cluster's GPU where no task names a model and, where tasks do,
+    loses up to 4.4 (docs/gpu-sharing.md)."""
+    return bool(ask.models) or bool(mix.accepts.all())
 
 
 def _per_class(free: IntArray, mix: TaskMix) -> tuple[IntArray, IntArray]:

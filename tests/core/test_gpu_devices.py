@@ -185,3 +185,26 @@ def test_the_growth_of_a_placement_is_the_measure_after_it_less_before(
                 assert int(device[at]) == min(o for o, v in after.items() if v == least)
             else:
                 assert int(device[at]) == -1
+
+
+@settings(max_examples=80, deadline=None)
+@given(rooms_and_asks(), st.lists(st.integers(0, 5), min_size=1, max_size=30))
+def test_placing_where_it_fits_never_overcommits_a_device(
+    drawn: tuple[DeviceRoom, list[GpuAsk]], picks: list[int]
+) -> None:
+    room, asks = drawn
+    mix = typical_tasks(asks, models=2, share=1.0)
+    allocated = room.allocated_milli
+    for turn, pick in enumerate(picks):
+        ask = asks[turn % len(asks)]
+        fit = np.flatnonzero(room.fits(ask))
+        if not len(fit):
+            continue
+        growth, device = fragmentation_growth(room, ask, mix, fit)
+        at = least_fragmenting(growth, None) if pick % 2 else pick % len(fit)
+        node = int(fit[at])
+        chosen = int(device[at]) if ask.shares_a_device else None
+        room = room.taking(node, ask, room.devices_for(node, ask, chosen))
+        allocated += ask.gpu_milli
+        assert (room.devices >= 0).all() and (room.devices <= 1000).all()
+        assert (room.cpu >= 0).all() and room.allocated_milli == allocated

@@ -81,10 +81,9 @@ MEASURED_AT = 100
 BEST_FIT_SPAN = (128_000, 8_000)
 """Best fit's scale of free CPU (millicores) and GPU (thousandths): a 128-core, 8-GPU node."""
 POLICIES = ("random", "best fit", "FGD", "topoq")
-PUBLISHED = {"random": 13.70, "best fit": 7.14, "FGD": 4.77}
-"""FGD's own results on the default list (``fgd_expected_results``, unallocated % at 100%
-arrived, mean over seeds 42-51), read by ``published``."""
 PUBLISHED_POLICY = {"random": "01-Random", "best fit": "05-BestFit", "FGD": "06-FGD"}
+"""The names of the policies in FGD's own results (``fgd_expected_results``, read by
+``published``)."""
 
 
 @dataclass(frozen=True)

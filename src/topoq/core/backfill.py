@@ -75,7 +75,7 @@ def backfills(limit_s: float | None, now: float, expected_start: float | None) -
 
 def endings(holders: Iterable[JobView], policy: ClusterPolicy, now: float) -> Endings:
     """The holders that have a time limit, with the end it promises, earliest first."""
-    if not classes_limit_time(policy):  # only a job's own limit counts: most have none
+    if not policy.classes_limit_time:  # only a job's own limit counts: most have none
         holders = [job for job in holders if job.spec.time_limit_s is not None]
     ends = [(end, job) for job in holders if (end := end_by_limit(policy, job, now)) is not None]
     return Endings(sorted(ends, key=lambda pair: (pair[0], pair[1].id)))
@@ -153,18 +153,13 @@ def as_endings(ending: Sequence[Ending]) -> Endings:
     return ending if isinstance(ending, Endings) else Endings(ending)
 
 
-def classes_limit_time(policy: ClusterPolicy) -> bool:
-    """Whether some priority class gives its jobs a time limit (else only a job's own does)."""
-    return any(limit is not None for limit in policy.time_limit_of_class.values())
-
-
 def node_free_times(
     tree: TopologyTree, holders: Iterable[JobView], policy: ClusterPolicy, now: float
 ) -> np.ndarray:
     """Per node of the tree, when the jobs holding it have all ended by their time limits
     (``now`` when none holds it, ``NEVER`` when one has no limit)."""
     free_at = np.full(len(tree.nodes), now, dtype=np.float64)
-    by_class = classes_limit_time(policy)
+    by_class = policy.classes_limit_time
     for job in holders:
         if job.allocation is None:
             continue

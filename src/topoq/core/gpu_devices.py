@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
@@ -92,8 +92,8 @@ class DeviceRoom:
     memory: IntArray
     devices: IntArray
     model: IntArray
-    capacity_milli: int = field(default=0)
-    """All the GPU in the cluster, in thousandths (0: worked out from ``devices``)."""
+    capacity_milli: int
+    """All the GPU in the cluster, in thousandths (what ``devices`` held with nothing run)."""
 
     @classmethod
     def empty(
@@ -115,11 +115,6 @@ class DeviceRoom:
             np.asarray(model, dtype=np.int64),
             int(devices.sum()),
         )
-
-    @property
-    def idle_milli(self) -> IntArray:
-        """Each node's free GPU, in thousandths."""
-        return self.devices.sum(axis=1)  # type: ignore[no-any-return]
 
     @property
     def allocated_milli(self) -> int:
@@ -204,16 +199,18 @@ def typical_tasks(asks: Iterable[GpuAsk], models: int, share: float = TYPICAL_SH
     counted = Counter((ask.cpu, ask.count, ask.milli, ask.models) for ask in asks)
     if not counted:
         raise InvalidInputError("no task to learn the mix from", hint="give tasks")
-    total = sum(counted.values())
+    enough = share * sum(counted.values())
     ordered = sorted(
         counted.items(),
         key=lambda item: (item[1], item[0][:3], sorted(item[0][3])),
         reverse=True,
     )
     kept: list[tuple[tuple[int, int, int, frozenset[int]], int]] = []
+    made = 0
     for item in ordered:
         kept.append(item)
-        if sum(number for _, number in kept) >= share * total:
+        made += item[1]
+        if made >= enough:
             break
     accepts = np.ones((len(kept), max(models, 1)), dtype=np.bool_)
     for row, ((_, _, _, allowed), _) in enumerate(kept):

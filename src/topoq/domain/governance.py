@@ -301,6 +301,8 @@ class ClusterPolicy:
     by_cohort: Mapping[CohortPath, CohortSpec] = field(init=False, repr=False, compare=False)
     weight_of_class: Mapping[str, int] = field(init=False, repr=False, compare=False)
     time_limit_of_class: Mapping[str, float | None] = field(init=False, repr=False, compare=False)
+    classes_limit_time: bool = field(init=False, repr=False, compare=False)
+    """Whether some priority class gives its jobs a time limit (else only a job's own does)."""
 
     def __post_init__(self) -> None:
         if len(self.teams) > MAX_TEAMS:
@@ -353,6 +355,11 @@ class ClusterPolicy:
             self,
             "time_limit_of_class",
             MappingProxyType({cls.name: cls.time_limit_s for cls in self.priority_classes}),
+        )
+        object.__setattr__(
+            self,
+            "classes_limit_time",
+            any(cls.time_limit_s is not None for cls in self.priority_classes),
         )
 
     def class_time_limit_s(self, priority_class: str | None) -> float | None:

@@ -1,0 +1,83 @@
+"""Shares of one GPU: how a pod asks for part of a GPU, and the resources that count it.
+
+A pod asks for whole GPUs (``nvidia.com/gpu: 2``) or for a share of one
+(``nvidia.com/gpu: 0.5`` or ``500m``). A share is kept as a resource of its own,
+``topoq.io/gpu-milli`` (thousandths of one GPU, 1 to 999), so that whole GPUs stay counted in
+whole devices wherever they are counted now (quotas, inventories, stored jobs, metrics).
+
+Nodes an admin opens to shares carry the label ``topoq.io/gpu-sharing: "true"``. Only on
+those nodes does the scheduler keep each GPU device's free share, as the derived resources
+``topoq.io/gpu-device-<i>`` (1,000 on a free device) beside ``topoq.io/gpu-milli`` (their
+sum); a share is packed onto one device and a whole-GPU pod takes entirely free devices. See
+docs/gpu-sharing.md.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.quantity import NVIDIA_GPU, quantity_value
+
+GPU_SHARE = "topoq.io/gpu-milli"
+"""A pod's share of one GPU, in thousandths (1 to 999); derived from ``nvidia.com/gpu``."""
+GPU_MILLI_PER_GPU = 1000
+GPU_DEVICE_PREFIX = "topoq.io/gpu-device-"
+"""``topoq.io/gpu-device-<i>``: the free share of device ``i`` of a node open to shares."""
+GPU_SHARING_LABEL = "topoq.io/gpu-sharing"
+"""A node label: ``"true"`` opens the node's GPUs to pods that ask for a share of one."""
+MAX_DEVICES_PER_NODE = 64
+"""Devices a node open to shares may have (GPU nodes have 1 to 16)."""
+
+_SHARE_HINT = (
+    "a pod asks for whole GPUs (1, 2, ...) or for a share of one GPU between 0.001 and 0.999 "
+    "(e.g. 0.5 or 500m); for more than one GPU's worth, ask whole GPUs or run more pods"
+)
+
+
+def device_resource(index: int) -> str:
+    """The derived resource of device ``index`` of a node open to shares."""
+    return f"{GPU_DEVICE_PREFIX}{index}"
+
+
+def is_device_resource(name: str) -> bool:
+    return name.startswith(GPU_DEVICE_PREFIX)
+
+
+def is_derived_gpu_resource(name: str) -> bool:
+    """Resources the scheduler derives for GPU shares (users never write the devices)."""
+    return name == GPU_SHARE or is_device_resource(name)
+
+
+def opens_gpus_to_shares(labels: object) -> bool:
+    """Whether a node's labels open its GPUs to shares."""
+    get = getattr(labels, "get", None)
+    return get is not None and str(get(GPU_SHARING_LABEL, "")).lower() == "true"
+
+
+def per_pod_gpu_ask(text: str | int | float, where: str) -> tuple[str, int]:
+    """A pod's ``nvidia.com/gpu`` as written, as ``(resource, amount)``: whole GPUs as
+    ``nvidia.com/gpu``, a share of one as ``topoq.io/gpu-milli`` in thousandths. Refuses
+    what is neither (1.5, 0.0005, negative) with what to write instead."""
+    value = quantity_value(text)
+    if value < 0:
+        raise InvalidInputError(
+            f"{NVIDIA_GPU}: {text!r} is negative", where=where, hint="ask for 0 or more GPUs"
+        )
+    if value == value.to_integral_value():
+        return NVIDIA_GPU, int(value)
+    milli = value * GPU_MILLI_PER_GPU
+    if value > 1 or milli != milli.to_integral_value() or milli < 1:
+        raise InvalidInputError(
+            f"{NVIDIA_GPU}: {text!r} is neither whole GPUs nor a share of one GPU in thousandths",
+            where=where,
+            hint=_SHARE_HINT,
+        )
+    return GPU_SHARE, int(milli)
+
+
+def gpus_text(gpus: int, milli: int = 0) -> str:
+    """Whole GPUs plus thousandths as a readable number: ``2``, ``0.5``, ``3.25``."""
+    total = Decimal(gpus) + Decimal(milli) / GPU_MILLI_PER_GPU
+    text = f"{total:f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text

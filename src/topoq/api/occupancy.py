@@ -20,6 +20,7 @@ from topoq.core.holdings import capacity_by_flavor, ledger_after, usage_by_team
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import IntArray, TopologyTree, build_tree
 from topoq.domain.governance import FlavorName, IdleAllocation, TeamName, TeamSpec
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, gpu_number, gpus_held
 from topoq.domain.job import Allocation, JobPhase, JobView
 from topoq.domain.node import INSTANCE_TYPE_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
@@ -76,7 +77,7 @@ def node_model(
         NodeHolderModel(
             job=job.id,
             team=job.team,
-            gpus=job.allocation.resources_on_node[node.name].amount(NVIDIA_GPU),
+            gpus=gpu_number(gpus_held(job.allocation.resources_on_node[node.name])),
             ranks=_ranks_on(job.allocation, node.name) if sees(job.team) else [],
             stopping=job.phase is JobPhase.PREEMPTING,
         )
@@ -121,17 +122,21 @@ def topology_model(service: Service) -> TopologyModel:
     if column is None:
         total = used = np.zeros(len(tree.nodes), dtype=np.int64)
     else:
-        total = tree.capacity[:, column]
-        used = ledger_after(tree, running).used()[:, column]
+        total = tree.capacity[:, column] * GPU_MILLI_PER_GPU
+        taken = ledger_after(tree, running).used()
+        used = taken[:, column] * GPU_MILLI_PER_GPU
+        share = tree.resource_column.get(GPU_SHARE)
+        if share is not None:
+            used = used + taken[:, share]
     open_nodes = np.asarray([node.name in schedulable for node in tree.nodes], dtype=bool)
     free = np.where(open_nodes, np.maximum(total - used, 0), 0) if len(tree.nodes) else used
     gpus = _GpuColumns(total, used, free)
     return TopologyModel(
         name=tree.spec.name,
         levels=list(tree.spec.levels),
-        gpus=int(total.sum()),
-        gpus_used=int(used.sum()),
-        gpus_free=int(free.sum()),
+        gpus=_in_gpus(total),
+        gpus_used=_in_gpus(used),
+        gpus_free=_in_gpus(free),
         domains=_domains(tree, gpus, 0, 0, tree.levels[0].size) if tree.levels else [],
         outside=[
             UnplacedNodeModel(name=e.name, reason=e.reason.value, detail=e.detail)
@@ -142,11 +147,17 @@ def topology_model(service: Service) -> TopologyModel:
 
 @dataclass(frozen=True)
 class _GpuColumns:
-    """GPUs per node of the tree, in tree order."""
+    """GPUs per node of the tree, in tree order, in thousandths (shares included)."""
 
     total: IntArray
     used: IntArray
     free: IntArray
+
+
+def _in_gpus(milli: IntArray) -> int | float:
+    """Thousandths of GPUs, summed, as GPUs (``gpu_number``)."""
+    total = int(milli.sum())
+    return total // GPU_MILLI_PER_GPU if total % GPU_MILLI_PER_GPU == 0 else total / 1000
 
 
 def _domains(
@@ -171,9 +182,9 @@ def _domains(
                 level=index.label,
                 value=index.paths[domain][-1],
                 nodes=end - start,
-                gpus=int(gpus.total[start:end].sum()),
-                gpus_used=int(gpus.used[start:end].sum()),
-                gpus_free=int(gpus.free[start:end].sum()),
+                gpus=_in_gpus(gpus.total[start:end]),
+                gpus_used=_in_gpus(gpus.used[start:end]),
+                gpus_free=_in_gpus(gpus.free[start:end]),
                 children=children,
             )
         )
@@ -237,7 +248,7 @@ def _flavor_model(team: TeamSpec, flavor: FlavorName, book: QuotaBook) -> TeamFl
         lent=amounts(lent),
         borrow_limit=amounts(quota.borrow_limit if quota is not None else Resources()),
         guarantee_gpus=guarantee.amount(NVIDIA_GPU),
-        used_gpus=used.amount(NVIDIA_GPU),
-        borrowed_gpus=borrowed.amount(NVIDIA_GPU),
-        lent_gpus=lent.amount(NVIDIA_GPU),
+        used_gpus=gpu_number(gpus_held(used)),
+        borrowed_gpus=gpu_number(gpus_held(borrowed)),
+        lent_gpus=gpu_number(gpus_held(lent)),
     )

@@ -18,9 +18,11 @@ from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, opens_gpus_to_shares
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.lint import LintFinding
 from topoq.domain.node import NodeSpec
+from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.topology import TopologySpec
 from topoq.engine.event_log import MAX_LISTED_NODES, ServerEvent, requeued, write_event
 from topoq.engine.intake import Intake
@@ -115,6 +117,8 @@ def largest_amounts(nodes: Collection[NodeSpec]) -> dict[str, int]:
     for node in nodes:
         for name, amount in node.allocatable.items():
             largest[name] = max(largest.get(name, 0), amount)
+        if node.allocatable.amount(NVIDIA_GPU) and opens_gpus_to_shares(node.labels):
+            largest[GPU_SHARE] = GPU_MILLI_PER_GPU  # a share of one of its GPUs
     return largest
 
 

@@ -27,6 +27,7 @@ from topoq.discovery.jobfile import workload_from_job_file
 from topoq.discovery.kubernetes_workload import workload_from_kueue
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.gpu_share import GPU_SHARE, GPU_SHARING_LABEL, gpus_text
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobSpec
 from topoq.domain.launch import (
     check_command,
@@ -345,6 +346,14 @@ def check_requests(pod_set: PodSetSpec, largest_node: Mapping[str, int], *, wher
         )
     for name, amount in asked.items():
         most = largest_node.get(name, 0)
+        if name == GPU_SHARE and not most:
+            raise InvalidInputError(
+                f"each pod of {pod_set.name!r} asks for a share of one GPU "
+                f"({gpus_text(0, amount)}): no node of the cluster is open to GPU shares",
+                where=where,
+                hint="ask for whole GPUs, or have an admin label GPU nodes "
+                f'{GPU_SHARING_LABEL}: "true"',
+            )
         if amount > most:
             have = (
                 f"the largest node has {format_quantity(name, most)}"

@@ -132,35 +132,8 @@ class DeviceRoom:
         return room
 
     def devices_for(self, node: int, ask: GpuAsk, device: int | None = None) -> tuple[int, ...]:
-        """The devices of ``node`` the pod takes: whole ones, the first entirely free in slot
-        order; a share, on ``device`` when given, else on the device with the least free that
-        holds it (the first of those in slot order)."""
-        free = self.devices[node]
-        if not ask.count:
-            return ()
-        if ask.shares_a_device:
-            if device is not None:
-                if free[device] < ask.milli:
-                    raise InvalidInputError(
-                        f"device {device} of node {node} has {free[device]} thousandths free, "
-                        f"not {ask.milli}",
-                        hint="pack the pod onto a device that holds it",
-                    )
-                return (device,)
-            holding = np.flatnonzero(free >= ask.milli)
-            if not len(holding):
-                raise InvalidInputError(
-                    f"no device of node {node} has {ask.milli} thousandths free",
-                    hint="place the pod on a node that fits it",
-                )
-            return (int(holding[np.argmin(free[holding])]),)
-        whole = np.flatnonzero(free == WHOLE_GPU_MILLI)
-        if len(whole) < ask.count:
-            raise InvalidInputError(
-                f"node {node} has {len(whole)} whole GPUs free, not {ask.count}",
-                hint="place the pod on a node that fits it",
-            )
-        return tuple(int(slot) for slot in whole[: ask.count])
+        """The devices of ``node`` the pod takes (``devices_on``)."""
+        return devices_on(self.devices[node], ask, device, where=f"node {node}")
 
     def taking(self, node: int, ask: GpuAsk, devices: Sequence[int]) -> DeviceRoom:
         """The room once the pod runs on ``node``'s ``devices`` (``devices_for``)."""
@@ -174,6 +147,66 @@ class DeviceRoom:
                 f"node {node} cannot host the pod", hint="place a pod only where it fits"
             )
         return DeviceRoom(cpu, memory, free, self.model, self.capacity_milli)
+
+
+def devices_on(
+    free: IntArray, ask: GpuAsk, device: int | None = None, where: str = "the node"
+) -> tuple[int, ...]:
+    """The devices a pod takes on a node whose devices have ``free`` thousandths each: whole
+    ones, the first entirely free in slot order; a share, on ``device`` when given, else on
+    the device with the least free that holds it (the first of those in slot order), which
+    keeps whole devices whole for the pods that need them."""
+    if not ask.count:
+        return ()
+    if ask.shares_a_device:
+        if device is not None:
+            if free[device] < ask.milli:
+                raise InvalidInputError(
+                    f"device {device} of {where} has {free[device]} thousandths free, "
+                    f"not {ask.milli}",
+                    hint="pack the pod onto a device that holds it",
+                )
+            return (device,)
+        holding = np.flatnonzero(free >= ask.milli)
+        if not len(holding):
+            raise InvalidInputError(
+                f"no device of {where} has {ask.milli} thousandths free",
+                hint="place the pod on a node that fits it",
+            )
+        return (int(holding[np.argmin(free[holding])]),)
+    whole = np.flatnonzero(free == WHOLE_GPU_MILLI)
+    if len(whole) < ask.count:
+        raise InvalidInputError(
+            f"{where} has {len(whole)} whole GPUs free, not {ask.count}",
+            hint="place the pod on a node that fits it",
+        )
+    return tuple(int(slot) for slot in whole[: ask.count])
+
+
+def pods_on_devices(devices: IntArray, ask: GpuAsk) -> IntArray:
+    """Per row of device shares (a node's devices, in thousandths free), how many pods of
+    ``ask`` its devices hold: for a share, each device's ``free // milli`` summed; for whole
+    GPUs, the entirely free devices in ``count``s."""
+    if not ask.count:
+        return np.full(len(devices), np.iinfo(np.int64).max, dtype=np.int64)
+    if ask.shares_a_device:
+        return np.asarray((devices // ask.milli).sum(axis=1), dtype=np.int64)
+    whole = (devices == WHOLE_GPU_MILLI).sum(axis=1)
+    return np.asarray(whole // ask.count, dtype=np.int64)
+
+
+def devices_for_pods(
+    free: IntArray, ask: GpuAsk, pods: int, where: str = "the node"
+) -> tuple[tuple[tuple[int, ...], ...], IntArray]:
+    """The devices each of ``pods`` pods of ``ask`` takes on one node (``devices_on``, pod
+    after pod), and what they take of each device in all."""
+    left = free.copy()
+    picks = []
+    for _ in range(pods):
+        taken = devices_on(left, ask, where=where)
+        left[list(taken)] -= ask.milli
+        picks.append(taken)
+    return tuple(picks), free - left
 
 
 @dataclass(frozen=True)

@@ -20,8 +20,9 @@ from topoq.domain.resources import Resources
 MAX_PER_NODE_FIGURES = 16
 """Per-node figures a ledger keeps up to date at most (one per pod shape asked about)."""
 
-RowsFigure = Callable[[IntArray], IntArray]
-"""One figure per row of free capacity (rows of ``free``, in order), from those rows alone."""
+RowsFigure = Callable[[IntArray, IntArray | None], IntArray]
+"""One figure per row of free capacity (rows of ``free``, in order), from those rows and the
+nodes they are (their indexes; None when the rows are all nodes, in order) alone."""
 
 
 class _Origin(NamedTuple):
@@ -95,25 +96,25 @@ class CapacityLedger:
         return copy
 
     def per_node(self, key: Hashable, figure: RowsFigure) -> IntArray:
-        """``figure(self.free)`` (read-only), kept under ``key`` across charges. A cycle's
+        """``figure(self.free, None)`` (read-only), kept under ``key`` across charges. A cycle's
         ledgers are mostly one ledger charged job after job, and copies of it with a few
         nodes charged (capacity held for a gang taken out, a trial placement): so only the
         rows of the nodes charged since the figure was last worked out — here, or on the
         ledger this one was copied from while that one is unchanged — are worked out again,
-        not every node's. The figure of a row must depend on that row of ``free`` alone
-        (which changes only through the charge methods)."""
+        not every node's. The figure of a row must depend on that row of ``free`` and the
+        node's index alone (the row changes only through the charge methods)."""
         kept = self._figures.get(key)
         if kept is None:
             kept = self._from_origin(key, figure)
         if kept is None:
-            values = figure(self.free)
+            values = figure(self.free, None)
         else:
             values, since = kept
             if since == len(self._charged):
                 return values
             rows = np.concatenate(self._charged[since:])  # a row listed twice gets one value
             values = values.copy()
-            values[rows] = figure(self.free[rows])
+            values[rows] = figure(self.free[rows], rows)
         values.setflags(write=False)
         if key not in self._figures and len(self._figures) >= MAX_PER_NODE_FIGURES:
             del self._figures[next(iter(self._figures))]  # the oldest

@@ -18,8 +18,15 @@ import numpy as np
 import numpy.typing as npt
 
 from topoq.domain.errors import TopologyError
+from topoq.domain.gpu_share import (
+    GPU_MILLI_PER_GPU,
+    GPU_SHARE,
+    MAX_DEVICES_PER_NODE,
+    device_resource,
+    opens_gpus_to_shares,
+)
 from topoq.domain.node import NodeSpec
-from topoq.domain.quantity import PODS
+from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 
@@ -84,14 +91,28 @@ class TopologyTree:
         self.excluded = tuple(excluded)
         self.levels = tuple(levels)
         self.node_index = {node.name: index for index, node in enumerate(self.nodes)}
+        offered = [_capacity_of(node, spec.leaves_are_nodes) for node in self.nodes]
         names: set[str] = set()
-        for node in self.nodes:
-            names.update(node.allocatable)
+        for resources in offered:
+            names.update(resources)
         names.add(PODS)
         self.resource_names: tuple[str, ...] = tuple(sorted(names))
         self.resource_column = {name: column for column, name in enumerate(self.resource_names)}
-        self.capacity: IntArray = self.resource_matrix(node.allocatable for node in self.nodes)
+        self.capacity: IntArray = self.resource_matrix(offered)
         self.capacity.setflags(write=False)
+        devices = sum(1 for name in names if name.startswith(_DEVICE_PREFIX_OF_TREE))
+        self.device_columns: IntArray = np.asarray(
+            [self.resource_column[device_resource(index)] for index in range(devices)],
+            dtype=np.int64,
+        )
+        """The columns of ``topoq.io/gpu-device-<i>``, device 0 first (none when no node is
+        open to GPU shares): each device's free share on the nodes open to shares."""
+        self.shares_gpus: npt.NDArray[np.bool_] = (
+            self.capacity[:, self.resource_column[GPU_SHARE]] > 0
+            if GPU_SHARE in self.resource_column
+            else np.zeros(len(self.nodes), dtype=np.bool_)
+        )
+        """Per node: open to GPU shares (its devices are kept one by one)."""
         self._memo: dict[object, object] = {}
         self._kept: dict[object, list[object]] = {}
         self._labels: dict[tuple[int, int], Mapping[str, str]] = {}
@@ -147,6 +168,23 @@ class TopologyTree:
         self._memo[key] = value
         while len(order) > kept:
             self._memo.pop(order.pop(0), None)
+
+
+_DEVICE_PREFIX_OF_TREE = device_resource(0)[:-1]
+
+
+def _capacity_of(node: NodeSpec, leaves_are_nodes: bool) -> Resources:
+    """What the scheduler places against on ``node``: its allocatable and, on a node open to
+    GPU shares (in a topology whose leaves are nodes: devices are kept per node), each
+    device's share (``topoq.io/gpu-device-<i>``, a whole GPU each) and their sum
+    (``topoq.io/gpu-milli``). docs/gpu-sharing.md."""
+    gpus = node.allocatable.amount(NVIDIA_GPU)
+    if not (leaves_are_nodes and 0 < gpus <= MAX_DEVICES_PER_NODE):
+        return node.allocatable
+    if not opens_gpus_to_shares(node.labels):
+        return node.allocatable
+    derived = {device_resource(index): GPU_MILLI_PER_GPU for index in range(gpus)}
+    return node.allocatable + Resources(derived | {GPU_SHARE: gpus * GPU_MILLI_PER_GPU})
 
 
 def build_tree(nodes: Iterable[NodeSpec], spec: TopologySpec) -> TopologyTree:

@@ -57,7 +57,7 @@ from topoq.discovery.kubernetes_objects import (
     optional_image,
     optional_name,
     pod_set_name,
-    resource_amounts,
+    requests_with_gpu_shares,
     tolerations,
     workload_name,
 )
@@ -249,7 +249,7 @@ def _pod_set(record: Fields) -> PodSetSpec:
 
 def _requests(record: Fields) -> Resources:
     requests_key, type_key = "requests", spelling(record, "instanceType")
-    explicit = resource_amounts(record.mapping(requests_key))
+    explicit = requests_with_gpu_shares(record.mapping(requests_key))
     if not record.has(type_key):
         if record.has("accelerators"):
             raise InvalidInputError(

@@ -13,9 +13,11 @@ from typing import NamedTuple, TypeVar
 
 from topoq.discovery.documents import Fields, argv
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import per_pod_gpu_ask
 from topoq.domain.launch import check_image
 from topoq.domain.names import check_job_id, check_label_name, check_subdomain_name
 from topoq.domain.node import TaintEffect
+from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.domain.workload import (
     NodeSelectorTerm,
@@ -104,6 +106,18 @@ def resource_amounts(fields: Fields) -> Resources:
     return Resources.parse(fields.data, where=fields.where)
 
 
+def requests_with_gpu_shares(fields: Fields) -> Resources:
+    """What one pod (or container) asks for: a ResourceList in which ``nvidia.com/gpu`` may
+    also be a share of one GPU (``0.5``, ``500m``), kept as ``topoq.io/gpu-milli``."""
+    gpu = fields.data.get(NVIDIA_GPU) if isinstance(fields.data, Mapping) else None
+    if gpu is None or isinstance(gpu, bool) or not isinstance(gpu, str | int | float):
+        return resource_amounts(fields)
+    where = f"{fields.where}.{NVIDIA_GPU}" if fields.where else NVIDIA_GPU
+    name, amount = per_pod_gpu_ask(gpu, where)
+    others = {key: value for key, value in fields.data.items() if key != NVIDIA_GPU}
+    return Resources.parse(others, where=fields.where) + Resources({name: amount})
+
+
 def larger_of(first: Resources, second: Resources) -> Resources:
     """Per resource, the larger amount of the two."""
     names = set(first) | set(second)
@@ -135,8 +149,8 @@ def _container_requests(container: Fields) -> Resources:
     """The container's requests; a resource with a limit and no request requests its limit,
     as the API server defaults it."""
     resources = container.mapping("resources")
-    requests = resource_amounts(resources.mapping("requests"))
-    limits = resource_amounts(resources.mapping("limits"))
+    requests = requests_with_gpu_shares(resources.mapping("requests"))
+    limits = requests_with_gpu_shares(resources.mapping("limits"))
     return requests + Resources({k: v for k, v in limits.items() if k not in requests})
 
 

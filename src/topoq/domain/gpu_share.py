@@ -7,17 +7,19 @@ whole devices wherever they are counted now (quotas, inventories, stored jobs, m
 
 Nodes an admin opens to shares carry the label ``topoq.io/gpu-sharing: "true"``. Only on
 those nodes does the scheduler keep each GPU device's free share, as the derived resources
-``topoq.io/gpu-device-<i>`` (1,000 on a free device) beside ``topoq.io/gpu-milli`` (their
-sum); a share is packed onto one device and a whole-GPU pod takes entirely free devices. See
-docs/gpu-sharing.md.
+``topoq.io/gpu-device-<i>`` (1,000 on a free device), and offer ``topoq.io/gpu-milli`` (1,000
+per GPU, taken by shares only); a share is packed onto one device and a whole-GPU pod takes
+entirely free devices. What anything holds in GPUs is always its ``nvidia.com/gpu`` plus its
+``topoq.io/gpu-milli`` / 1,000 (``gpus_held``). See docs/gpu-sharing.md.
 """
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from topoq.domain.errors import InvalidInputError
+from topoq.domain.errors import InvalidInputError, InvalidRequestError
 from topoq.domain.quantity import NVIDIA_GPU, quantity_value
+from topoq.domain.resources import Resources
 
 GPU_SHARE = "topoq.io/gpu-milli"
 """A pod's share of one GPU, in thousandths (1 to 999); derived from ``nvidia.com/gpu``."""
@@ -74,6 +76,48 @@ def per_pod_gpu_ask(text: str | int | float, where: str) -> tuple[str, int]:
             hint=_SHARE_HINT,
         )
     return GPU_SHARE, int(milli)
+
+
+def check_pod_gpu_ask(requests: Resources, where: str) -> None:
+    """A pod's GPU ask is whole GPUs or a share of one below a whole GPU, never both, and
+    never a device's resource (those the scheduler derives on nodes open to shares)."""
+    share = requests.amount(GPU_SHARE)
+    if share >= GPU_MILLI_PER_GPU:
+        raise InvalidRequestError(
+            f"{GPU_SHARE}: {share} is a whole GPU or more", where=where, hint=_SHARE_HINT
+        )
+    if share and requests.amount(NVIDIA_GPU):
+        raise InvalidRequestError(
+            f"a pod asks for {requests.amount(NVIDIA_GPU)} whole GPUs and a share of another "
+            f"({gpus_text(0, share)} GPU)",
+            where=where,
+            hint=_SHARE_HINT,
+        )
+    derived = sorted(name for name in requests if is_device_resource(name))
+    if derived:
+        raise InvalidRequestError(
+            f"{derived[0]} is kept by the scheduler, not asked for",
+            where=where,
+            hint="ask for nvidia.com/gpu (whole GPUs, or a share such as 0.5); the scheduler "
+            "picks the device",
+        )
+
+
+def gpus_held(resources: Resources) -> float:
+    """GPUs in whole devices plus shares: 1.5 for three pods of 0.5."""
+    share = resources.amount(GPU_SHARE)
+    whole = resources.amount(NVIDIA_GPU)
+    return whole + share / GPU_MILLI_PER_GPU if share else whole
+
+
+def gpu_number(gpus: float) -> int | float:
+    """GPUs as a whole number when they are whole (8, not 8.0), else as they are (1.5)."""
+    return int(gpus) if float(gpus).is_integer() else gpus
+
+
+def held_text(resources: Resources) -> str:
+    """``gpus_held`` as a readable number (``gpus_text``)."""
+    return gpus_text(resources.amount(NVIDIA_GPU), resources.amount(GPU_SHARE))
 
 
 def gpus_text(gpus: int, milli: int = 0) -> str:

@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import NewType
 
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import GPU_SHARING_LABEL, is_derived_gpu_resource
 from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 
@@ -51,6 +52,14 @@ class NodeSpec:
         if not self.name:
             raise InvalidInputError("a node has an empty name", hint="every node needs a name")
         object.__setattr__(self, "labels", MappingProxyType(dict(self.labels)))
+        derived = sorted(name for name in self.allocatable if is_derived_gpu_resource(name))
+        if derived:
+            raise InvalidInputError(
+                f"{derived[0]} is derived by the scheduler, not reported by a node",
+                where=f"node {self.name}",
+                hint=f"report whole GPUs as nvidia.com/gpu; label the node "
+                f'{GPU_SHARING_LABEL}: "true" to open its GPUs to shares',
+            )
         if PODS not in self.allocatable:
             with_pods = dict(self.allocatable) | {PODS: DEFAULT_MAX_PODS}
             object.__setattr__(self, "allocatable", Resources(with_pods))

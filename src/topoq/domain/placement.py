@@ -47,6 +47,9 @@ class DomainAssignment:
     domain: Mapping[str, str]
     count: int
     first_rank: int
+    gpu_devices: tuple[tuple[int, ...], ...] = ()
+    """Per pod (in rank order), the GPU devices of ``node`` it takes, where the node keeps its
+    devices one by one (open to GPU shares); empty elsewhere (any free GPUs of the node)."""
 
 
 @dataclass(frozen=True)

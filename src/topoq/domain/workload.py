@@ -10,6 +10,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from topoq.domain.errors import InvalidRequestError
+from topoq.domain.gpu_share import check_pod_gpu_ask
 from topoq.domain.launch import check_image
 from topoq.domain.node import Taint
 from topoq.domain.quantity import PODS
@@ -161,6 +162,7 @@ class PodSetSpec:
                 f"count is {self.count}", where=where, hint="count must be >= 1"
             )
         _check_slices(self.topology.slices, self.count, where)
+        check_pod_gpu_ask(self.requests, where)
         spread = self.topology.spread
         if spread is not None and spread.max_pods_per_domain < 1:
             raise InvalidRequestError(

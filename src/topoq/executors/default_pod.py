@@ -35,7 +35,7 @@ def describe(environment: dict[str, str]) -> list[str]:
         f"topology {where}",
         f"CUDA_VISIBLE_DEVICES={environment.get('CUDA_VISIBLE_DEVICES', '')}",
         f"master {environment.get('MASTER_ADDR', '?')}:{environment.get('MASTER_PORT', '?')}",
-    ]
+    ] + ([f"GPU share {share}"] if (share := environment.get("TOPOQ_GPU_SHARE")) else [])
 
 
 def _stop_on_sigterm(signum: int, frame: FrameType | None) -> None:

@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import GPU_SHARE, gpus_text
 from topoq.domain.job import Allocation
 from topoq.domain.placement import DomainAssignment
 from topoq.domain.quantity import NVIDIA_GPU
@@ -48,6 +49,11 @@ class PodPlan:
     """How many pods of the gang share this pod's node."""
     node_rank: int
     gpus: int
+    gpu_devices: tuple[int, ...] | None = None
+    """The node's GPU devices the scheduler packed it on (nodes open to GPU shares); None:
+    any ``gpus`` free ones."""
+    gpu_milli: int = 0
+    """Its share of one GPU in thousandths (``topoq.io/gpu-milli``), 0 for whole GPUs."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +62,8 @@ class _Slot:
     pod_set: str
     node: str
     gpus: int
+    gpu_devices: tuple[int, ...] | None
+    gpu_milli: int
 
 
 def plan_pods(workload: WorkloadSpec, allocation: Allocation) -> tuple[PodPlan, ...]:
@@ -76,6 +84,8 @@ def plan_pods(workload: WorkloadSpec, allocation: Allocation) -> tuple[PodPlan, 
                 local_world_size=pods_on_node[slot.node],
                 node_rank=node_rank[slot.node],
                 gpus=slot.gpus,
+                gpu_devices=slot.gpu_devices,
+                gpu_milli=slot.gpu_milli,
             )
         )
         placed_on_node[slot.node] += 1
@@ -92,10 +102,13 @@ def _slots_in_rank_order(workload: WorkloadSpec, allocation: Allocation) -> list
                 "has no placement to launch", where=where, hint="launch only admitted jobs"
             )
         gpus = requests[outcome.name].amount(NVIDIA_GPU)
+        milli = requests[outcome.name].amount(GPU_SHARE)
         for assignment in sorted(outcome.assignments, key=lambda a: a.first_rank):
             node = node_of(assignment)
-            for _ in range(assignment.count):
-                slots.append(_Slot(len(slots), outcome.name, node, gpus))
+            devices = assignment.gpu_devices
+            for pod in range(assignment.count):
+                given = devices[pod] if pod < len(devices) else None
+                slots.append(_Slot(len(slots), outcome.name, node, gpus, given, milli))
     return slots
 
 
@@ -156,5 +169,7 @@ def launcher_environment(
         "CUDA_VISIBLE_DEVICES": ",".join(str(index) for index in gpu_indices),
         "TOPOQ_TOPOLOGY": json.dumps(labels),
     }
+    if plan.gpu_milli:
+        variables["TOPOQ_GPU_SHARE"] = gpus_text(0, plan.gpu_milli)
     variables.update({topology_variable(key): value for key, value in labels.items()})
     return variables

@@ -314,6 +314,7 @@ def _encode_outcome(outcome: PodSetOutcome) -> Document:
                 "domain": [list(pair) for pair in assignment.domain.items()],
                 "count": assignment.count,
                 "first_rank": assignment.first_rank,
+                **_encode_gpu_devices(assignment.gpu_devices),
             }
             for assignment in outcome.assignments
         ],
@@ -321,6 +322,11 @@ def _encode_outcome(outcome: PodSetOutcome) -> Document:
         "span": [list(pair) for pair in outcome.span.items()],
         "best_span": [list(pair) for pair in outcome.best_span.items()],
     }
+
+
+def _encode_gpu_devices(devices: tuple[tuple[int, ...], ...]) -> Document:
+    """The devices of each pod, only where they were kept (older documents have none)."""
+    return {"gpu_devices": [list(pod) for pod in devices]} if devices else {}
 
 
 def _decode_outcome(data: Mapping[str, Any]) -> PodSetOutcome:
@@ -334,6 +340,9 @@ def _decode_outcome(data: Mapping[str, Any]) -> PodSetOutcome:
                 domain={str(label): str(value) for label, value in item.get("domain", ())},
                 count=int(item["count"]),
                 first_rank=int(item["first_rank"]),
+                gpu_devices=tuple(
+                    tuple(int(device) for device in pod) for pod in item.get("gpu_devices", ())
+                ),
             )
             for item in data.get("assignments", ())
         ),

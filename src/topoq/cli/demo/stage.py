@@ -17,6 +17,7 @@ from rich.table import Table
 from topoq.cli.demo.jobs import DemoJob
 from topoq.cli.server_commands import jobs_table
 from topoq.client import ClientError, TopoqClient
+from topoq.domain.gpu_share import gpu_number
 from topoq.wire.v1 import JobDetail, PhaseChangeModel
 
 POLL_INTERVAL_S = 0.25
@@ -168,15 +169,15 @@ class Stage:
                 )
         self.console.print(table)
 
-    def team_gpus(self, team: str) -> tuple[int, int, int]:
+    def team_gpus(self, team: str) -> tuple[int | float, int | float, int | float]:
         """The team's (used, borrowed, lent) GPUs."""
         for found in self.client.teams():
             if found.name == team:
                 flavors = found.flavors
                 return (
-                    sum(flavor.used_gpus for flavor in flavors),
-                    sum(flavor.borrowed_gpus for flavor in flavors),
-                    sum(flavor.lent_gpus for flavor in flavors),
+                    gpu_number(sum((flavor.used_gpus for flavor in flavors), 0.0)),
+                    gpu_number(sum((flavor.borrowed_gpus for flavor in flavors), 0.0)),
+                    gpu_number(sum((flavor.lent_gpus for flavor in flavors), 0.0)),
                 )
         return (0, 0, 0)
 

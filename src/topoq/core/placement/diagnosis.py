@@ -8,13 +8,15 @@ from collections import Counter
 import numpy as np
 
 from topoq.core.eligibility import Eligibility
+from topoq.core.gpu_devices import pods_on_devices
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.fit import Room, pods_per_leaf, pods_per_node
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.placement.search import pick_several
 from topoq.core.tree import IntArray, TopologyTree
+from topoq.domain.gpu_share import GPU_SHARE
 from topoq.domain.placement import ExclusionCause, PlacementReason, PodSetDiagnosis
-from topoq.domain.quantity import PODS
+from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.workload import PodSetSpec
 
 
@@ -196,10 +198,26 @@ def binding_resource(ledger: CapacityLedger, demand: Demand) -> IntArray:
     """Per node, which of ``demand.columns`` (by position) holds the fewest pods of the shape:
     the first such (read-only, kept on the ledger across charges like ``pods_per_node``)."""
     columns, wanted = demand.columns, demand.vector[demand.columns]
-    return ledger.per_node(
-        ("binding-resource", demand.vector.tobytes()),
-        lambda free: np.argmin(free[:, columns] // wanted, axis=1),
-    )
+    devices = demand.devices
+    if devices is None:
+        return ledger.per_node(
+            ("binding-resource", demand.vector.tobytes()),
+            lambda free, _rows: np.argmin(free[:, columns] // wanted, axis=1),
+        )
+    tree = ledger.tree
+    gpu = tree.resource_column[GPU_SHARE if devices.shares_a_device else NVIDIA_GPU]
+    gpu_position = int(np.flatnonzero(columns == gpu)[0])
+
+    def binding(free: IntArray, rows: IntArray | None) -> IntArray:
+        """The column that holds fewest pods, or the GPU's where the devices hold fewer
+        (a share no single device holds, whole GPUs partly taken by shares)."""
+        by_columns = free[:, columns] // wanted
+        shares = tree.shares_gpus if rows is None else tree.shares_gpus[rows]
+        on_devices = pods_on_devices(free[:, tree.device_columns], devices)
+        devices_bind = shares & (on_devices < by_columns.min(axis=1))
+        return np.where(devices_bind, gpu_position, np.argmin(by_columns, axis=1))
+
+    return ledger.per_node(("binding-resource", demand.vector.tobytes()), binding)
 
 
 def _causes_text(excluded: dict[str, int]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from topoq.core.eligibility import Eligibility
+from topoq.core.gpu_devices import pods_on_devices
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.tree import IntArray, TopologyTree
@@ -53,12 +54,24 @@ def pods_per_leaf(ledger: CapacityLedger, demand: Demand, eligibility: Eligibili
 def pods_per_node(ledger: CapacityLedger, demand: Demand) -> IntArray:
     """Per node, the pods of the shape its free capacity holds, eligible or not (read-only:
     kept on the ledger across charges, see :meth:`CapacityLedger.per_node`). ``demand``
-    requests something every node of the tree offers."""
+    requests something every node of the tree offers. On nodes open to GPU shares, a pod
+    that asks for GPUs must also find them on its devices (``pods_on_devices``)."""
     columns, wanted = demand.columns, demand.vector[demand.columns]
-    return ledger.per_node(
-        ("pods-that-fit", demand.vector.tobytes()),
-        lambda free: _fits_per_row(free, columns, wanted),
-    )
+    devices = demand.devices
+    if devices is None:
+        return ledger.per_node(
+            ("pods-that-fit", demand.vector.tobytes()),
+            lambda free, _rows: _fits_per_row(free, columns, wanted),
+        )
+    tree = ledger.tree
+
+    def fits(free: IntArray, rows: IntArray | None) -> IntArray:
+        shares = tree.shares_gpus if rows is None else tree.shares_gpus[rows]
+        on_devices = pods_on_devices(free[:, tree.device_columns], devices)
+        by_columns = _fits_per_row(free, columns, wanted)
+        return np.where(shares, np.minimum(by_columns, on_devices), by_columns)
+
+    return ledger.per_node(("pods-that-fit", demand.vector.tobytes()), fits)
 
 
 def _fits_per_row(free: IntArray, columns: IntArray, wanted: IntArray) -> IntArray:

@@ -10,9 +10,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from topoq.core.gpu_devices import WHOLE_GPU_MILLI, GpuAsk
 from topoq.core.tree import IntArray, TopologyTree
 from topoq.domain.errors import InvalidRequestError
-from topoq.domain.quantity import PODS
+from topoq.domain.gpu_share import GPU_SHARE
+from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import PodSetSpec
@@ -43,13 +45,31 @@ class Demand:
     columns: IntArray
     missing: tuple[str, ...]
     """Requested resources no node of the topology offers."""
+    devices: GpuAsk | None = None
+    """What one pod asks of a node's GPU devices, where some nodes keep them one by one
+    (``TopologyTree.device_columns``): whole devices, or a share of one. None elsewhere."""
 
 
 def demand_of(tree: TopologyTree, requests: Resources) -> Demand:
     per_pod = requests + Resources({PODS: 1})
     missing = tuple(name for name in per_pod if name not in tree.resource_column)
     vector = tree.resource_vector(per_pod)
-    return Demand(vector, np.flatnonzero(vector > 0), missing)
+    return Demand(vector, np.flatnonzero(vector > 0), missing, _device_ask(tree, requests))
+
+
+def _device_ask(tree: TopologyTree, requests: Resources) -> GpuAsk | None:
+    """One pod's ask of GPU devices, where the tree keeps devices (nodes open to shares)."""
+    if not len(tree.device_columns):
+        return None
+    whole, share = requests.amount(NVIDIA_GPU), requests.amount(GPU_SHARE)
+    if whole and share:
+        raise InvalidRequestError(
+            f"a pod asks for {whole} whole GPUs and a share of another",
+            hint="a pod asks for whole GPUs or for a share of one GPU, not both",
+        )
+    if share:
+        return GpuAsk(count=1, milli=share)
+    return GpuAsk(count=whole, milli=WHOLE_GPU_MILLI) if whole else None
 
 
 def plan_search(spec: TopologySpec, pod_set: PodSetSpec) -> SearchPlan:

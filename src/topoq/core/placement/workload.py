@@ -6,12 +6,14 @@ from __future__ import annotations
 import math
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
+from typing import cast
 
 import numpy as np
 
 from topoq.core.eligibility import Eligibility, eligibility_of
+from topoq.core.gpu_devices import GpuAsk, devices_for_pods
 from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.descent import descend, place_in_topology
 from topoq.core.placement.diagnosis import diagnose
@@ -33,6 +35,11 @@ MAX_GROUP_TRIALS = 64
 """Candidate domains tried for a pod-set group before giving up (each is a full trial)."""
 
 
+DevicePicks = Mapping[int, tuple[tuple[int, ...], ...]]
+"""Per node (by index), the GPU devices each pod placed there takes, in rank order: where
+devices are kept one by one (nodes open to GPU shares)."""
+
+
 @dataclass(frozen=True)
 class PodSetQuery:
     """A pod set with everything derived from the tree that placing it needs."""
@@ -41,6 +48,9 @@ class PodSetQuery:
     plan: SearchPlan
     demand: Demand
     eligibility: Eligibility
+    picked: dict[str, DevicePicks] | None = field(default=None, compare=False)
+    """Where each charge records the devices it gave the pod set's pods (by pod-set name;
+    the last charge, the one that stays, wins)."""
 
     def room(self, ledger: CapacityLedger) -> Room:
         return room_by_level(
@@ -51,12 +61,37 @@ class PodSetQuery:
         tree = ledger.tree
         if tree.leaves_are_nodes:
             taken = np.asarray(leaves, dtype=np.int64).reshape(-1, 2)
-            ledger.charge_nodes(taken[:, 0], taken[:, 1:2] * self.demand.vector)
+            amounts = taken[:, 1:2] * self.demand.vector
+            if self.demand.devices is not None:
+                picks = self._take_devices(ledger, leaves, amounts)
+                if self.picked is not None:
+                    self.picked[self.pod_set.name] = picks
+            ledger.charge_nodes(taken[:, 0], amounts)
             return
         for leaf, pods in leaves:
             start, end = tree.leaf_level.node_start[leaf], tree.leaf_level.node_start[leaf + 1]
             eligible = (node for node in range(start, end) if self.eligibility.mask[node])
             ledger.charge_pool(eligible, self.demand.vector * pods)
+
+    def _take_devices(
+        self, ledger: CapacityLedger, leaves: Sequence[LeafTake], amounts: IntArray
+    ) -> DevicePicks:
+        """On the nodes open to GPU shares, the devices each pod takes (``devices_for_pods``),
+        added to ``amounts`` (a row per leaf) as each device's share. (``topoq.io/gpu-milli``
+        counts only shares, as the pods ask it: what a node holds in GPUs is then always its
+        ``nvidia.com/gpu`` plus its thousandths, and the devices decide what fits.)"""
+        tree = ledger.tree
+        ask = cast(GpuAsk, self.demand.devices)
+        picks: dict[int, tuple[tuple[int, ...], ...]] = {}
+        for row, (node, pods) in enumerate(leaves):
+            if not tree.shares_gpus[node]:
+                continue
+            per_pod, used = devices_for_pods(
+                ledger.free[node, tree.device_columns], ask, pods, f"node {tree.nodes[node].name}"
+            )
+            amounts[row, tree.device_columns] += used
+            picks[int(node)] = per_pod
+        return picks
 
     def diagnose(self, ledger: CapacityLedger) -> PodSetDiagnosis:
         return diagnose(
@@ -78,8 +113,9 @@ def place_workload(
     ``previous_nodes`` (where a requeued gang ran) break ties between equally good domains."""
     scratch = ledger.scratch()
     fewest: dict[str, dict[str, int]] = {}
-    placed = _place_units(scratch, workload, previous_nodes, fewest)
-    return _result(ledger, workload, placed, fewest, scratch)
+    picked: dict[str, DevicePicks] = {}
+    placed = _place_units(scratch, workload, previous_nodes, fewest, picked)
+    return _result(ledger, workload, placed, fewest, scratch, picked)
 
 
 def place_first_fit(
@@ -92,8 +128,9 @@ def place_first_fit(
     (``PlacementMode.FIRST_FIT``); ``previous_nodes`` are unheeded too."""
     scratch = ledger.scratch()
     fewest: dict[str, dict[str, int]] = {}
-    placed = _first_fit_units(scratch, workload, fewest)
-    return _result(ledger, workload, placed, fewest, scratch)
+    picked: dict[str, DevicePicks] = {}
+    placed = _first_fit_units(scratch, workload, fewest, picked)
+    return _result(ledger, workload, placed, fewest, scratch, picked)
 
 
 def _result(
@@ -102,14 +139,17 @@ def _result(
     placed: PlacedUnit | Failure,
     fewest: Mapping[str, Mapping[str, int]],
     scratch: CapacityLedger,
+    picked: Mapping[str, DevicePicks],
 ) -> tuple[PlacementResult, CapacityLedger]:
-    """The placement of ``placed`` (charged on ``scratch``) and what it leaves, or the
-    refusal of the pod set that did not fit and ``ledger`` as it was."""
+    """The placement of ``placed`` (charged on ``scratch``, with the GPU devices ``picked``)
+    and what it leaves, or the refusal of the pod set that did not fit and ``ledger`` as it
+    was."""
     if isinstance(placed, tuple):
         failed_name, diagnosis = placed
         return _refusal(workload, failed_name, diagnosis()), ledger
     outcomes = tuple(
-        _outcome(ledger, ps, placed[ps.name], fewest.get(ps.name, {})) for ps in workload.pod_sets
+        _outcome(ledger, ps, placed[ps.name], fewest.get(ps.name, {}), picked.get(ps.name, {}))
+        for ps in workload.pod_sets
     )
     return PlacementResult(workload.name, outcomes), scratch
 
@@ -123,12 +163,13 @@ def _first_fit_units(
     scratch: CapacityLedger,
     workload: WorkloadSpec,
     fewest: dict[str, dict[str, int]] | None = None,
+    picked: dict[str, DevicePicks] | None = None,
 ) -> PlacedUnit | Failure:
     tree = scratch.tree
     order = first_fit_order(tree)
     placed: PlacedUnit = {}
     for pod_set in workload.pod_sets:
-        query = query_for(scratch, pod_set)
+        query = query_for(scratch, pod_set, picked)
         leaf_pods = pods_per_leaf(scratch, query.demand, query.eligibility)
         if fewest is not None:
             by_level = room_by_level(tree, leaf_pods, query.plan)
@@ -182,11 +223,12 @@ def _place_units(
     workload: WorkloadSpec,
     previous_nodes: Iterable[str],
     fewest: dict[str, dict[str, int]] | None = None,
+    picked: dict[str, DevicePicks] | None = None,
 ) -> PlacedUnit | Failure:
     """Every placement unit of the workload placed on ``scratch`` (charged), or the first
     that does not fit; ``fewest``: filled with each pod set's ``fewest_domains`` (a pod set
-    placed alone) when given."""
-    queries = {ps.name: query_for(scratch, ps) for ps in workload.pod_sets}
+    placed alone) when given; ``picked``: with the GPU devices its pods take."""
+    queries = {ps.name: query_for(scratch, ps, picked) for ps in workload.pod_sets}
     placed: PlacedUnit = {}
     affinity = affinity_of(scratch.tree, previous_nodes)
     for unit in _placement_units(workload):
@@ -198,10 +240,16 @@ def _place_units(
     return placed
 
 
-def query_for(ledger: CapacityLedger, pod_set: PodSetSpec) -> PodSetQuery:
+def query_for(
+    ledger: CapacityLedger, pod_set: PodSetSpec, picked: dict[str, DevicePicks] | None = None
+) -> PodSetQuery:
     tree = ledger.tree
     return PodSetQuery(
-        pod_set, _plan_on(tree, pod_set), _demand_on(tree, pod_set), eligibility_of(tree, pod_set)
+        pod_set,
+        _plan_on(tree, pod_set),
+        _demand_on(tree, pod_set),
+        eligibility_of(tree, pod_set),
+        picked,
     )
 
 
@@ -436,6 +484,7 @@ def _outcome(
     pod_set: PodSetSpec,
     leaves: list[LeafTake],
     fewest: Mapping[str, int] | None = None,
+    picked: DevicePicks | None = None,
 ) -> PodSetOutcome:
     tree = ledger.tree
     leaf_level = tree.depth - 1
@@ -444,7 +493,9 @@ def _outcome(
     rank = 0
     for leaf, pods in leaves:
         node = tree.nodes[leaf].name if hosts else None
-        assignments.append(DomainAssignment(node, tree.domain_labels(leaf_level, leaf), pods, rank))
+        labels = tree.domain_labels(leaf_level, leaf)
+        devices = picked.get(leaf, ()) if picked else ()
+        assignments.append(DomainAssignment(node, labels, pods, rank, devices))
         rank += pods
     return PodSetOutcome(
         pod_set.name,

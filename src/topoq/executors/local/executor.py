@@ -349,7 +349,8 @@ class LocalExecutor:
             self._attempts[attempt.job] = attempt
             self._teams[attempt.job] = attempt.team
             for pod in attempt.pods:
-                self._gpus.reserve(pod.plan.node, pod.gpu_indices)
+                if not pod.plan.gpu_milli:
+                    self._gpus.reserve(pod.plan.node, pod.gpu_indices)
             message = f"{len(attempt.pods)} pods adopted after a restart of the control plane"
             self._emit(ExecutorEventKind.STARTED, attempt, message=message)
         return {attempt.job for attempt in adopted}
@@ -416,11 +417,21 @@ class LocalExecutor:
         pods: list[RunningPod] = []
         try:
             for plan in plans:
-                pods.append(RunningPod(plan, self._gpus.take(plan.node, plan.gpus)))
+                pods.append(RunningPod(plan, self._devices_of(plan)))
         except InvalidInputError:
             self._release_gpus(pods)
             raise
         return pods
+
+    def _devices_of(self, plan: PodPlan) -> tuple[int, ...]:
+        """The GPU indices the pod sees: those the scheduler packed it on where it kept the
+        node's devices (a whole device is then marked taken; a shared one is not, as other
+        pods' shares of it run beside), else the lowest free ones of the node."""
+        if plan.gpu_devices is None:
+            return self._gpus.take(plan.node, plan.gpus)
+        if not plan.gpu_milli:
+            self._gpus.reserve(plan.node, plan.gpu_devices)
+        return plan.gpu_devices
 
     def _spawn_all(
         self,
@@ -528,7 +539,8 @@ class LocalExecutor:
 
     def _release_gpus(self, pods: Sequence[RunningPod]) -> None:
         for pod in pods:
-            self._gpus.release(pod.plan.node, pod.gpu_indices)
+            if not pod.plan.gpu_milli:  # a share's device was never marked taken
+                self._gpus.release(pod.plan.node, pod.gpu_indices)
 
     def _emit(
         self,

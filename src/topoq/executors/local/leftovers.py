@@ -79,6 +79,12 @@ def recorded_attempts(work_dir: Path) -> Iterator[RecordedAttempt]:
                         local_world_size=int(pod["local_world_size"]),
                         node_rank=int(pod["node_rank"]),
                         gpus=int(pod["gpus"]),
+                        gpu_devices=(
+                            None
+                            if pod.get("gpu_devices") is None
+                            else tuple(int(index) for index in pod["gpu_devices"])
+                        ),
+                        gpu_milli=int(pod.get("gpu_milli", 0)),
                     ),
                     tuple(int(index) for index in pod["gpu_indices"]),
                     int(pod["pid"]),

@@ -23,3 +23,5 @@ class WireModel(BaseModel):
 
 ResourceAmounts = dict[str, str]
 """Resource name → readable Kubernetes quantity (``{"nvidia.com/gpu": "8", "memory": "1Ti"}``)."""
+GpuCount = int | float
+"""GPUs: a whole number (8), or with shares of one GPU a decimal (1.5)."""

@@ -8,7 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from topoq.domain.phases import JobPhase
-from topoq.wire.v1.base import ResourceAmounts, WireModel
+from topoq.wire.v1.base import GpuCount, ResourceAmounts, WireModel
 
 
 class Health(WireModel):
@@ -19,7 +19,7 @@ class Health(WireModel):
 class NodeHolderModel(WireModel):
     job: str
     team: str
-    gpus: int
+    gpus: GpuCount
     ranks: list[str] = Field(
         default_factory=list,
         description="The job's pods on the node, as `podSet:rank`, in rank order (empty for "
@@ -39,7 +39,7 @@ class NodeModel(WireModel):
     labels: dict[str, str]
     allocatable: ResourceAmounts
     gpus: int
-    gpus_used: int
+    gpus_used: GpuCount
     jobs: list[str] = Field(description="Jobs holding capacity on the node.")
     holders: list[NodeHolderModel] = Field(
         default_factory=list,
@@ -53,8 +53,8 @@ class TopologyDomainModel(WireModel):
     value: str
     nodes: int
     gpus: int
-    gpus_used: int
-    gpus_free: int = Field(description="Free GPUs on schedulable nodes.")
+    gpus_used: GpuCount
+    gpus_free: GpuCount = Field(description="Free GPUs on schedulable nodes.")
     children: list[TopologyDomainModel] = Field(default_factory=list)
 
 
@@ -68,8 +68,8 @@ class TopologyModel(WireModel):
     name: str
     levels: list[str]
     gpus: int
-    gpus_used: int
-    gpus_free: int
+    gpus_used: GpuCount
+    gpus_free: GpuCount
     domains: list[TopologyDomainModel] = Field(description="The top level's domains.")
     outside: list[UnplacedNodeModel] = Field(
         description="Nodes outside the tree (a level label missing)."
@@ -84,9 +84,9 @@ class TeamFlavorModel(WireModel):
     lent: ResourceAmounts
     borrow_limit: ResourceAmounts
     guarantee_gpus: int
-    used_gpus: int
-    borrowed_gpus: int
-    lent_gpus: int
+    used_gpus: GpuCount
+    borrowed_gpus: GpuCount
+    lent_gpus: GpuCount
 
 
 class TeamModel(WireModel):

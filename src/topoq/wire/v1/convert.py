@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from topoq.domain.governance import FlavorName
+from topoq.domain.gpu_share import GPU_SHARE, gpu_number, gpus_held
 from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
 from topoq.domain.placement import placement_best_span, placement_span
 from topoq.domain.quantity import NVIDIA_GPU, PODS
@@ -25,10 +26,13 @@ from topoq.wire.v1.jobs import (
 )
 
 
-def requested_gpus(spec: JobSpec) -> int:
-    return sum(
-        pod_set.requests.amount(NVIDIA_GPU) * pod_set.count for pod_set in spec.workload.pod_sets
-    )
+def requested_gpus(spec: JobSpec) -> int | float:
+    """Whole GPUs, plus shares of one (three pods of 0.5 GPU: 1.5)."""
+    whole = milli = 0
+    for pod_set in spec.workload.pod_sets:
+        whole += pod_set.requests.amount(NVIDIA_GPU) * pod_set.count
+        milli += pod_set.requests.amount(GPU_SHARE) * pod_set.count
+    return gpu_number(gpus_held(Resources({NVIDIA_GPU: whole, GPU_SHARE: milli})))
 
 
 def topology_asked(spec: JobSpec) -> str:
@@ -149,6 +153,7 @@ def allocation_model(allocation: Allocation) -> AllocationModel:
                 domain=dict(assignment.domain),
                 count=assignment.count,
                 first_rank=assignment.first_rank,
+                gpu_devices=[list(pod) for pod in assignment.gpu_devices],
             )
             for outcome in allocation.placement.pod_sets
             for assignment in outcome.assignments

@@ -9,7 +9,7 @@ from pydantic import Field, StrictFloat, StrictInt, StrictStr
 
 from topoq.domain.durations import MAX_DURATION_S
 from topoq.domain.phases import DependencyKind, DependencyStatus, JobPhase
-from topoq.wire.v1.base import ResourceAmounts, WireModel
+from topoq.wire.v1.base import GpuCount, ResourceAmounts, WireModel
 
 MAX_RETRY_LIMIT = 100
 
@@ -108,6 +108,11 @@ class AssignmentModel(WireModel):
     domain: dict[str, str]
     count: int
     first_rank: int
+    gpu_devices: list[list[int]] = Field(
+        default_factory=list,
+        description="Per pod in rank order, the GPU devices of the node it takes, on nodes "
+        "open to GPU shares (topoq.io/gpu-sharing); empty elsewhere.",
+    )
 
 
 class AllocationModel(WireModel):
@@ -130,7 +135,9 @@ class JobSummary(WireModel):
     id: str
     team: str
     phase: JobPhase
-    gpus: int = Field(description="GPUs the whole gang requests.")
+    gpus: GpuCount = Field(
+        description="GPUs the whole gang requests (shares of one GPU included: 1.5)."
+    )
     visible: bool = True
     user: str | None = None
     priority_class: str | None = None

@@ -29,6 +29,7 @@ from tests.executors.launches import (
     python,
     wait_until,
 )
+from topoq.domain.gpu_share import GPU_SHARE, GPU_SHARING_LABEL
 from topoq.domain.job import JobId
 from topoq.engine.ports import (
     Executor,
@@ -37,7 +38,7 @@ from topoq.engine.ports import (
     ExecutorStartFailed,
     GangLaunch,
 )
-from topoq.testing.builders import gpu_pods
+from topoq.testing.builders import gpu_pods, pod_set
 
 ExecutorFactory = Callable[[Path], Executor]
 STARTED, EXITED, NODE_LOST, STOPPED = (
@@ -66,6 +67,13 @@ handler is set)."""
 IGNORE_SIGTERM = (
     "import os, signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
     "print(f'pid={os.getpid()}', flush=True); time.sleep(60)"
+)
+
+
+PRINT_GPU_SHARE = (
+    "import os\n"
+    "print('devices=' + os.environ['CUDA_VISIBLE_DEVICES'], "
+    "'share=' + os.environ.get('TOPOQ_GPU_SHARE', ''), flush=True)\n"
 )
 
 
@@ -160,6 +168,29 @@ class ExecutorContract:
         assert isinstance(capabilities.runs_real_processes, bool)
         assert isinstance(capabilities.can_fail_nodes, bool)
         assert isinstance(capabilities.captures_logs, bool)
+
+    def test_a_share_of_a_gpu_runs_on_the_device_it_was_packed_on_or_is_refused(
+        self, executor: Executor
+    ) -> None:
+        """Two pods of half a GPU share device 0 of one node open to shares; an executor that
+        cannot confine a pod to part of a device refuses the gang and starts nothing."""
+        shared = gang("share", pod_set("halves", 2, {GPU_SHARE: 500, "cpu": 1}))
+        placed = place(shared, labels={GPU_SHARING_LABEL: "true"})
+        assignments = placed.allocation("share").placement.pod_sets[0].assignments
+        assert [a.gpu_devices for a in assignments] == [((0,), (0,))]
+        launch = self.launch(placed, "share", PRINT_GPU_SHARE)
+        if not executor.capabilities.shares_gpus:
+            with pytest.raises(ExecutorStartFailed, match="share of a GPU"):
+                executor.start(launch)
+            assert of("share", executor.poll()) == []
+            return
+        executor.start(launch)
+        events = of("share", poll_until(executor, ended("share")))
+        assert [e.kind for e in events] == [STARTED, EXITED] and events[1].exit_code == 0
+        assert sorted(re.findall(r"^devices=.*$", executor.logs(JobId("share")), re.M)) == [
+            "devices=0 share=0.5",
+            "devices=0 share=0.5",
+        ]
 
     def test_a_gang_that_succeeds_reports_started_then_exited_zero(
         self, executor: Executor

@@ -79,11 +79,15 @@ class Placed:
         return {level: labels[level] for level in self.levels if level in labels}
 
 
-def place(*jobs: JobView, shape: Sequence[int] = SHAPE) -> Placed:
-    """Run one cycle over ``jobs`` and return them placed (each must be admitted)."""
-    nodes, spec = gpu_cluster(shape)
+def place(
+    *jobs: JobView, shape: Sequence[int] = SHAPE, labels: Mapping[str, str] | None = None
+) -> Placed:
+    """Run one cycle over ``jobs`` and return them placed (each must be admitted); ``labels``
+    on every node (e.g. opening their GPUs to shares)."""
+    nodes, spec = gpu_cluster(shape, labels=labels)
     teams = sorted({str(job.team) for job in jobs} | {"t"})
-    cluster = Cluster.of(shape, policy(*(team(name, 1000) for name in teams)), *jobs)
+    quotas = policy(*(team(name, 1000) for name in teams))
+    cluster = Cluster.of(shape, quotas, *jobs, labels=labels)
     cluster.cycle()
     for view in cluster.jobs.values():
         assert view.phase is JobPhase.RUNNING, f"{view.id} was not admitted: {cluster.last}"

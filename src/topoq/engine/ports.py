@@ -189,6 +189,10 @@ class ExecutorCapabilities:
     """Whether each pod runs in a container of its pod set's ``image`` (the executor's own
     image when the pod set names none). One that does not runs the command on its host and
     ignores the image; a submission naming one is accepted with a warning."""
+    shares_gpus: bool = False
+    """Whether a pod that asks for a share of a GPU runs confined to the device the scheduler
+    packed it on (``PodPlan.gpu_devices``). One that cannot refuses such a gang at ``start``
+    (``ExecutorStartFailed``) rather than run it on no GPU or on all of them."""
 
 
 @dataclass(frozen=True)

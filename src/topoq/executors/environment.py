@@ -30,6 +30,7 @@ from topoq.domain.job import Allocation
 from topoq.domain.placement import DomainAssignment
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.workload import WorkloadSpec
+from topoq.engine.ports import ExecutorStartFailed
 
 LOCAL_MASTER_ADDR = "127.0.0.1"
 """Every virtual node is this machine, so the rendezvous address is the loopback."""
@@ -64,6 +65,19 @@ class _Slot:
     gpus: int
     gpu_devices: tuple[int, ...] | None
     gpu_milli: int
+
+
+def refuse_gpu_shares(workload: WorkloadSpec, engine: str) -> None:
+    """Raise ``ExecutorStartFailed`` when a pod asks for a share of a GPU: ``engine`` cannot
+    confine a pod to part of a device (the local executor hands it the device it was packed
+    on; docs/gpu-sharing.md)."""
+    shared = [ps.name for ps in workload.pod_sets if ps.requests.amount(GPU_SHARE)]
+    if shared:
+        raise ExecutorStartFailed(
+            f"pod set {shared[0]!r} asks for a share of a GPU, which the {engine} executor "
+            "cannot give a pod",
+            hint="ask for whole GPUs on this engine, or run shares with the local executor",
+        )
 
 
 def plan_pods(workload: WorkloadSpec, allocation: Allocation) -> tuple[PodPlan, ...]:

@@ -36,9 +36,12 @@ from topoq.testing.builders import cluster, gpu_pods, workload
 P5 = FlavorName("p5.48xlarge")
 
 
-def gpu_cluster(shape: Sequence[int], flavor: str = P5) -> tuple[list[NodeSpec], TopologySpec]:
-    """``cluster(shape)`` with every node labelled as instance type ``flavor``."""
-    return cluster(shape, labels={INSTANCE_TYPE_LABEL: flavor})
+def gpu_cluster(
+    shape: Sequence[int], flavor: str = P5, labels: Mapping[str, str] | None = None
+) -> tuple[list[NodeSpec], TopologySpec]:
+    """``cluster(shape)`` with every node labelled as instance type ``flavor`` (and with
+    ``labels``)."""
+    return cluster(shape, labels={INSTANCE_TYPE_LABEL: flavor} | dict(labels or {}))
 
 
 def team(
@@ -149,8 +152,14 @@ class Cluster:
     placement: PlacementMode = PlacementMode.TOPOQ
 
     @classmethod
-    def of(cls, shape: Sequence[int], policy: ClusterPolicy, *jobs: JobView) -> Cluster:
-        nodes, spec = gpu_cluster(shape)
+    def of(
+        cls,
+        shape: Sequence[int],
+        policy: ClusterPolicy,
+        *jobs: JobView,
+        labels: Mapping[str, str] | None = None,
+    ) -> Cluster:
+        nodes, spec = gpu_cluster(shape, labels=labels)
         return cls(build_tree(nodes, spec), policy, {j.id: j for j in jobs})
 
     def submit(self, *jobs: JobView) -> None:

@@ -43,6 +43,7 @@ from topoq.engine.ports import (
     ExecutorEventKind,
     GangLaunch,
 )
+from topoq.executors.environment import refuse_gpu_shares
 from topoq.executors.kubernetes.client import client_from_kubeconfig
 from topoq.executors.kubernetes.cluster_jobs import (
     CLEAR_START_TIME,
@@ -221,6 +222,7 @@ class KubernetesExecutor:
 
     # --- the protocol -----------------------------------------------------------------
     def start(self, launch: GangLaunch) -> None:
+        refuse_gpu_shares(launch.job.workload, "Kubernetes")
         source = launch.job.source
         if source is not None and source.kind == "Job":
             self._start_cluster_job(launch)

@@ -81,7 +81,11 @@ from topoq.executors.local.processes import (
 )
 
 LOCAL_CAPABILITIES = ExecutorCapabilities(
-    name="local", runs_real_processes=True, can_fail_nodes=True, captures_logs=True
+    name="local",
+    runs_real_processes=True,
+    can_fail_nodes=True,
+    captures_logs=True,
+    shares_gpus=True,
 )
 DEFAULT_STOP_GRACE_S = 3.0
 """How long a pod has between SIGTERM and SIGKILL when it is cancelled (``cancel``); a

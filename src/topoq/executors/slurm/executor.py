@@ -45,7 +45,7 @@ from topoq.engine.ports import (
     LogRequest,
     UnknownJob,
 )
-from topoq.executors.environment import plan_pods
+from topoq.executors.environment import plan_pods, refuse_gpu_shares
 from topoq.executors.local.layout import (
     attempt_dir,
     make_private_directories,
@@ -150,6 +150,7 @@ class SlurmExecutor:
         """Submit the gang as one Slurm job pinned to its nodes (a running attempt of the same
         job is cancelled first). STARTED comes through ``poll`` once Slurm runs it."""
         job, team = launch.job.id, str(launch.job.team)
+        refuse_gpu_shares(launch.job.workload, "Slurm")
         with self._lock:
             self.cancel(job)
             plans = plan_pods(launch.job.workload, launch.allocation)

@@ -104,7 +104,14 @@ def whole_node_submission(
 ) -> dict[str, object]:
     """A ``POST /jobs`` body: ``pods`` pods of 8 GPUs (a whole node each) for ``team``, with
     the pod set's ``topology`` (``required=LEVEL``, ``preferred=LEVEL``) if given."""
-    pod_set: dict[str, object] = {"name": "w", "count": pods, "requests": {"nvidia.com/gpu": 8}}
+    return submission(job_id, team, pods, {"nvidia.com/gpu": 8}, **topology)
+
+
+def submission(
+    job_id: str, team: str, pods: int, requests: Mapping[str, object], **topology: str
+) -> dict[str, object]:
+    """A ``POST /jobs`` body: ``pods`` pods asking for ``requests`` each, for ``team``."""
+    pod_set: dict[str, object] = {"name": "w", "count": pods, "requests": dict(requests)}
     if topology:
         pod_set["topology"] = topology
     return {

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from topoq.core.holdings import capacity_by_flavor, usage_by_team
 from topoq.core.quota import QuotaBook, dominant_share
+from topoq.core.quota import borrowed_fraction as quota_borrowed_fraction
 from topoq.core.tree import TopologyTree
 from topoq.domain.governance import ClusterPolicy, IdleAllocation, TeamName
 from topoq.domain.job import JobView
@@ -66,14 +67,9 @@ def kept_half_life_s(policy: ClusterPolicy) -> float:
 
 def borrowed_fraction(book: QuotaBook, team: TeamName) -> float:
     """The largest fraction of any covered resource of any flavor the team holds above its
-    guarantee (unweighted; 0 when it borrows nothing)."""
-    largest = 0.0
-    for flavor, capacity in book.capacity.items():
-        for name, amount in book.borrowed(team, flavor).items():
-            total = capacity.amount(name)
-            if total > 0:
-                largest = max(largest, amount / total)
-    return largest
+    guarantee (unweighted; 0 when it borrows nothing; a share of a GPU counts as its part of
+    one GPU): ``core.quota.borrowed_fraction``."""
+    return quota_borrowed_fraction(book, team)
 
 
 def borrowed_fractions(book: QuotaBook) -> dict[TeamName, float]:

@@ -11,11 +11,15 @@ others are limited by physical capacity alone):
   by every top-level cohort when idle resource sharing is on;
 - the books balance when no cohort needs more than its borrowing limit lets in and idle
   capacity serves what the top-level cohorts need.
+
+A share of a GPU (``topoq.io/gpu-milli``) counts as that fraction of ``nvidia.com/gpu`` in
+every figure (:mod:`topoq.core.quota_terms` keeps GPUs in thousandths); messages and numbers
+show GPUs in GPUs: whole amounts as before, a part of one as a decimal (``3.5``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -41,7 +45,9 @@ from topoq.domain.governance import (
     TeamName,
     TeamSpec,
 )
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, gpus_text
 from topoq.domain.lint import accelerators_first, readable_amount
+from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
 
@@ -299,13 +305,18 @@ class QuotaBook:
             if spec is not None and any(covered):
                 for level in levels(spec.cohort):
                     cohort_used[level] = plus(cohort_used.get(level, terms.zero), covered)
-        capacity = terms.amounts(self.capacity.get(flavor, Resources()))
+        capacity = terms.quota_amounts(self.capacity.get(flavor, Resources()))  # whole devices
         return _FlavorBook(terms, capacity, used, cohort_used)
 
     def covered(self, flavor: FlavorName, resources: Resources) -> Resources:
-        """Only the resources quotas speak about for this flavor."""
+        """Only the resources quotas speak about for this flavor, by name: a share of a GPU
+        (``topoq.io/gpu-milli``) is not among them (``terms(flavor).covered`` keeps it)."""
         terms = self._book(flavor).terms
         return resources.restricted_to(terms.column) if terms.counted else Resources()
+
+    def terms(self, flavor: FlavorName) -> FlavorTerms:
+        """The flavor's quotas as the books count them (``Amounts`` and back)."""
+        return self._book(flavor).terms
 
     # --- per-team figures -------------------------------------------------------------
     def team_figures(self, team: TeamName, flavors: Sequence[FlavorName]) -> tuple[object, ...]:
@@ -362,9 +373,7 @@ class QuotaBook:
     def cohort_borrowed(self, path: CohortPath, flavor: FlavorName) -> Resources:
         """What the cohort's subtree uses above its subtree's guarantee."""
         book = self._book(flavor)
-        zero = book.terms.zero
-        used = book.cohort_used.get(path, zero)
-        return book.terms.resources(above_zero(minus(used, book.terms.subtree.get(path, zero))))
+        return book.terms.resources(_cohort_need(book, path))
 
     def flow(self, flavor: FlavorName) -> Flow:
         """How the flavor's borrowing is served through the cohort tree now."""
@@ -422,7 +431,7 @@ class QuotaBook:
         flavor its subtree uses above its subtree's guarantee, over its fair-share weight."""
         known = self._shares.get(path)
         if known is None:
-            largest = _largest_fraction(self, lambda flavor: self.cohort_borrowed(path, flavor))
+            largest = _largest_fraction(self, lambda figures: _cohort_need(figures, path))
             known = self._shares[path] = _weighted(largest, self.tree.weight(path))
         return known
 
@@ -695,6 +704,19 @@ class QuotaBook:
         after = plus(book.used.get(spec.name, terms.zero), terms.amounts(demand))
         return fits(after, terms.guarantee[spec.name])
 
+    def own_guarantee_after(
+        self, team: TeamName, flavor: FlavorName, demand: Resources
+    ) -> bool | None:
+        """Whether the team, taking ``demand`` more, stays within its own guarantee of the
+        flavor (whether or not it is active); None when it would then use none of the
+        resources the flavor's quotas cover."""
+        book = self._book(flavor)
+        terms = book.terms
+        after = plus(book.used.get(team, terms.zero), terms.amounts(demand))
+        if not any(after):
+            return None
+        return fits(after, terms.guarantee.get(team, terms.zero))
+
     def on_own_usage(self, team: TeamName) -> bool:
         """Whether ``check`` of ``team`` depends on the team's own usage alone: a team in no
         cohort that never borrows is admitted within its guarantee and refused past it,
@@ -871,10 +893,15 @@ def _described_as(
 ) -> str:
     """``QuotaBook.describe`` of a team using ``used`` of the flavor."""
     name, had, given = _headline(terms, team, used, None)
-    text = f"uses {min(had, given)}/{given} {name} of its {flavor} guarantee"
+    gpus = name == NVIDIA_GPU and terms.gpu is not None
+
+    def shown(value: int) -> int | str:
+        return shown_gpus(value) if gpus else value
+
+    text = f"uses {shown(min(had, given))}/{shown(given)} {name} of its {flavor} guarantee"
     if spec is not None and spec.sharing.borrows:
         limit = _amount_of(terms, terms.borrow_limit[team], name)
-        text += f" and {max(had - given, 0)}/{limit} borrowed"
+        text += f" and {shown(max(had - given, 0))}/{shown(limit)} borrowed"
     return text
 
 
@@ -882,13 +909,23 @@ def _numbers(
     terms: FlavorTerms, team: TeamName, flavor: FlavorName, demand: Amounts, used: Amounts
 ) -> dict[str, int | str]:
     name, had, given = _headline(terms, team, used, demand)
+    asked, borrowed = _amount_of(terms, demand, name), max(had - given, 0)
+    if name == NVIDIA_GPU and terms.gpu is not None:  # kept in thousandths
+        return {
+            "flavor": str(flavor),
+            "resource": name,
+            "requested": shown_gpus(asked),
+            "used": shown_gpus(had),
+            "guarantee": shown_gpus(given),
+            "borrowed": shown_gpus(borrowed),
+        }
     return {
         "flavor": str(flavor),
         "resource": name,
-        "requested": _amount_of(terms, demand, name),
+        "requested": asked,
         "used": had,
         "guarantee": given,
-        "borrowed": max(had - given, 0),
+        "borrowed": borrowed,
     }
 
 
@@ -908,6 +945,13 @@ def _need(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:
     return above_zero(minus(used, book.terms.guarantee.get(team, book.terms.zero)))
 
 
+def _cohort_need(book: _FlavorBook, path: CohortPath) -> Amounts:
+    """What the cohort's subtree uses above its subtree's guarantee."""
+    zero = book.terms.zero
+    used = book.cohort_used.get(path, zero)
+    return above_zero(minus(used, book.terms.subtree.get(path, zero)))
+
+
 def _offer(book: _FlavorBook, team: TeamName, used: Amounts) -> Amounts:
     """What a team using ``used`` lends: its unused guarantee, within its lending limit."""
     terms = book.terms
@@ -923,7 +967,7 @@ def _covered_amounts(terms: FlavorTerms, resources: Resources) -> Amounts | None
     or None when they name a resource the terms do not cover."""
     if not resources.keys() <= terms.column.keys():
         return None
-    return tuple([resources.amount(name) for name in terms.names])
+    return terms.quota_amounts(resources)
 
 
 _ACTIVE_GUARANTEED: dict[int, tuple[FlavorTerms, Amounts]] = {}
@@ -963,18 +1007,49 @@ def _headline_in(names: tuple[str, ...], amounts: Amounts) -> str:
 
 
 def _fmt(resources: Resources) -> str:
-    """``16 nvidia.com/gpu, 180 cpu, 1.85Ti memory``: accelerators first, readable units."""
-    return ", ".join(
-        readable_amount(name, resources.amount(name)) for name in accelerators_first(resources)
-    )
+    """``16 nvidia.com/gpu, 180 cpu, 1.85Ti memory``: accelerators first, readable units, a
+    share of a GPU as part of ``nvidia.com/gpu`` (``2.5 nvidia.com/gpu``)."""
+    return ", ".join(readable_of(resources, name) for name in shown_names(resources))
+
+
+def shown_gpus(milli: int) -> int | str:
+    """GPUs kept in thousandths as users read them: a whole number as an int (``3``), a part
+    of one as a decimal (``"3.5"``)."""
+    whole, part = divmod(milli, GPU_MILLI_PER_GPU)
+    return gpus_text(whole, part) if part else whole
+
+
+def shown_names(resources: Iterable[str]) -> list[str]:
+    """``accelerators_first`` of the names, a share of a GPU shown as ``nvidia.com/gpu``."""
+    names = set(resources)
+    if GPU_SHARE in names:
+        names = (names - {GPU_SHARE}) | {NVIDIA_GPU}
+    return accelerators_first(names)
+
+
+def readable_of(resources: Resources, name: str) -> str:
+    """``readable_amount`` of ``resources``' ``name``; GPUs with a share of one counted in
+    (``2.5 nvidia.com/gpu``)."""
+    if name == NVIDIA_GPU and GPU_SHARE in resources:
+        return f"{gpus_text(resources.amount(NVIDIA_GPU), resources.amount(GPU_SHARE))} {name}"
+    return readable_amount(name, resources.amount(name))
 
 
 def dominant_share(book: QuotaBook, team: TeamName) -> float:
     """The team's largest borrowed fraction of any covered resource of any flavor, divided by
     its fair-share weight (a team that borrows nothing has share 0; weight 0 sorts last)."""
     spec = book.policy.by_team.get(team)
-    largest = _largest_fraction(book, lambda flavor: book.borrowed(team, flavor))
+    largest = borrowed_fraction(book, team)
     return _weighted(largest, spec.fair_share_weight if spec is not None else 0)
+
+
+def borrowed_fraction(book: QuotaBook, team: TeamName) -> float:
+    """The largest fraction of any covered resource of any flavor the team holds above its
+    guarantee (unweighted; 0 when it borrows nothing); a share of a GPU counts as its part of
+    one of the flavor's GPUs."""
+    return _largest_fraction(
+        book, lambda figures: _need(figures, team, figures.used.get(team, figures.terms.zero))
+    )
 
 
 def cohort_shares(book: QuotaBook, team: TeamName) -> tuple[float, ...]:
@@ -988,13 +1063,15 @@ def cohort_shares(book: QuotaBook, team: TeamName) -> tuple[float, ...]:
     return tuple(book.cohort_share(level) for level in levels(path))
 
 
-def _largest_fraction(book: QuotaBook, borrowed: Callable[[FlavorName], Resources]) -> float:
+def _largest_fraction(book: QuotaBook, borrowed: Callable[[_FlavorBook], Amounts]) -> float:
+    """The largest fraction of a flavor's capacity ``borrowed`` gives of any covered resource
+    of any flavor (GPUs in thousandths of both: the same fraction as in whole GPUs)."""
     largest = 0.0
-    for flavor, capacity in book.capacity.items():
-        for name, amount in borrowed(flavor).items():
-            total = capacity.amount(name)
-            if total > 0:
-                largest = max(largest, amount / total)
+    for flavor in book.capacity:
+        figures = book._book(flavor)
+        for amount, whole in zip(borrowed(figures), figures.capacity, strict=True):
+            if amount > 0 and whole > 0:
+                largest = max(largest, amount / whole)
     return largest
 
 
@@ -1014,7 +1091,11 @@ def free_to_borrow(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resou
     known = book.memo.get(key)
     if isinstance(known, Resources):
         return known
-    whole = book.covered(flavor, book.capacity.get(flavor, Resources()))
-    more = positive(book.borrowed_if_charged(team, flavor, whole) - book.borrowed(team, flavor))
-    found = book.memo[key] = positive(more - book.shortfall_if_charged(team, flavor, whole))
+    figures = book._book(flavor)
+    terms = figures.terms
+    used = figures.used.get(team, terms.zero)
+    whole = figures.capacity  # the flavor's covered capacity, charged to the team
+    more = above_zero(minus(_need(figures, team, plus(used, whole)), _need(figures, team, used)))
+    short = terms.amounts(book.shortfall_if_charged(team, flavor, terms.resources(whole)))
+    found = book.memo[key] = terms.resources(above_zero(minus(more, short)))
     return found

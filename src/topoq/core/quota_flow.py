@@ -25,6 +25,7 @@ from topoq.core.quota_terms import (
     total,
 )
 from topoq.domain.governance import CohortPath, TeamName
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU
 from topoq.domain.resources import Resources
 
 
@@ -246,14 +247,22 @@ def drawn(tree: CohortTree, terms: FlavorTerms, settlement: Settlement) -> dict[
         team_offers = [settlement.team_offer[team] for team in teams]
         whole = total((*offers, *team_offers), terms.zero)
         for child, amounts in zip(kids, offers, strict=True):
-            drawn_from[child] = _share(amounts, from_children, whole)
+            drawn_from[child] = _share(amounts, from_children, whole, terms.gpu)
         for team, amounts in zip(teams, team_offers, strict=True):
-            team_drawn[team] = _share(amounts, from_children, whole)
+            team_drawn[team] = _share(amounts, from_children, whole, terms.gpu)
     return team_drawn
 
 
-def _share(amounts: Amounts, wanted: Amounts, whole: Amounts) -> Amounts:
-    return tuple(
+def _share(amounts: Amounts, wanted: Amounts, whole: Amounts, gpu: int | None) -> Amounts:
+    """Each offer's part of what is drawn, rounded down: GPUs (column ``gpu``, kept in
+    thousandths) to whole GPUs when every figure is whole GPUs, as they were counted before
+    shares of a GPU, else to the thousandth."""
+    shares = [
         min(value, value * want // out_of) if out_of else 0
         for value, want, out_of in zip(amounts, wanted, whole, strict=True)
-    )
+    ]
+    if gpu is not None and not any(
+        figure[gpu] % GPU_MILLI_PER_GPU for figure in (amounts, wanted, whole)
+    ):
+        shares[gpu] -= shares[gpu] % GPU_MILLI_PER_GPU
+    return tuple(shares)

@@ -7,6 +7,22 @@ order (``Amounts``), and every team's guarantee and limits, every cohort's own g
 limits and subtree guarantee are such tuples, made once. Small tuples beat numpy arrays at
 these sizes (a flavor covers one to four resources, and numpy pays up to a microsecond or more
 per operation on them): see docs/adr/0008-quota-arithmetic-in-tuples.md.
+
+**Shares of a GPU count against GPU quota** (docs/governance.md). A pod may ask for part of one
+GPU, kept as its own resource ``topoq.io/gpu-milli`` (thousandths, ``domain.gpu_share``), while
+quotas, inventories and stored jobs count whole GPUs as ``nvidia.com/gpu``. Inside the books
+the ``nvidia.com/gpu`` column is kept in thousandths of a GPU: every guarantee and limit of it
+is scaled by 1,000 once, when the terms are built (``_in_order``), as is the flavor's capacity
+of whole devices (``quota_amounts``; a derived ``topoq.io/gpu-milli`` of capacity is not
+counted again); ``amounts`` folds a usage's ``nvidia.com/gpu × 1000 + topoq.io/gpu-milli``
+into that column, and ``resources`` unfolds a value ``v`` back into ``nvidia.com/gpu: v //
+1000`` and ``topoq.io/gpu-milli: v % 1000`` (whole GPUs read exactly as before). So one GPU
+of quota binds whole GPUs and shares together, through every sum, comparison and settlement
+here and in ``core.quota_flow`` — all of which are the same in any unit, so decisions of work
+without shares do not change. Shares are covered only where GPUs are: a flavor whose quotas
+name no ``nvidia.com/gpu`` limits neither. Per call this costs a flavor that covers GPUs one
+multiplication and one look-up in ``amounts`` and a ``divmod`` in ``resources``; a flavor
+that does not, one test of ``gpu``.
 """
 
 from __future__ import annotations
@@ -24,10 +40,13 @@ from topoq.domain.governance import (
     TeamName,
     TeamSpec,
 )
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE
+from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
 Amounts = tuple[int, ...]
-"""Whole amounts of a flavor's covered resources, in the order of ``FlavorTerms.names``."""
+"""Whole amounts of a flavor's covered resources, in the order of ``FlavorTerms.names``
+(``nvidia.com/gpu`` in thousandths of a GPU: see the module's docstring)."""
 
 
 def plus(left: Amounts, right: Amounts) -> Amounts:
@@ -92,13 +111,47 @@ class FlavorTerms:
     """Each cohort's subtree guarantee (``CohortTree.guaranteed``)."""
     top_guaranteed: Amounts
     """What the top-level cohorts' subtrees are guaranteed together (the rest is idle)."""
+    gpu: int | None = None
+    """The column of ``nvidia.com/gpu``, kept in thousandths of a GPU (None: not covered)."""
 
     def amounts(self, resources: Resources) -> Amounts:
-        """The covered part of ``resources`` (nothing for a flavor not counted)."""
-        return _in_order(self.names, resources) if self.counted else self.zero
+        """The covered part of a usage or demand ``resources`` (nothing for a flavor not
+        counted), a share of a GPU (``topoq.io/gpu-milli``) folded into the GPU column."""
+        if not self.counted:
+            return self.zero
+        found = [resources.amount(name) for name in self.names]
+        gpu = self.gpu
+        if gpu is not None:
+            found[gpu] = found[gpu] * GPU_MILLI_PER_GPU + resources.amount(GPU_SHARE)
+        return tuple(found)
+
+    def quota_amounts(self, resources: Resources) -> Amounts:
+        """A quota's amounts or a capacity of whole devices in the books' units, whether or
+        not the flavor is counted (as guarantees read); ``resources`` must name only covered
+        resources to be read whole."""
+        return _in_order(self.names, resources, self.gpu)
+
+    def covered(self, resources: Resources) -> Resources:
+        """The part of ``resources`` the books count (nothing for a flavor not counted): the
+        covered resources and, where GPUs are covered, a share of a GPU."""
+        if not self.counted:
+            return Resources()
+        shares = GPU_SHARE if self.gpu is not None else None
+        return resources.restricted_to(
+            self.column if shares is None or shares not in resources else {*self.column, shares}
+        )
 
     def resources(self, amounts: Amounts) -> Resources:
-        return Resources.of_amounts(self.names, amounts)
+        """``amounts`` as ``Resources``: the GPU column as whole ``nvidia.com/gpu`` and, for a
+        part of one, ``topoq.io/gpu-milli``."""
+        gpu = self.gpu
+        if gpu is None:
+            return Resources.of_amounts(self.names, amounts)
+        whole, part = divmod(amounts[gpu], GPU_MILLI_PER_GPU)
+        listed = [*amounts[:gpu], whole, *amounts[gpu + 1 :]]
+        if not part:
+            return Resources.of_amounts(self.names, listed)
+        return Resources({**dict(zip(self.names, listed, strict=True)), GPU_SHARE: part})
 
 
 class PolicyTerms:
@@ -177,28 +230,31 @@ def _covered_names(policy: ClusterPolicy, flavor: FlavorName) -> tuple[str, ...]
 def _flavor_terms(terms: PolicyTerms, flavor: FlavorName, counted: bool) -> FlavorTerms:
     policy, tree = terms.policy, terms.tree
     names = _covered_names(policy, flavor)
+    gpu = names.index(NVIDIA_GPU) if NVIDIA_GPU in names else None
     zero: Amounts = (0,) * len(names)
     guarantee, borrow_limit, lending_limit, lends = {}, {}, {}, {}
     for team in policy.teams:
         quota = team.quota_for(flavor)
-        guarantee[team.name] = _in_order(names, quota.guarantee) if quota else zero
-        borrow_limit[team.name] = _in_order(names, quota.borrow_limit) if quota else zero
+        guarantee[team.name] = _in_order(names, quota.guarantee, gpu) if quota else zero
+        borrow_limit[team.name] = _in_order(names, quota.borrow_limit, gpu) if quota else zero
         limit = quota.lending_limit if quota else None
-        lending_limit[team.name] = _in_order(names, limit) if limit is not None else None
+        lending_limit[team.name] = _in_order(names, limit, gpu) if limit is not None else None
         lends[team.name] = quota is not None and team.sharing.lends and team.active
     own: dict[CohortPath, Amounts] = {}
     limits: dict[CohortPath, CohortLimits | None] = {}
     subtree: dict[CohortPath, Amounts] = {}
     for path in tree.order:
         guaranteed = tree.guaranteed.get(path, {}).get(flavor, Resources())
-        subtree[path] = _in_order(names, guaranteed)
+        subtree[path] = _in_order(names, guaranteed, gpu)
         cohort_quota = tree.quota(path, flavor)
-        own[path] = _in_order(names, cohort_quota.guarantee) if cohort_quota and counted else zero
+        own[path] = (
+            _in_order(names, cohort_quota.guarantee, gpu) if cohort_quota and counted else zero
+        )
         limits[path] = (
             CohortLimits(
-                _in_order(names, cohort_quota.borrow_limit),
+                _in_order(names, cohort_quota.borrow_limit, gpu),
                 tuple(name in cohort_quota.borrow_limited for name in names),
-                _in_order(names, cohort_quota.lending_limit),
+                _in_order(names, cohort_quota.lending_limit, gpu),
                 tuple(name in cohort_quota.lend_limited for name in names),
             )
             if cohort_quota is not None
@@ -217,32 +273,38 @@ def _flavor_terms(terms: PolicyTerms, flavor: FlavorName, counted: bool) -> Flav
         limits,
         subtree,
         top_guaranteed=total((subtree[path] for path in tree.order if len(path) <= 1), zero),
+        gpu=gpu,
     )
 
 
-def _in_order(names: tuple[str, ...], resources: Resources) -> Amounts:
-    return tuple([resources.amount(name) for name in names])
+def _in_order(names: tuple[str, ...], resources: Resources, gpu: int | None) -> Amounts:
+    """Whole amounts of a quota (or a capacity) in order, GPUs (column ``gpu``) scaled to
+    thousandths: the books' units (made once per policy, not per call)."""
+    found = [resources.amount(name) for name in names]
+    if gpu is not None:
+        found[gpu] *= GPU_MILLI_PER_GPU
+    return tuple(found)
 
 
 def _with_team(
     terms: FlavorTerms, made: PolicyTerms, team: TeamSpec, quota: FlavorQuota
 ) -> FlavorTerms:
     """``terms`` with ``team``'s quota (naming only resources already covered) in force."""
-    names, name = terms.names, team.name
+    names, name, gpu = terms.names, team.name, terms.gpu
     limit = quota.lending_limit
     subtree = dict(terms.subtree)
     flavor = quota.flavor
     for level in levels(team.cohort):
         subtree[level] = _in_order(
-            names, made.tree.guaranteed.get(level, {}).get(flavor, Resources())
+            names, made.tree.guaranteed.get(level, {}).get(flavor, Resources()), gpu
         )
     return replace(
         terms,
-        guarantee={**terms.guarantee, name: _in_order(names, quota.guarantee)},
-        borrow_limit={**terms.borrow_limit, name: _in_order(names, quota.borrow_limit)},
+        guarantee={**terms.guarantee, name: _in_order(names, quota.guarantee, gpu)},
+        borrow_limit={**terms.borrow_limit, name: _in_order(names, quota.borrow_limit, gpu)},
         lending_limit={
             **terms.lending_limit,
-            name: _in_order(names, limit) if limit is not None else None,
+            name: _in_order(names, limit, gpu) if limit is not None else None,
         },
         lends={**terms.lends, name: team.sharing.lends and team.active},
         subtree=subtree,

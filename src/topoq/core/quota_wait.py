@@ -3,19 +3,33 @@ its pool could still lend — and the smallest changes that would admit the job 
 limit of N, a guarantee of N, or named running jobs whose end frees enough. Each change is
 offered only if the job would then pass the quota check: a limit is tried on the books' own
 figures (``QuotaBook.admits_with_quota``, no changed policy made), an ended job on a copy of
-the books."""
+the books.
+
+A share of a GPU counts as its part of ``nvidia.com/gpu`` here as in the books: the figures
+are read in the books' units (``FlavorTerms``: GPUs in thousandths), shown in GPUs (``3.5``),
+and a changed quota is always whole GPUs, rounded up (quotas are whole GPUs)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import replace
+from fractions import Fraction
 from itertools import islice
 
-from topoq.core.quota import QuotaBook, QuotaVerdict, free_to_borrow, positive
+from topoq.core.quota import (
+    QuotaBook,
+    QuotaVerdict,
+    free_to_borrow,
+    readable_of,
+    shown_gpus,
+    shown_names,
+)
+from topoq.core.quota_terms import Amounts, FlavorTerms, above_zero, minus, plus
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, FlavorName, FlavorQuota, TeamName
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE
 from topoq.domain.job import JobView
-from topoq.domain.lint import accelerators_first, readable_amount
+from topoq.domain.lint import readable_amount
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
@@ -36,7 +50,7 @@ class RunningWork:
 
     def users(self, flavor: FlavorName, headline: str, team: TeamName | None) -> list[_Use]:
         """The jobs (of ``team``; None: of every team) that use ``flavor``, with what they use
-        of it, the most of ``headline`` first (then by id)."""
+        of it, the most of ``headline`` first (then by id; GPUs with shares counted in)."""
         key = (flavor, headline, team)
         found = self._users.get(key)
         if found is None:
@@ -46,7 +60,7 @@ class RunningWork:
                     for job in self._jobs
                     if flavor in job.allocation.usage  # type: ignore[union-attr]
                 ]
-                found.sort(key=lambda use: (-use[1].amount(headline), use[0].id))
+                found.sort(key=lambda use: (-_much(use[1], headline), use[0].id))
             else:
                 found = [use for use in self.users(flavor, headline, None) if use[0].team == team]
             self._users[key] = found
@@ -57,30 +71,44 @@ _Use = tuple[JobView, Resources]
 """A running job and what it uses of a flavor."""
 
 
+def _much(resources: Resources, name: str) -> int:
+    """How much of ``name`` ``resources`` holds, GPUs in thousandths with shares counted."""
+    if name == NVIDIA_GPU:
+        return resources.amount(NVIDIA_GPU) * GPU_MILLI_PER_GPU + resources.amount(GPU_SHARE)
+    return resources.amount(name)
+
+
 def quota_numbers(
     book: QuotaBook, team: TeamName, flavor: FlavorName, demand: Resources
 ) -> dict[str, int | str]:
     """The headline resource (accelerators first) as plain numbers, each other covered
-    resource the job asks for as one line."""
-    asked = book.covered(flavor, demand)
-    names = accelerators_first(set(asked) | set(book.guarantee(team, flavor))) or [NVIDIA_GPU]
-    limit = _borrow_limit(book, team, flavor)
-    free = free_to_borrow(book, team, flavor)
-    used = book.covered(flavor, book.used(team, flavor))
-    guarantee, borrowed = book.guarantee(team, flavor), book.borrowed(team, flavor)
+    resource the job asks for as one line (GPUs in GPUs, a share of one as a decimal)."""
+    terms = book.terms(flavor)
+    asked = terms.amounts(demand)
+    guarantee = terms.quota_amounts(book.guarantee(team, flavor))
+    named = [
+        name
+        for name, wanted, given in zip(terms.names, asked, guarantee, strict=True)
+        if wanted or given
+    ]
+    names = shown_names(named) or [NVIDIA_GPU]
+    limit = terms.quota_amounts(_borrow_limit(book, team, flavor))
+    free = terms.amounts(free_to_borrow(book, team, flavor))
+    used = terms.amounts(book.used(team, flavor))
+    borrowed = terms.amounts(book.borrowed(team, flavor))
     headline = names[0]
     numbers: dict[str, int | str] = {
         "flavor": str(flavor),
         "resource": headline,
-        "requested": asked.amount(headline),
-        "used": used.amount(headline),
-        "guarantee": guarantee.amount(headline),
-        "borrowed": borrowed.amount(headline),
-        "borrow_limit": limit.amount(headline),
-        "free_to_lend": free.amount(headline),
+        "requested": _number(terms, asked, headline),
+        "used": _number(terms, used, headline),
+        "guarantee": _number(terms, guarantee, headline),
+        "borrowed": _number(terms, borrowed, headline),
+        "borrow_limit": _number(terms, limit, headline),
+        "free_to_lend": _number(terms, free, headline),
     }
     for name in names[1:]:
-        if asked.amount(name):
+        if _number(terms, asked, name):
             figures = (
                 ("requested", asked),
                 ("used", used),
@@ -90,10 +118,22 @@ def quota_numbers(
                 ("free to lend", free),
             )
             numbers[name] = ", ".join(
-                f"{label} {readable_amount(name, amounts.amount(name))}"
-                for label, amounts in figures
+                f"{label} {_readable(terms, amounts, name)}" for label, amounts in figures
             )
     return numbers
+
+
+def _number(terms: FlavorTerms, amounts: Amounts, name: str) -> int | str:
+    """``name``'s amount as the numbers show it (GPUs kept in thousandths in GPUs)."""
+    column = terms.column.get(name)
+    if column is None:
+        return 0
+    return shown_gpus(amounts[column]) if column == terms.gpu else amounts[column]
+
+
+def _readable(terms: FlavorTerms, amounts: Amounts, name: str) -> str:
+    number = _number(terms, amounts, name)
+    return f"{number} {name}" if isinstance(number, str) else readable_amount(name, number)
 
 
 def quota_remedies(
@@ -117,17 +157,18 @@ def quota_remedies(
     spec = book.policy.by_team.get(team)
     if spec is None:
         return ()
-    asked = book.covered(flavor, demand)
-    after = book.covered(flavor, book.used(team, flavor)) + asked
+    terms = book.terms(flavor)
+    asked = terms.covered(demand)
+    after = plus(terms.amounts(book.used(team, flavor)), terms.amounts(asked))
     guarantee = book.guarantee(team, flavor)
     limit = _borrow_limit(book, team, flavor)
     found: list[str] = []
     if verdict is QuotaVerdict.BORROW_LIMIT:
-        needed = _raised(limit, positive(after - guarantee))
+        needed = _raised(limit, _whole(terms, minus(after, terms.quota_amounts(guarantee))))
         if _admits_with_quota(book, job, flavor, asked, borrow_limit=needed):
             found.append(f"raise {team}'s borrow limit on {flavor} to {_amounts(needed, limit)}")
     if verdict in (QuotaVerdict.BORROW_LIMIT, QuotaVerdict.NO_QUOTA):
-        needed = _raised(guarantee, positive(after - limit))
+        needed = _raised(guarantee, _whole(terms, minus(after, terms.quota_amounts(limit))))
         if _admits_with_quota(book, job, flavor, asked, guarantee=needed):
             found.append(f"raise {team}'s guarantee on {flavor} to {_amounts(needed, guarantee)}")
     waited = jobs_to_wait_for(book, job, flavor, asked, verdict, running)
@@ -150,15 +191,16 @@ def jobs_to_wait_for(
     """Running jobs whose end would admit ``job``, largest first, each one taken only if it
     brings the job closer: the team's own jobs for a guarantee or a borrow limit, any job of
     the flavor when lenders lack room. None when ``MAX_JOBS_NAMED`` do not suffice."""
-    headline = (accelerators_first(demand) or [NVIDIA_GPU])[0]
+    headline = (shown_names(demand) or [NVIDIA_GPU])[0]
     anyone = verdict is QuotaVerdict.NO_LENDER
     work = running if isinstance(running, RunningWork) else RunningWork(running)
     users = work.users(flavor, headline, None if anyone else job.team)
     largest = list(islice((use for use in users if use[0].id != job.id), MAX_JOBS_TRIED))
     trial, chosen, freed = book, [], Resources()
     gap = _gap(trial, job, flavor, demand, verdict)
+    terms = book.terms(flavor)
     for other, used in largest:
-        usage = book.covered(flavor, used)
+        usage = terms.covered(used)
         attempt = trial.copy()
         attempt.release(other.team, flavor, usage)
         narrower = _gap(attempt, job, flavor, demand, verdict)
@@ -175,14 +217,40 @@ def jobs_to_wait_for(
 
 def _gap(
     book: QuotaBook, job: JobView, flavor: FlavorName, demand: Resources, verdict: QuotaVerdict
-) -> int:
-    """How far the job is from passing (summed over resources): what lenders cannot back, or
-    what the team's use would exceed."""
+) -> Fraction:
+    """How far the job is from passing (summed over resources, GPUs in GPUs): what lenders
+    cannot back, or what the team's use would exceed."""
+    terms = book.terms(flavor)
     if verdict is QuotaVerdict.NO_LENDER:
-        return sum(book.shortfall_if_charged(job.team, flavor, demand).values())
-    after = book.covered(flavor, book.used(job.team, flavor)) + demand
-    ceiling = book.guarantee(job.team, flavor) + _borrow_limit(book, job.team, flavor)
-    return sum(positive(after - ceiling).values())
+        short = terms.amounts(book.shortfall_if_charged(job.team, flavor, demand))
+        return _summed(terms, short)
+    after = plus(terms.amounts(book.used(job.team, flavor)), terms.amounts(demand))
+    quota = book.guarantee(job.team, flavor) + _borrow_limit(book, job.team, flavor)
+    return _summed(terms, above_zero(minus(after, terms.quota_amounts(quota))))
+
+
+def _summed(terms: FlavorTerms, amounts: Amounts) -> Fraction:
+    """The amounts summed, GPUs (kept in thousandths) in GPUs."""
+    return sum(
+        (
+            Fraction(value, GPU_MILLI_PER_GPU) if column == terms.gpu else Fraction(value)
+            for column, value in enumerate(amounts)
+        ),
+        Fraction(0),
+    )
+
+
+def _whole(terms: FlavorTerms, amounts: Amounts) -> Resources:
+    """The positive part of ``amounts`` as a quota: GPUs (kept in thousandths) rounded up to
+    whole GPUs."""
+    gpu = terms.gpu
+    return Resources(
+        {
+            name: -(-value // GPU_MILLI_PER_GPU) if column == gpu else value
+            for column, (name, value) in enumerate(zip(terms.names, amounts, strict=True))
+            if value > 0
+        }
+    )
 
 
 def _borrow_limit(book: QuotaBook, team: TeamName, flavor: FlavorName) -> Resources:
@@ -281,10 +349,10 @@ def _admits(
 
 def _amounts(resources: Resources, before: Resources | None = None) -> str:
     """``48 nvidia.com/gpu, 400 cpu``: the resources that changed (all when ``before`` is
-    None), accelerators first."""
+    None), accelerators first, a share of a GPU counted in (``2.5 nvidia.com/gpu``)."""
     names = [
         name
-        for name in accelerators_first(resources)
-        if before is None or resources.amount(name) != before.amount(name)
+        for name in shown_names(resources)
+        if before is None or _much(resources, name) != _much(before, name)
     ]
-    return ", ".join(readable_amount(name, resources.amount(name)) for name in names)
+    return ", ".join(readable_of(resources, name) for name in names)

@@ -16,6 +16,8 @@ from types import MappingProxyType
 from typing import NewType
 
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import is_derived_gpu_resource
+from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 
 TeamName = NewType("TeamName", str)
@@ -131,6 +133,8 @@ class TeamSpec:
             raise InvalidInputError(
                 "a flavor is listed twice", where=where, hint="give one quota per flavor"
             )
+        for quota in self.quotas:
+            _check_quota_names(quota.covers, quota.flavor, where)
 
     def quota_for(self, flavor: FlavorName) -> FlavorQuota | None:
         for quota in self.quotas:
@@ -205,12 +209,29 @@ class CohortSpec:
             raise InvalidInputError(
                 "a flavor is listed twice", where=where, hint="give one quota per flavor"
             )
+        for quota in self.quotas:
+            named = quota.covers | quota.borrow_limited | quota.lend_limited
+            _check_quota_names(named, quota.flavor, where)
 
     def quota_for(self, flavor: FlavorName) -> CohortQuota | None:
         for quota in self.quotas:
             if quota.flavor == flavor:
                 return quota
         return None
+
+
+def _check_quota_names(names: frozenset[str], flavor: FlavorName, where: str) -> None:
+    """Quotas count GPUs as whole ``nvidia.com/gpu`` (a pod's share of one counts as its part
+    of a GPU): the resources the scheduler derives for shares are never a quota's."""
+    derived = sorted(name for name in names if is_derived_gpu_resource(name))
+    if derived:
+        raise InvalidInputError(
+            f"the quota of {flavor} names {derived[0]}, which the scheduler derives from "
+            f"{NVIDIA_GPU}",
+            where=where,
+            hint=f"write the quota in whole GPUs as {NVIDIA_GPU} (e.g. {NVIDIA_GPU}: 2); a "
+            "pod's share of a GPU counts against it as that part of one GPU",
+        )
 
 
 def _check_cohorts(teams: tuple[TeamSpec, ...], cohorts: tuple[CohortSpec, ...]) -> None:

@@ -190,10 +190,9 @@ def _always(victim: JobView, book: QuotaBook) -> bool:
 def _fits_guarantee(cycle: CycleState, job: JobView, flavor: FlavorName) -> bool:
     """Within its team's guarantee, or within that of a cohort on its path with its own."""
     book, demand = cycle.book, total_demand(job)
-    used = book.covered(flavor, book.used(job.team, flavor) + demand)
-    if not used:
+    own = book.own_guarantee_after(job.team, flavor, demand)  # shares of a GPU counted in
+    if own is None:
         return False
-    own = used.fits_in(book.guarantee(job.team, flavor))
     return own or book.within_cohort_guarantee(job.team, flavor, demand)
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import date
 
 import pytest
@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from topoq.core.usage import JobUsage, usage_report
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import GPU_SHARE
 from topoq.domain.job import Allocation, JobId, JobPhase
 from topoq.domain.placement import PlacementResult
 from topoq.domain.quantity import NVIDIA_GPU
@@ -189,6 +190,23 @@ def test_usage_per_team_per_day_and_per_job(case: Case) -> None:
         for j in report.jobs
     ]
     assert sorted(jobs) == sorted(case.jobs)
+
+
+def test_shares_of_a_gpu_count_as_their_parts_of_one_gpu_hour() -> None:
+    """Three pods of 0.5 GPU for 2 h, half a GPU of it borrowed (as the books count it)."""
+    shares = Allocation(
+        placement=PlacementResult(workload="job", pod_sets=()),
+        resources_on_node={},
+        usage={FLAVOR: Resources({GPU_SHARE: 1500})},
+        borrowed={FLAVOR: Resources({GPU_SHARE: 500})},
+    )
+    events = history("a", (1, P.RUNNING), (3, P.SUCCEEDED))
+    events[1] = replace(events[1], phase=P.ADMITTED, allocation=shares)
+    report = usage_report(events, MAY_1, MAY_1 + DAY)
+    (job,) = report.jobs
+    assert (job.gpu_hours, job.gpu_hours_borrowed) == (3.0, 1.0)
+    (day,) = report.days
+    assert (day.gpu_hours_in_guarantee, day.gpu_hours_borrowed) == (2.0, 1.0)
 
 
 def test_an_empty_window_is_refused() -> None:

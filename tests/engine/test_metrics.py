@@ -7,13 +7,18 @@ from collections import Counter
 from prometheus_client.parser import text_string_to_metric_families
 
 from topoq.core.lifecycle import advance
+from topoq.core.quota import QuotaBook
+from topoq.domain.governance import TeamName
+from topoq.domain.gpu_share import GPU_SHARE
 from topoq.domain.job import JobId, JobPhase
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics, JobTally
 from topoq.engine.ports import ExecutorEventKind
 from topoq.testing.builders import BLOCK
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
-from topoq.testing.governance import gpu_cluster, job, policy, team
+from topoq.testing.governance import P5, gpu_cluster, job, policy, team
 
 
 def samples(metrics: ControlPlaneMetrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -68,3 +73,15 @@ def test_the_tally_kept_across_steps_matches_a_recount_as_jobs_move_and_finish()
     tally.update({admitted.id: admitted})  # p2 finished: no longer among the unfinished jobs
     assert tally.jobs[("b", JobPhase.PENDING)] == 0 and tally.gpu_jobs[("b", "pending")] == 0
     assert +tally.jobs == Counter({("a", JobPhase.ADMITTED): 1})
+
+
+def test_quota_gpus_count_a_share_of_a_gpu_as_its_part_of_one() -> None:
+    lender, borrower = team("a", 4, cohort=["org"]), team("b", 0, borrow_gpus=4, cohort=["org"])
+    usage = {TeamName("b"): {P5: Resources({GPU_SHARE: 1500})}}  # three pods of 0.5 GPU
+    book = QuotaBook(policy(lender, borrower), {P5: Resources({NVIDIA_GPU: 8})}, usage)
+    metrics = ControlPlaneMetrics()
+    metrics.observe_state({}, book)
+    found = samples(metrics)
+    assert found[("topoq_quota_gpus", (("kind", "borrowed"), ("team", "b")))] == 1.5
+    assert found[("topoq_quota_gpus", (("kind", "lent"), ("team", "a")))] == 1.5
+    assert found[("topoq_quota_gpus", (("kind", "guarantee"), ("team", "a")))] == 4

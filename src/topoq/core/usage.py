@@ -5,7 +5,8 @@
   capacity), or a new admission. ``running`` continues the holding. A holding still open when
   the events end is counted up to ``open_until_s`` (now).
 - The GPUs recorded as ``borrowed`` at admission (above the team's guarantee then) are
-  **borrowed** GPU-hours for the whole holding; the rest are GPU-hours **in guarantee**.
+  **borrowed** GPU-hours for the whole holding; the rest are GPU-hours **in guarantee**. A
+  share of a GPU (``topoq.io/gpu-milli``) counts as its part of one GPU, as in the quotas.
 - Holdings are cut at the window ``[start_s, end_s)`` and at every midnight UTC. A team's day
   counts the jobs that held GPUs that day and the preemptions its jobs suffered that day.
 - Per job: GPU-hours, borrowed GPU-hours, wall time holding GPUs and attempts (admissions
@@ -27,6 +28,7 @@ from datetime import UTC, date, datetime
 from typing import Protocol
 
 from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE
 from topoq.domain.job import Allocation, JobId, JobPhase
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -60,8 +62,9 @@ class GpuHolding:
     team: str
     start_s: float
     end_s: float
-    gpus: int
-    borrowed_gpus: int
+    gpus: float
+    """GPUs held (a whole number unless the job holds shares of a GPU)."""
+    borrowed_gpus: float
 
 
 @dataclass(frozen=True)
@@ -185,8 +188,14 @@ def _holding(admission: PhaseEvent, end_s: float) -> GpuHolding:
     )
 
 
-def gpu_count(amounts: Iterable[Resources]) -> int:
-    return sum(amount.amount(NVIDIA_GPU) for amount in amounts)
+def gpu_count(amounts: Iterable[Resources]) -> float:
+    """The GPUs in ``amounts``: whole GPUs, plus shares of a GPU as their parts of one (an
+    int when there are none)."""
+    whole = milli = 0
+    for amount in amounts:
+        whole += amount.amount(NVIDIA_GPU)
+        milli += amount.amount(GPU_SHARE)
+    return whole + milli / GPU_MILLI_PER_GPU if milli else whole
 
 
 def clipped(holding: GpuHolding, start_s: float, end_s: float) -> GpuHolding | None:

@@ -21,8 +21,10 @@ from prometheus_client import Counter as PromCounter
 from topoq.core.holdings import total_demand
 from topoq.core.quota import QuotaBook
 from topoq.domain.governance import TeamName
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
 from topoq.engine.controller import StepReport
 
 SPAN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -157,10 +159,15 @@ class MetricsFile:
             return b""
 
 
-def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, int]:
-    totals = {"guarantee": 0, "borrowed": 0, "lent": 0}
+def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, float]:
+    """The team's GPUs guaranteed, borrowed and lent, a share of a GPU as its part of one."""
+    totals = {"guarantee": 0.0, "borrowed": 0.0, "lent": 0.0}
     for flavor in book.capacity:
-        totals["guarantee"] += book.guarantee(team, flavor).amount(NVIDIA_GPU)
-        totals["borrowed"] += book.borrowed(team, flavor).amount(NVIDIA_GPU)
-        totals["lent"] += book.lent(team, flavor).amount(NVIDIA_GPU)
+        totals["guarantee"] += _gpus(book.guarantee(team, flavor))
+        totals["borrowed"] += _gpus(book.borrowed(team, flavor))
+        totals["lent"] += _gpus(book.lent(team, flavor))
     return totals
+
+
+def _gpus(resources: Resources) -> float:
+    return resources.amount(NVIDIA_GPU) + resources.amount(GPU_SHARE) / GPU_MILLI_PER_GPU

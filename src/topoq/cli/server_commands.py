@@ -15,8 +15,10 @@ import typer
 from topoq.cli.output import counted, readable_quantity, table_of, utc
 from topoq.client import ClientError, TopoqClient, resolve_settings
 from topoq.domain.durations import duration_s, format_duration
-from topoq.domain.errors import InvalidInputError
+from topoq.domain.errors import InvalidInputError, TopoqError
+from topoq.domain.gpu_share import GPU_SHARE, gpus_text
 from topoq.domain.phases import DependencyKind
+from topoq.domain.quantity import NVIDIA_GPU, quantity_value
 
 if TYPE_CHECKING:  # a verb loads the wire models of the answers it reads, when it reads them
     from rich.table import Table
@@ -240,8 +242,19 @@ def queue_table(rows: list[QueueEntry]) -> str:
 
 
 def readable_amounts(amounts: ResourceAmounts) -> str:
-    """``nvidia.com/gpu 16, memory 1.5Ti``: resource amounts for people."""
-    return ", ".join(f"{name} {readable_quantity(name, text)}" for name, text in amounts.items())
+    """``nvidia.com/gpu 16, memory 1.5Ti``: resource amounts for people; shares of a GPU
+    (``topoq.io/gpu-milli``) are counted into the GPUs (``nvidia.com/gpu 1.5``)."""
+    shown = dict(amounts)
+    share = shown.pop(GPU_SHARE, None)
+    if share is not None:
+        whole = shown.get(NVIDIA_GPU, "0")
+        try:
+            gpus = gpus_text(int(quantity_value(whole)), int(quantity_value(share)))
+        except (TopoqError, ValueError):
+            shown[GPU_SHARE] = share
+        else:
+            shown = {NVIDIA_GPU: gpus} | {k: v for k, v in shown.items() if k != NVIDIA_GPU}
+    return ", ".join(f"{name} {readable_quantity(name, text)}" for name, text in shown.items())
 
 
 def job_table(job: JobDetail) -> str:

@@ -145,10 +145,10 @@ class FlavorTerms:
         """``amounts`` as ``Resources``: the GPU column as whole ``nvidia.com/gpu`` and, for a
         part of one, ``topoq.io/gpu-milli``."""
         gpu = self.gpu
-        if gpu is None:
+        if gpu is None or not amounts[gpu]:  # no GPUs: nothing to unfold
             return Resources.of_amounts(self.names, amounts)
-        whole, part = divmod(amounts[gpu], GPU_MILLI_PER_GPU)
-        listed = [*amounts[:gpu], whole, *amounts[gpu + 1 :]]
+        listed = list(amounts)
+        listed[gpu], part = divmod(listed[gpu], GPU_MILLI_PER_GPU)
         if not part:
             return Resources.of_amounts(self.names, listed)
         return Resources({**dict(zip(self.names, listed, strict=True)), GPU_SHARE: part})

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -64,12 +65,12 @@ def test_the_tally_kept_across_steps_matches_a_recount_as_jobs_move_and_finish()
     waiting = {view.id: view for view in (job("p1", "a", 2), job("p2", "b", 1, gpus=0))}
     tally = JobTally()
     tally.update(waiting)
-    assert tally.gpus[("b", "pending")] == 0 and tally.gpu_jobs[("b", "pending")] == 1
+    assert tally.gpu_milli[("b", "pending")] == 0 and tally.gpu_jobs[("b", "pending")] == 1
     admitted = advance(waiting[JobId("p1")], JobPhase.ADMITTED, now=1.0, cause="admitted")
     moved = {**waiting, admitted.id: admitted}
     tally.update(moved)
     assert tally.jobs[("a", JobPhase.ADMITTED)] == 1 and tally.jobs[("a", JobPhase.PENDING)] == 0
-    assert tally.gpus[("a", "running")] == 16 and tally.gpus[("a", "pending")] == 0
+    assert tally.gpu_milli[("a", "running")] == 16_000 and tally.gpu_milli[("a", "pending")] == 0
     tally.update({admitted.id: admitted})  # p2 finished: no longer among the unfinished jobs
     assert tally.jobs[("b", JobPhase.PENDING)] == 0 and tally.gpu_jobs[("b", "pending")] == 0
     assert +tally.jobs == Counter({("a", JobPhase.ADMITTED): 1})
@@ -85,3 +86,17 @@ def test_quota_gpus_count_a_share_of_a_gpu_as_its_part_of_one() -> None:
     assert found[("topoq_quota_gpus", (("kind", "borrowed"), ("team", "b")))] == 1.5
     assert found[("topoq_quota_gpus", (("kind", "lent"), ("team", "a")))] == 1.5
     assert found[("topoq_quota_gpus", (("kind", "guarantee"), ("team", "a")))] == 4
+
+
+def test_gpu_gauges_count_pending_shares_of_a_gpu_as_their_part_of_one() -> None:
+    halves = job("halves", "b", 3)
+    shared = replace(halves.spec.workload.pod_sets[0], requests=Resources({GPU_SHARE: 500}))
+    workload = replace(halves.spec.workload, pod_sets=(shared,))
+    halves = replace(halves, spec=replace(halves.spec, workload=workload))
+    jobs = {halves.id: halves, JobId("w"): job("w", "b", 1, gpus=2)}
+    book = QuotaBook(policy(team("b", 8)), {P5: Resources({NVIDIA_GPU: 8})}, {})
+    metrics = ControlPlaneMetrics()
+    metrics.observe_state(jobs, book)
+    assert metrics.tally.gpu_milli[("b", "pending")] == 3_500
+    found = samples(metrics)
+    assert found[("topoq_gpus", (("state", "pending"), ("team", "b")))] == 3.5

@@ -13,6 +13,7 @@ import json
 import math
 import shutil
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -21,6 +22,7 @@ from tests.cli.test_cli import topoq
 from topoq.domain.decisions import PendingReason
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import flavor_of
+from topoq.domain.gpu_share import GPU_SHARING_LABEL
 from topoq.domain.node import HOSTNAME_LABEL
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -241,11 +243,12 @@ def test_an_openb_pod_list_gives_each_gpu_pod_its_times_and_gpus() -> None:
     assert (jobs[19].arrival_s, jobs[19].duration_s, jobs[19].gpus) == (9437497, 1332357, 8)
     assert (jobs[42].duration_s, jobs[42].gpus) == (10800396 - 10793686, 4)
     assert jobs[43].duration_s == 10001403 - 10001278  # Pending: from its creation
-    assert jobs[3].gpus == 1  # gpu_milli 460: part of one GPU, replayed as a whole one
+    assert (jobs[3].gpus, jobs[3].gpu_milli, jobs[3].gpus_held) == (1, 460, 0.46)  # a share
+    assert jobs[2].gpu_milli == 0  # gpu_milli 1000: a whole GPU
     assert 7 not in jobs and 18 not in jobs  # no GPU
     assert 44 not in jobs  # created and deleted at 12774042: 0 s
     notes = "\n".join(trace.notes)
-    assert "14 pods asking for part of one GPU, each replayed as a whole GPU" in notes
+    assert "14 pods asking for part of one GPU, each packed onto one GPU device" in notes
     assert "2 pods of no GPU, skipped" in notes and "1 pod of 0 s" in notes
     assert "1 pod never scheduled" in notes and "team openb's" in notes
 
@@ -272,8 +275,9 @@ def test_an_openb_cluster_is_its_node_list_each_gpu_model_a_flavor() -> None:
     result = Simulation(trace_scenario(trace)).run()
     (summary,) = result.summary.teams
     assert summary.completed == 40 and result.summary.capacity_gpus == 104
-    held = sum(job.gpus * job.duration_s for job in trace.jobs) / 3600
+    held = sum(job.gpus_held * job.duration_s for job in trace.jobs) / 3600
     assert summary.gpu_hours_in_guarantee == pytest.approx(held, rel=1e-6)
+    assert all(node.labels[GPU_SHARING_LABEL] == "true" for node in nodes)
 
 
 def test_an_openb_pod_list_alone_runs_on_a_cluster_derived_as_for_itp(tmp_path: Path) -> None:
@@ -303,8 +307,16 @@ def test_a_pod_s_gpu_models_keep_it_to_nodes_of_those_models(tmp_path: Path) -> 
     by_name = {node.name: node for node in scenario.nodes}
     assert by_name[host].labels[GPU_MODEL_LABEL] in ("V100M16", "V100M32")
     on_own = trace_scenario(trace, cluster_of(2))  # not the node list: the models are moot
-    assert "2 jobs with GPU models (gpu_spec): not applied" in on_own.warnings[-1]
-    assert Simulation(on_own).run().left_pending == ()
+    assert "2 jobs with GPU models (gpu_spec): not applied" in on_own.warnings[-2]
+    # nor open to shares: the 14 pods asking for part of a GPU wait, and the run says so
+    assert "14 jobs asking for part of a GPU, and no node" in on_own.warnings[-1]
+    waiting = Simulation(on_own).run().left_pending
+    assert len(waiting) == 14 and all("topoq.io/gpu-milli" in (w.message or "") for w in waiting)
+    nodes, topology = cluster_of(2)
+    opened = [replace(n, labels={**n.labels, GPU_SHARING_LABEL: "true"}) for n in nodes]
+    shared = trace_scenario(trace, (opened, topology))
+    assert not any("no node of the cluster is open" in w for w in shared.warnings)
+    assert Simulation(shared).run().left_pending == ()
     assert gang_of(jobs[2]).pod_sets[0].affinity_terms == ()
     (term,) = gang_of(jobs[3], pin_models=True).pod_sets[0].affinity_terms
     assert term.matches({GPU_MODEL_LABEL: "V100M32"}) and not term.matches({GPU_MODEL_LABEL: "G2"})

@@ -10,7 +10,7 @@ from functools import cached_property
 from types import MappingProxyType
 
 from topoq.domain.errors import InvalidRequestError
-from topoq.domain.gpu_share import check_pod_gpu_ask
+from topoq.domain.gpu_share import check_pod_gpu_ask, gpu_number, gpus_held
 from topoq.domain.launch import check_image
 from topoq.domain.node import Taint
 from topoq.domain.quantity import PODS
@@ -230,6 +230,12 @@ class WorkloadSpec:
     @property
     def total_pods(self) -> int:
         return sum(pod_set.count for pod_set in self.pod_sets)
+
+    @property
+    def gpus(self) -> int | float:
+        """The GPUs it asks for in all: whole ones plus shares of one (three pods of 0.5:
+        1.5), a whole number when whole."""
+        return gpu_number(gpus_held(self.total_requests))
 
     @cached_property
     def total_requests(self) -> Resources:

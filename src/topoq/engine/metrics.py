@@ -21,7 +21,7 @@ from prometheus_client import Counter as PromCounter
 from topoq.core.holdings import total_demand
 from topoq.core.quota import QuotaBook
 from topoq.domain.governance import TeamName
-from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, gpus_held
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -43,7 +43,8 @@ class JobTally:
     def __init__(self) -> None:
         self._counted: dict[JobId, JobView] = {}
         self.jobs: Counter[tuple[TeamName, JobPhase]] = Counter()
-        self.gpus: Counter[tuple[TeamName, str]] = Counter()
+        self.gpu_milli: Counter[tuple[TeamName, str]] = Counter()
+        """GPUs per (team, GPU state) in thousandths: shares of a GPU counted exactly."""
         self.gpu_jobs: Counter[tuple[TeamName, str]] = Counter()
         """How many jobs count in each GPU tally (a tally of jobs without GPUs is shown too)."""
 
@@ -63,7 +64,10 @@ class JobTally:
         self.jobs[(job.team, job.phase)] += sign
         if job.phase is JobPhase.PENDING or job.phase.holds_capacity:
             state = (job.team, GPU_STATES.get(job.phase, "running"))
-            self.gpus[state] += sign * total_demand(job).amount(NVIDIA_GPU)
+            demand = total_demand(job)
+            self.gpu_milli[state] += sign * (
+                demand.amount(NVIDIA_GPU) * GPU_MILLI_PER_GPU + demand.amount(GPU_SHARE)
+            )
             self.gpu_jobs[state] += sign
 
 
@@ -122,9 +126,9 @@ class ControlPlaneMetrics:
         for (team, phase), count in tally.jobs.items():
             if count:
                 self.jobs.labels(team=team, phase=phase.value).set(count)
-        for (team, state), count in tally.gpus.items():
+        for (team, state), milli in tally.gpu_milli.items():
             if tally.gpu_jobs[(team, state)]:
-                self.gpus.labels(team=team, state=state).set(count)
+                self.gpus.labels(team=team, state=state).set(milli / GPU_MILLI_PER_GPU)
         for spec in book.policy.teams:
             for kind, amount in _quota_gpus(book, spec.name).items():
                 self.quota.labels(team=spec.name, kind=kind).set(amount)
@@ -170,4 +174,4 @@ def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, float]:
 
 
 def _gpus(resources: Resources) -> float:
-    return resources.amount(NVIDIA_GPU) + resources.amount(GPU_SHARE) / GPU_MILLI_PER_GPU
+    return gpus_held(resources)

@@ -539,7 +539,7 @@ class Simulation:
         self._exit_codes[spec.id] = submit.exit_codes
         if submit.communication_share is not None:
             self._shares[spec.id] = submit.communication_share
-        gpus = sum(ps.requests.amount(NVIDIA_GPU) * ps.count for ps in spec.workload.pod_sets)
+        gpus = spec.workload.gpus
         self.log.add(LogEntry(self.now, Decision.SUBMIT, spec.id, spec.team, gpus=gpus))
 
     def _cancel(self, job_id: JobId) -> None:

@@ -430,5 +430,5 @@ def _decision(before: JobPhase, after: JobPhase) -> Decision:
     return RECORDED_DECISIONS[after]
 
 
-def workload_gpus(spec: JobSpec) -> int:
-    return sum(ps.requests.amount(NVIDIA_GPU) * ps.count for ps in spec.workload.pod_sets)
+def workload_gpus(spec: JobSpec) -> int | float:
+    return spec.workload.gpus

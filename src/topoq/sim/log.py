@@ -32,6 +32,7 @@ from topoq.core.eta import ETA_KEY
 from topoq.core.tree import natural_key
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason
 from topoq.domain.governance import TeamName
+from topoq.domain.gpu_share import gpu_number, gpus_held
 from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.quantity import NVIDIA_GPU
 
@@ -95,8 +96,9 @@ class LogEntry:
     message: str | None = None
     placement: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     flavor: str | None = None
-    gpus: int | None = None
-    borrowed_gpus: int | None = None
+    gpus: int | float | None = None
+    """GPUs: whole, or with shares of one a decimal (1.5)."""
+    borrowed_gpus: int | float | None = None
     victims: tuple[JobId, ...] = ()
     for_job: JobId | None = None
     node: str | None = None
@@ -305,12 +307,13 @@ def _eta(value: object) -> float | None:
     return float(value) if isinstance(value, int | float) else None
 
 
-def allocation_gpus(allocation: Allocation) -> tuple[str | None, int, int]:
-    """(flavor, GPUs held, GPUs of them borrowed) of an admission."""
+def allocation_gpus(allocation: Allocation) -> tuple[str | None, int | float, int | float]:
+    """(flavor, GPUs held, GPUs of them borrowed) of an admission; shares of a GPU count as
+    their part of one."""
     flavor = next(iter(sorted(allocation.usage)), None)
-    gpus = sum(amount.amount(NVIDIA_GPU) for amount in allocation.usage.values())
-    borrowed = sum(amount.amount(NVIDIA_GPU) for amount in allocation.borrowed.values())
-    return flavor, gpus, borrowed
+    gpus = sum((gpus_held(amount) for amount in allocation.usage.values()), 0.0)
+    borrowed = sum((gpus_held(amount) for amount in allocation.borrowed.values()), 0.0)
+    return flavor, gpu_number(gpus), gpu_number(borrowed)
 
 
 def placement_of(allocation: Allocation) -> dict[str, tuple[str, ...]]:

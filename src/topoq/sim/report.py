@@ -111,7 +111,7 @@ def run_series(name: str, result: SimulationResult, policy: ClusterPolicy) -> Ru
     )
 
 
-def _split(team: TeamName, levels: Iterable[tuple[float, int, int]]) -> GuaranteeSplit:
+def _split(team: TeamName, levels: Iterable[tuple[float, float, float]]) -> GuaranteeSplit:
     times, inside, borrowed = zip(*levels, strict=True)
     return GuaranteeSplit(team, Steps(times, inside), Steps(times, borrowed))
 

@@ -35,7 +35,8 @@ class UsageInterval:
     job: JobId
     team: TeamName
     flavor: str
-    gpus: int
+    gpus: int | float
+    """Whole GPUs, or with shares of one a decimal."""
     start_s: float
     end_s: float
 
@@ -220,10 +221,10 @@ def gpu_hours(
 
 def usage_changes(
     intervals: Iterable[UsageInterval],
-) -> dict[tuple[TeamName, str], list[tuple[float, int]]]:
+) -> dict[tuple[TeamName, str], list[tuple[float, float]]]:
     """Per (team, flavor), in time order, each change of the GPUs it uses: ``(t, +gpus)``
     where a run starts, ``(t, -gpus)`` where one ends (an end before a start at one instant)."""
-    changes: dict[tuple[TeamName, str], list[tuple[float, int]]] = {}
+    changes: dict[tuple[TeamName, str], list[tuple[float, float]]] = {}
     for interval in intervals:
         steps = changes.setdefault((interval.team, interval.flavor), [])
         steps.extend(((interval.start_s, interval.gpus), (interval.end_s, -interval.gpus)))
@@ -231,21 +232,21 @@ def usage_changes(
 
 
 def guarantee_levels(
-    changes: Iterable[tuple[float, int]], guarantee: int
-) -> Iterator[tuple[float, int, int]]:
+    changes: Iterable[tuple[float, float]], guarantee: int
+) -> Iterator[tuple[float, float, float]]:
     """After each of :func:`usage_changes`: ``(t, GPUs in use inside the guarantee, GPUs in
     use above it)``. The GPU-hours in guarantee and borrowed integrate this split; the
     simulation report draws it over time."""
-    level = 0
+    level: float = 0
     for at, change in changes:
         level += change
         yield at, min(level, guarantee), max(level - guarantee, 0)
 
 
-def _integrate(levels: Iterable[tuple[float, int, int]]) -> tuple[float, float]:
+def _integrate(levels: Iterable[tuple[float, float, float]]) -> tuple[float, float]:
     """GPU-hours inside the guarantee and borrowed, of :func:`guarantee_levels`."""
     inside = borrowed = 0.0
-    previous: tuple[float, int, int] | None = None
+    previous: tuple[float, float, float] | None = None
     for level in levels:
         if previous is not None:
             span = (level[0] - previous[0]) / SECONDS_PER_HOUR

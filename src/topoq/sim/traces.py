@@ -20,11 +20,12 @@ The assumptions, each documented in docs/simulate.md:
 - openb has no teams either: its pods are team ``openb``'s, guaranteed the whole cluster. A
   pod arrives at its ``creation_time`` and runs from its ``scheduled_time`` (or, never
   scheduled, its creation) to its ``deletion_time``; a pod of no GPU, or of 0 s, is skipped;
-  a pod asking for part of one GPU is replayed as a whole GPU (topoq does not share GPUs
-  yet). With ``openb_node_list_gpu_node.csv`` beside it, the cluster is that list's nodes,
-  each GPU model a flavor, in blocks of 16 in file order (the list has no topology), and a
-  pod's ``gpu_spec`` keeps it on nodes of those models; without it, the cluster is derived
-  as for ITP and ``gpu_spec`` is not applied.
+  a pod asking for part of one GPU asks for that share (``topoq.io/gpu-milli``) and every
+  node of the cluster is open to shares (docs/gpu-sharing.md), so that it is packed onto one
+  GPU device beside others. With ``openb_node_list_gpu_node.csv`` beside it, the cluster is
+  that list's nodes, each GPU model a flavor, in blocks of 16 in file order (the list has no
+  topology), and a pod's ``gpu_spec`` keeps it on nodes of those models; without it, the
+  cluster is derived as for ITP and ``gpu_spec`` is not applied.
 - A job of ``g`` GPUs on nodes of ``n`` is ``g // n`` pods of ``n`` GPUs (``workers``) and,
   when ``g % n`` is not 0, one pod of the rest (``rest``): a gang, admitted whole.
 - Each job's communication share (the fraction of an iteration spent in exposed
@@ -52,6 +53,12 @@ from topoq.discovery.policy import POLICY_API_VERSION, POLICY_KIND, policy_from_
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.gpu_share import (
+    GPU_MILLI_PER_GPU,
+    GPU_SHARE,
+    GPU_SHARING_LABEL,
+    opens_gpus_to_shares,
+)
 from topoq.domain.job import JobId, JobSpec
 from topoq.domain.names import check_label_value
 from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
@@ -134,6 +141,14 @@ class TraceJob:
     """Where it is in the file (1: the header)."""
     gpu_models: tuple[str, ...] = ()
     """The GPU models it may run on (openb's ``gpu_spec``); empty: any."""
+    gpu_milli: int = 0
+    """Its share of its one GPU in thousandths (openb's ``gpu_milli`` below 1000); 0: it
+    asks for ``gpus`` whole GPUs."""
+
+    @property
+    def gpus_held(self) -> float:
+        """The GPUs it holds while it runs: its share of one, or its whole GPUs."""
+        return self.gpu_milli / GPU_MILLI_PER_GPU if self.gpu_milli else self.gpus
 
     @property
     def communication_share(self) -> float:
@@ -347,8 +362,8 @@ class _OpenbPod:
     created_s: float
     duration_s: float
     gpus: int
-    fractional: bool
-    """It asks for part of its one GPU (``gpu_milli`` below 1000)."""
+    gpu_milli: int
+    """Its share of its one GPU (``gpu_milli`` below 1000); 0: whole GPUs."""
     scheduled: bool
     gpu_models: tuple[str, ...]
 
@@ -363,7 +378,7 @@ def _read_openb(path: Path) -> Trace:
         if not pod.gpus or not pod.duration_s:
             counts["no GPU" if not pod.gpus else "0 s"] += 1
             continue
-        counts["fractional"] += pod.fractional
+        counts["fractional"] += bool(pod.gpu_milli)
         counts["never scheduled"] += not pod.scheduled
         counts["models"] += bool(pod.gpu_models)
         jobs.append(
@@ -375,6 +390,7 @@ def _read_openb(path: Path) -> Trace:
                 pod.gpus,
                 line,
                 pod.gpu_models,
+                pod.gpu_milli,
             )
         )
     nodes, cluster_note = _openb_nodes(path.with_name(OPENB_NODE_LIST))
@@ -449,6 +465,7 @@ def _openb_pod(cells: Sequence[str], where: str) -> _OpenbPod:
     _, _, _, num_gpu, gpu_milli, gpu_spec, _, _, created, deleted, scheduled = cells
     gpus = int(_number(num_gpu, "num_gpu", where, whole=True))
     fractional = _asks_for_part_of_a_gpu(gpus, gpu_milli, where)
+    share = int(_number(gpu_milli, "gpu_milli", where, whole=True)) if fractional else 0
     created_s = _number(created, "creation_time", where)
     start_column, start = ("scheduled_time", scheduled) if scheduled else ("creation_time", created)
     start_s = _number(start, start_column, where)
@@ -460,7 +477,7 @@ def _openb_pod(cells: Sequence[str], where: str) -> _OpenbPod:
             hint="a pod is deleted after it starts",
         )
     models = _gpu_models(gpu_spec, where)
-    return _OpenbPod(created_s, deleted_s - start_s, gpus, fractional, bool(scheduled), models)
+    return _OpenbPod(created_s, deleted_s - start_s, gpus, share, bool(scheduled), models)
 
 
 def _asks_for_part_of_a_gpu(gpus: int, gpu_milli: str, where: str) -> bool:
@@ -493,8 +510,8 @@ def _openb_notes(counts: Mapping[str, int]) -> tuple[str, ...]:
     said = {
         "no GPU": "of no GPU, skipped: topoq schedules GPU gangs",
         "0 s": "of 0 s (deleted when started), skipped",
-        "fractional": "asking for part of one GPU, each replayed as a whole GPU until GPU "
-        "sharing lands",
+        "fractional": "asking for part of one GPU, each packed onto one GPU device beside "
+        "others (every node is open to shares)",
         "never scheduled": "never scheduled (no scheduled_time), each run from its creation "
         "to its deletion",
         "models": "with a gpu_spec, the GPU models they may run on",
@@ -570,7 +587,7 @@ def derived_nodes(trace: Trace) -> int:
     if trace.guarantees:
         return max(largest, sum(trace.guarantees.values()))
     end = max(job.arrival_s + job.duration_s for job in trace.jobs)
-    demand = sum(job.gpus * job.duration_s for job in trace.jobs) / max(end, 1.0)
+    demand = sum(job.gpus_held * job.duration_s for job in trace.jobs) / max(end, 1.0)
     blocks = math.ceil(demand / GPUS_PER_NODE / BLOCK_NODES)
     return max(largest, blocks * BLOCK_NODES)
 
@@ -579,8 +596,14 @@ def derived_cluster(trace: Trace) -> tuple[tuple[NodeSpec, ...], TopologySpec]:
     """The trace's own nodes when it publishes them (``listed_cluster``), else ``cluster_of``
     as many nodes as ``derived_nodes``."""
     if trace.nodes:
-        return listed_cluster(trace.nodes, f"{trace.format.value}-nodes", trace.source)
-    return cluster_of(derived_nodes(trace), f"{trace.format.value}-derived", trace.source)
+        found = listed_cluster(trace.nodes, f"{trace.format.value}-nodes", trace.source)
+    else:
+        found = cluster_of(derived_nodes(trace), f"{trace.format.value}-derived", trace.source)
+    if not any(job.gpu_milli for job in trace.jobs):
+        return found
+    nodes, topology = found
+    opened = {GPU_SHARING_LABEL: "true"}
+    return tuple(replace(node, labels={**node.labels, **opened}) for node in nodes), topology
 
 
 def listed_cluster(
@@ -700,8 +723,11 @@ def gang_of(
     """Whole nodes of ``gpus_per_node`` GPUs, plus one pod of the rest; with ``pin_models``
     (a cluster whose nodes carry ``GPU_MODEL_LABEL``), on nodes of the job's GPU models only,
     when it names any."""
-    whole, rest = divmod(job.gpus, gpus_per_node)
     models = _on_models(job.gpu_models) if pin_models and job.gpu_models else ()
+    if job.gpu_milli:
+        share = Resources({GPU_SHARE: job.gpu_milli})
+        return WorkloadSpec(job.id, (PodSetSpec("share", 1, share, affinity_terms=models),))
+    whole, rest = divmod(job.gpus, gpus_per_node)
     pod_sets = []
     if whole:
         gpus = Resources({NVIDIA_GPU: gpus_per_node})
@@ -761,7 +787,23 @@ def trace_scenario(
         topology=topology,
         policy=rules,
         events=events,
-        warnings=(*trace.notes, *_model_warnings(trace.jobs, nodes, pinned=on_own_nodes)),
+        warnings=(
+            *trace.notes,
+            *_model_warnings(trace.jobs, nodes, pinned=on_own_nodes),
+            *_share_warnings(trace.jobs, nodes),
+        ),
+    )
+
+
+def _share_warnings(jobs: Sequence[TraceJob], nodes: Sequence[NodeSpec]) -> tuple[str, ...]:
+    """Jobs asking for part of a GPU on a cluster none of whose nodes is open to shares (a
+    cluster given, not derived from the trace) wait to the end: say so."""
+    sharing = sum(1 for job in jobs if job.gpu_milli)
+    if not sharing or any(opens_gpus_to_shares(node.labels) for node in nodes):
+        return ()
+    return (
+        f"{_counted(sharing, 'job')} asking for part of a GPU, and no node of the cluster is "
+        f'open to shares (label nodes {GPU_SHARING_LABEL}: "true"): waiting to the end',
     )
 
 

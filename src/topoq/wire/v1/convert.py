@@ -6,10 +6,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from topoq.domain.governance import FlavorName
-from topoq.domain.gpu_share import GPU_SHARE, gpu_number, gpus_held
 from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
 from topoq.domain.placement import placement_best_span, placement_span
-from topoq.domain.quantity import NVIDIA_GPU, PODS
+from topoq.domain.quantity import PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
 from topoq.wire.v1.base import ResourceAmounts
@@ -28,11 +27,7 @@ from topoq.wire.v1.jobs import (
 
 def requested_gpus(spec: JobSpec) -> int | float:
     """Whole GPUs, plus shares of one (three pods of 0.5 GPU: 1.5)."""
-    whole = milli = 0
-    for pod_set in spec.workload.pod_sets:
-        whole += pod_set.requests.amount(NVIDIA_GPU) * pod_set.count
-        milli += pod_set.requests.amount(GPU_SHARE) * pod_set.count
-    return gpu_number(gpus_held(Resources({NVIDIA_GPU: whole, GPU_SHARE: milli})))
+    return spec.workload.gpus
 
 
 def topology_asked(spec: JobSpec) -> str:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,9 @@ import pytest
 
 from tests.api.conftest import Api
 from tests.api.test_server import client, wait_for
+from topoq.domain.gpu_share import GPU_SHARING_LABEL
+from topoq.executors.local.executor import LOCAL_CAPABILITIES
+from topoq.executors.slurm.executor import SLURM_CAPABILITIES
 from topoq.testing.server import running_server, submission
 
 TEAM = "nlp"
@@ -206,3 +210,28 @@ def test_after_a_restart_the_devices_shares_hold_stay_taken(
     # three pods of 0.6 took devices 0, 1 and 2 of one node: the 0.4 fills device 0 beside one
     assert before[0][1] == [[0], [1], [2]]
     assert after == [(before[0][0], [[0]])]
+
+
+def test_a_share_is_refused_where_the_executor_cannot_give_a_pod_part_of_a_gpu(api: Api) -> None:
+    """Nodes open to shares, but a Slurm executor: the job would fail at every start, so it
+    is refused at submission, naming the executor that can."""
+    opened = [
+        replace(node, labels={**node.labels, GPU_SHARING_LABEL: "true"})
+        for node in api.store.nodes()
+    ]
+    api.store.save_nodes(opened, actor="test", now=1)
+    api.service.executor = SLURM_CAPABILITIES
+    refused = api.client.post(
+        "/api/v1/jobs", json=job("share", 1, "0.5"), headers=api.headers("member")
+    )
+    assert refused.status_code == 422, refused.text
+    detail = refused.json()["detail"]
+    assert "the slurm executor cannot give a pod part of a GPU" in detail["message"]
+    assert "--executor local" in detail["hint"]
+    whole = api.client.post("/api/v1/jobs", json=job("whole", 1, 1), headers=api.headers("member"))
+    assert whole.status_code == 201, whole.text
+    api.service.executor = LOCAL_CAPABILITIES
+    allowed = api.client.post(
+        "/api/v1/jobs", json=job("share", 1, "0.5"), headers=api.headers("member")
+    )
+    assert allowed.status_code == 201, allowed.text

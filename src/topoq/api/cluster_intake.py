@@ -18,6 +18,7 @@ from dataclasses import dataclass, replace
 from topoq.api.cluster_limits import ClusterLimits
 from topoq.api.service import NODE_SIZES_REFRESH_S, NodeSizes
 from topoq.api.submission import job_from_request
+from topoq.api.submission_warnings import refuse_unshareable
 from topoq.discovery.pod_groups import is_pod_group, kept_manifest, pods_of, ranked_pods
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
@@ -25,7 +26,14 @@ from topoq.domain.job import JobId, SourceObject
 from topoq.domain.kube_names import kube_name
 from topoq.domain.topology import TopologySpec
 from topoq.engine.intake import Intake
-from topoq.engine.ports import ClusterJob, ClusterJobSource, DuplicateJob, Store, UnknownJob
+from topoq.engine.ports import (
+    ClusterJob,
+    ClusterJobSource,
+    DuplicateJob,
+    ExecutorCapabilities,
+    Store,
+    UnknownJob,
+)
 from topoq.wire.v1 import JobFormat, SubmitJobRequest
 
 log = logging.getLogger(__name__)
@@ -65,8 +73,10 @@ class ClusterIntake:
         *,
         namespace_pattern: str = "{team}",
         clock: Callable[[], float],
+        executor: ExecutorCapabilities | None = None,
     ) -> None:
         self.source = source
+        self.executor = executor
         self.store = store
         self.topology = topology
         self.namespace_pattern = namespace_pattern
@@ -124,6 +134,7 @@ class ClusterIntake:
                 stored_phases=self.store.phases_of,
             )
             self.limits.check(spec)
+            refuse_unshareable(spec.workload, self.executor)
         except InvalidInputError as error:
             where = f" ({error.where.removeprefix('document.')})" if error.where else ""
             hint = f": {error.hint}" if error.hint else ""

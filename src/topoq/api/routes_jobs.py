@@ -13,7 +13,7 @@ from topoq.api.log_query import LogQuery, log_request
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import Service
 from topoq.api.submission import job_from_request
-from topoq.api.submission_warnings import unrun_images
+from topoq.api.submission_warnings import refuse_unshareable, unrun_images
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.limits import MAX_LOG_READ_BYTES
@@ -56,6 +56,7 @@ def submit_job(body: SubmitJobRequest, principal: JobWriter, service: ServiceDep
     )
     require_team(principal, spec.team, "submit")
     service.limits.check(spec)  # a job the cluster could never hold is refused, naming why
+    refuse_unshareable(spec.workload, service.executor)
     warnings = unrun_images(spec.workload, service.executor)
     view = service.intake.submit(spec, actor=principal.name, warnings=warnings)
     service.wake()

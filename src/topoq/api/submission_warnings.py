@@ -1,9 +1,13 @@
 """What a submission asks that the server's executor will not do: said in the submit answer
 (``JobDetail.warnings``) and the submission's audit entry rather than refused, so that one job
-file is accepted by every server and runs as written under an executor that can."""
+file is accepted by every server and runs as written under an executor that can — unless the
+job could not run at all (a share of a GPU where the executor cannot confine a pod to one):
+that is refused (``refuse_unshareable``)."""
 
 from __future__ import annotations
 
+from topoq.domain.errors import InvalidInputError
+from topoq.domain.gpu_share import GPU_SHARE, gpus_text
 from topoq.domain.workload import WorkloadSpec
 from topoq.engine.ports import ExecutorCapabilities
 from topoq.executors.registry import PLUGINS
@@ -26,3 +30,20 @@ def unrun_images(workload: WorkloadSpec, executor: ExecutorCapabilities | None) 
         for pod_set in workload.pod_sets
         if pod_set.image is not None
     ]
+
+
+def refuse_unshareable(workload: WorkloadSpec, executor: ExecutorCapabilities | None) -> None:
+    """Refuse a job a pod of which asks for a share of a GPU when ``executor`` cannot give a
+    pod part of a device (it would be admitted, then fail at every start)."""
+    if executor is None or executor.shares_gpus:
+        return
+    for pod_set in workload.pod_sets:
+        share = pod_set.requests.amount(GPU_SHARE)
+        if share:
+            sharers = sorted(n for n, found in PLUGINS.items() if found.capabilities.shares_gpus)
+            raise InvalidInputError(
+                f"pod set {pod_set.name!r} asks for {gpus_text(0, share)} of a GPU per pod, "
+                f"and the {executor.name} executor cannot give a pod part of a GPU",
+                hint="ask for whole GPUs (nvidia.com/gpu: 1), or run shares on a server "
+                f"started with --executor {' or '.join(sharers)}",
+            )

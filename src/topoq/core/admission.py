@@ -5,6 +5,7 @@ books, quota held for a waiting queue head, and whether a job could ever run."""
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
@@ -16,10 +17,11 @@ from topoq.core.quota import QuotaBook, QuotaCheck
 from topoq.core.tree import TopologyTree
 from topoq.domain.flavors import DEFAULT_FLAVOR
 from topoq.domain.governance import FlavorName, TeamName
+from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, gpus_text
 from topoq.domain.job import Allocation, JobId, JobView
 from topoq.domain.lint import accelerators_first, readable_amount
 from topoq.domain.placement import PlacementReason, PlacementResult, PodSetDiagnosis
-from topoq.domain.quantity import PODS
+from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, WorkloadSpec
 
@@ -94,7 +96,13 @@ def _borrowed_after(
 ) -> Resources:
     trial = book.copy()
     trial.charge(job.team, flavor, demand)
-    return trial.borrowed(job.team, flavor) - book.borrowed(job.team, flavor)
+    grown = trial.borrowed(job.team, flavor) - book.borrowed(job.team, flavor)
+    if GPU_SHARE not in grown:
+        return grown
+    # 1.5 borrowed before and 2 after is 0.5 more: one GPU less half a GPU, told as the half
+    milli = grown.amount(NVIDIA_GPU) * GPU_MILLI_PER_GPU + grown.amount(GPU_SHARE)
+    whole, share = divmod(milli, GPU_MILLI_PER_GPU)
+    return Resources(dict(grown) | {NVIDIA_GPU: whole, GPU_SHARE: share})
 
 
 @dataclass(frozen=True)
@@ -194,6 +202,47 @@ def never_fits(
     )
 
 
+def _milli_if_gpu(name: str, amount: int, share: int = 0) -> int:
+    """A GPU amount in thousandths (with ``share`` thousandths more); any other as it is."""
+    return amount * GPU_MILLI_PER_GPU + share if name == NVIDIA_GPU else amount
+
+
+def _over_ceiling_in_gpus(
+    team: TeamName, borrows: bool, flavor: FlavorName, whole: int, share: int, has: int, extra: int
+) -> NeverFits:
+    """``_over_ceiling`` for a job whose GPUs include shares of one: figures in GPUs (3.5),
+    remedies in whole GPUs, rounded up."""
+    asked = gpus_text(whole, share)
+    needed = whole + math.ceil(share / GPU_MILLI_PER_GPU)
+    limit = (
+        f"a guarantee of {has} {NVIDIA_GPU} and a borrow limit of {extra} {NVIDIA_GPU}"
+        if borrows
+        else f"a guarantee of {has} {NVIDIA_GPU} and may not borrow"
+    )
+    return NeverFits(
+        flavor,
+        f"team {team} may use at most {has + extra} {NVIDIA_GPU} of {flavor} ({limit}); the job "
+        f"asks for {asked} {NVIDIA_GPU}",
+        {
+            "flavor": str(flavor),
+            "resource": NVIDIA_GPU,
+            "requested": asked,
+            "guarantee": has,
+            "borrow_limit": extra,
+            "most_the_team_may_use": has + extra,
+        },
+        (
+            f"ask an admin to raise {team}'s borrow limit on {flavor} to "
+            f"{needed - has} {NVIDIA_GPU}"
+            if borrows
+            else f"ask an admin to raise {team}'s guarantee on {flavor} to {needed} "
+            f"{NVIDIA_GPU} or let it borrow",
+            f"reduce the job to {has + extra} {NVIDIA_GPU}",
+        ),
+        "team",
+    )
+
+
 def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFits | None:
     team = book.policy.by_team.get(job.team)
     if team is None:
@@ -201,16 +250,23 @@ def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFit
     quota = team.quota_for(flavor)
     guarantee = quota.guarantee if quota is not None else Resources()
     may_borrow = quota.borrow_limit if quota is not None and team.sharing.borrows else Resources()
-    demand = book.covered(flavor, total_demand(job))
-    if demand.fits_in(guarantee + may_borrow):
-        return None
+    asked_in_all = total_demand(job)
+    demand = book.covered(flavor, asked_in_all)
+    share = asked_in_all.amount(GPU_SHARE) if NVIDIA_GPU in book.terms(flavor).column else 0
+    most = guarantee + may_borrow
     over = [
         name
-        for name in accelerators_first(demand)
-        if demand.amount(name) > (guarantee + may_borrow).amount(name)
+        for name in accelerators_first({*demand, *([NVIDIA_GPU] if share else [])})
+        if _milli_if_gpu(name, demand.amount(name), share) > _milli_if_gpu(name, most.amount(name))
     ]
+    if not over:
+        return None
     name = over[0]
     asked, has, extra = demand.amount(name), guarantee.amount(name), may_borrow.amount(name)
+    if name == NVIDIA_GPU and share:  # shares of a GPU count as their parts of one
+        return _over_ceiling_in_gpus(
+            team.name, team.sharing.borrows, flavor, asked, share, has, extra
+        )
     ceiling = readable_amount(name, has + extra)
     limit = (
         f"a guarantee of {readable_amount(name, has)} and a borrow limit of "

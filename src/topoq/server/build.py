@@ -135,6 +135,7 @@ def build_server(settings: ServerSettings) -> Server:
             topology,
             namespace_pattern=settings.namespace_pattern,
             clock=time.time,
+            executor=executor.capabilities,
         ).take
     loop = ControllerLoop(
         controller,

@@ -78,7 +78,8 @@ function totals(domain) {
     d.children.forEach(walk);
   };
   walk(domain);
-  return { gpus, used, count };
+  // shares of a GPU are thousandths: summing them as floats must not show 0.30000000000000004
+  return { gpus, used: Math.round(used * 1000) / 1000, count };
 }
 
 function drawDomain(domain, levels, depth, refresh) {

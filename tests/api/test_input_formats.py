@@ -27,7 +27,8 @@ def job_with_requests(requests: dict[str, Any]) -> dict[str, Any]:
 @pytest.mark.parametrize(
     ("requests", "words"),
     [
-        ({"nvidia.com/gpu": 0.5}, "must be a whole number"),
+        ({"nvidia.com/gpu": 0.5}, "no node of the cluster is open to GPU shares"),
+        ({"nvidia.com/gpu": 1.5}, "neither whole GPUs nor a share of one GPU"),
         ({"nvidia.com/gpu": 8, "cpu": "9" * 5000}, "longer than 64 characters"),
         ({"nvidia.com/gpu": 8, "memory": "1e999999999"}, "exponent beyond"),
         ({"nvidia.com/gpu": 8, "pods": "1.5"}, "must be a whole number"),

@@ -53,6 +53,11 @@ def job(name: str, pods: int, gpus: str | int, team: str = TEAM) -> dict[str, ob
     return submission(name, team, pods, {"nvidia.com/gpu": gpus, "cpu": 2})
 
 
+def submit_in_process(api: Api, body: dict[str, object]) -> httpx.Response:
+    """``POST /jobs`` of ``body`` as a member of nlp, to the in-process API."""
+    return api.client.post("/api/v1/jobs", json=body, headers=api.headers("member"))
+
+
 def start(data_dir: Path) -> Any:
     files = data_dir.parent
     (files / "cluster.yaml").write_text(CLUSTER)
@@ -184,9 +189,7 @@ def test_an_ask_that_is_not_whole_gpus_or_a_share_of_one_is_a_422_that_says_what
 
 
 def test_a_share_on_a_cluster_with_no_node_open_to_shares_is_refused(api: Api) -> None:
-    refused = api.client.post(
-        "/api/v1/jobs", json=job("share", 1, "0.5"), headers=api.headers("member")
-    )
+    refused = submit_in_process(api, job("share", 1, "0.5"))
     assert refused.status_code == 422, refused.text
     detail = refused.json()["detail"]
     assert "no node of the cluster is open to GPU shares" in detail["message"]
@@ -221,17 +224,13 @@ def test_a_share_is_refused_where_the_executor_cannot_give_a_pod_part_of_a_gpu(a
     ]
     api.store.save_nodes(opened, actor="test", now=1)
     api.service.executor = SLURM_CAPABILITIES
-    refused = api.client.post(
-        "/api/v1/jobs", json=job("share", 1, "0.5"), headers=api.headers("member")
-    )
+    refused = submit_in_process(api, job("share", 1, "0.5"))
     assert refused.status_code == 422, refused.text
     detail = refused.json()["detail"]
     assert "the slurm executor cannot give a pod part of a GPU" in detail["message"]
     assert "--executor local" in detail["hint"]
-    whole = api.client.post("/api/v1/jobs", json=job("whole", 1, 1), headers=api.headers("member"))
+    whole = submit_in_process(api, job("whole", 1, 1))
     assert whole.status_code == 201, whole.text
     api.service.executor = LOCAL_CAPABILITIES
-    allowed = api.client.post(
-        "/api/v1/jobs", json=job("share", 1, "0.5"), headers=api.headers("member")
-    )
+    allowed = submit_in_process(api, job("share", 1, "0.5"))
     assert allowed.status_code == 201, allowed.text

@@ -156,8 +156,7 @@ class _GpuColumns:
 
 def _in_gpus(milli: IntArray) -> int | float:
     """Thousandths of GPUs, summed, as GPUs (``gpu_number``)."""
-    total = int(milli.sum())
-    return total // GPU_MILLI_PER_GPU if total % GPU_MILLI_PER_GPU == 0 else total / 1000
+    return gpu_number(int(milli.sum()) / GPU_MILLI_PER_GPU)
 
 
 def _domains(

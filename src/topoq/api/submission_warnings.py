@@ -7,9 +7,9 @@ that is refused (``refuse_unshareable``)."""
 from __future__ import annotations
 
 from topoq.domain.errors import InvalidInputError
-from topoq.domain.gpu_share import GPU_SHARE, gpus_text
 from topoq.domain.workload import WorkloadSpec
 from topoq.engine.ports import ExecutorCapabilities
+from topoq.executors.environment import refuse_gpu_shares
 from topoq.executors.registry import PLUGINS
 
 MAX_SHOWN_IMAGE_CHARS = 200
@@ -37,13 +37,9 @@ def refuse_unshareable(workload: WorkloadSpec, executor: ExecutorCapabilities | 
     pod part of a device (it would be admitted, then fail at every start)."""
     if executor is None or executor.shares_gpus:
         return
-    for pod_set in workload.pod_sets:
-        share = pod_set.requests.amount(GPU_SHARE)
-        if share:
-            sharers = sorted(n for n, found in PLUGINS.items() if found.capabilities.shares_gpus)
-            raise InvalidInputError(
-                f"pod set {pod_set.name!r} asks for {gpus_text(0, share)} of a GPU per pod, "
-                f"and the {executor.name} executor cannot give a pod part of a GPU",
-                hint="ask for whole GPUs (nvidia.com/gpu: 1), or run shares on a server "
-                f"started with --executor {' or '.join(sharers)}",
-            )
+    sharers = sorted(n for n, found in PLUGINS.items() if found.capabilities.shares_gpus)
+    hint = (
+        "ask for whole GPUs (nvidia.com/gpu: 1), or run shares on a server started with "
+        f"--executor {' or '.join(sharers)}"
+    )
+    refuse_gpu_shares(workload, executor, error=InvalidInputError, hint=hint)

@@ -207,42 +207,6 @@ def _milli_if_gpu(name: str, amount: int, share: int = 0) -> int:
     return amount * GPU_MILLI_PER_GPU + share if name == NVIDIA_GPU else amount
 
 
-def _over_ceiling_in_gpus(
-    team: TeamName, borrows: bool, flavor: FlavorName, whole: int, share: int, has: int, extra: int
-) -> NeverFits:
-    """``_over_ceiling`` for a job whose GPUs include shares of one: figures in GPUs (3.5),
-    remedies in whole GPUs, rounded up."""
-    asked = gpus_text(whole, share)
-    needed = whole + math.ceil(share / GPU_MILLI_PER_GPU)
-    limit = (
-        f"a guarantee of {has} {NVIDIA_GPU} and a borrow limit of {extra} {NVIDIA_GPU}"
-        if borrows
-        else f"a guarantee of {has} {NVIDIA_GPU} and may not borrow"
-    )
-    return NeverFits(
-        flavor,
-        f"team {team} may use at most {has + extra} {NVIDIA_GPU} of {flavor} ({limit}); the job "
-        f"asks for {asked} {NVIDIA_GPU}",
-        {
-            "flavor": str(flavor),
-            "resource": NVIDIA_GPU,
-            "requested": asked,
-            "guarantee": has,
-            "borrow_limit": extra,
-            "most_the_team_may_use": has + extra,
-        },
-        (
-            f"ask an admin to raise {team}'s borrow limit on {flavor} to "
-            f"{needed - has} {NVIDIA_GPU}"
-            if borrows
-            else f"ask an admin to raise {team}'s guarantee on {flavor} to {needed} "
-            f"{NVIDIA_GPU} or let it borrow",
-            f"reduce the job to {has + extra} {NVIDIA_GPU}",
-        ),
-        "team",
-    )
-
-
 def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFits | None:
     team = book.policy.by_team.get(job.team)
     if team is None:
@@ -263,10 +227,14 @@ def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFit
         return None
     name = over[0]
     asked, has, extra = demand.amount(name), guarantee.amount(name), may_borrow.amount(name)
-    if name == NVIDIA_GPU and share:  # shares of a GPU count as their parts of one
-        return _over_ceiling_in_gpus(
-            team.name, team.sharing.borrows, flavor, asked, share, has, extra
-        )
+    requested: int | str = asked
+    needed = asked  # what a remedy asks for, whole
+    if name == NVIDIA_GPU and share:  # shares count as their parts of one GPU: told as 3.5
+        requested = gpus_text(asked, share)
+        needed = asked + math.ceil(share / GPU_MILLI_PER_GPU)
+    asked_text = (
+        f"{requested} {name}" if isinstance(requested, str) else readable_amount(name, asked)
+    )
     ceiling = readable_amount(name, has + extra)
     limit = (
         f"a guarantee of {readable_amount(name, has)} and a borrow limit of "
@@ -277,21 +245,21 @@ def _over_ceiling(book: QuotaBook, job: JobView, flavor: FlavorName) -> NeverFit
     return NeverFits(
         flavor,
         f"team {team.name} may use at most {ceiling} of {flavor} ({limit}); the job asks for "
-        f"{readable_amount(name, asked)}",
+        f"{asked_text}",
         {
             "flavor": str(flavor),
             "resource": name,
-            "requested": asked,
+            "requested": requested,
             "guarantee": has,
             "borrow_limit": extra,
             "most_the_team_may_use": has + extra,
         },
         (
             f"ask an admin to raise {team.name}'s borrow limit on {flavor} to "
-            f"{readable_amount(name, asked - has)}"
+            f"{readable_amount(name, needed - has)}"
             if team.sharing.borrows
             else f"ask an admin to raise {team.name}'s guarantee on {flavor} to "
-            f"{readable_amount(name, asked)} or let it borrow",
+            f"{readable_amount(name, needed)} or let it borrow",
             f"reduce the job to {readable_amount(name, has + extra)}",
         ),
         "team",

@@ -15,6 +15,7 @@ entirely free devices. What anything holds in GPUs is always its ``nvidia.com/gp
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 
 from topoq.domain.errors import InvalidInputError, InvalidRequestError
@@ -51,10 +52,9 @@ def is_derived_gpu_resource(name: str) -> bool:
     return name == GPU_SHARE or is_device_resource(name)
 
 
-def opens_gpus_to_shares(labels: object) -> bool:
+def opens_gpus_to_shares(labels: Mapping[str, str]) -> bool:
     """Whether a node's labels open its GPUs to shares."""
-    get = getattr(labels, "get", None)
-    return get is not None and str(get(GPU_SHARING_LABEL, "")).lower() == "true"
+    return labels.get(GPU_SHARING_LABEL, "").lower() == "true"
 
 
 def per_pod_gpu_ask(text: str | int | float, where: str) -> tuple[str, int]:
@@ -113,11 +113,6 @@ def gpus_held(resources: Resources) -> float:
 def gpu_number(gpus: float) -> int | float:
     """GPUs as a whole number when they are whole (8, not 8.0), else as they are (1.5)."""
     return int(gpus) if float(gpus).is_integer() else gpus
-
-
-def held_text(resources: Resources) -> str:
-    """``gpus_held`` as a readable number (``gpus_text``)."""
-    return gpus_text(resources.amount(NVIDIA_GPU), resources.amount(GPU_SHARE))
 
 
 def gpus_text(gpus: int, milli: int = 0) -> str:

@@ -24,7 +24,6 @@ from topoq.domain.governance import TeamName
 from topoq.domain.gpu_share import GPU_MILLI_PER_GPU, GPU_SHARE, gpus_held
 from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
-from topoq.domain.resources import Resources
 from topoq.engine.controller import StepReport
 
 SPAN_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512)
@@ -167,11 +166,7 @@ def _quota_gpus(book: QuotaBook, team: TeamName) -> dict[str, float]:
     """The team's GPUs guaranteed, borrowed and lent, a share of a GPU as its part of one."""
     totals = {"guarantee": 0.0, "borrowed": 0.0, "lent": 0.0}
     for flavor in book.capacity:
-        totals["guarantee"] += _gpus(book.guarantee(team, flavor))
-        totals["borrowed"] += _gpus(book.borrowed(team, flavor))
-        totals["lent"] += _gpus(book.lent(team, flavor))
+        totals["guarantee"] += gpus_held(book.guarantee(team, flavor))
+        totals["borrowed"] += gpus_held(book.borrowed(team, flavor))
+        totals["lent"] += gpus_held(book.lent(team, flavor))
     return totals
-
-
-def _gpus(resources: Resources) -> float:
-    return gpus_held(resources)

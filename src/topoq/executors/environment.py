@@ -30,7 +30,7 @@ from topoq.domain.job import Allocation
 from topoq.domain.placement import DomainAssignment
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.workload import WorkloadSpec
-from topoq.engine.ports import ExecutorStartFailed
+from topoq.engine.ports import ExecutorCapabilities, ExecutorStartFailed
 
 LOCAL_MASTER_ADDR = "127.0.0.1"
 """Every virtual node is this machine, so the rendezvous address is the loopback."""
@@ -67,17 +67,26 @@ class _Slot:
     gpu_milli: int
 
 
-def refuse_gpu_shares(workload: WorkloadSpec, engine: str) -> None:
-    """Raise ``ExecutorStartFailed`` when a pod asks for a share of a GPU: ``engine`` cannot
-    confine a pod to part of a device (the local executor hands it the device it was packed
-    on; docs/gpu-sharing.md)."""
-    shared = [ps.name for ps in workload.pod_sets if ps.requests.amount(GPU_SHARE)]
-    if shared:
-        raise ExecutorStartFailed(
-            f"pod set {shared[0]!r} asks for a share of a GPU, which the {engine} executor "
-            "cannot give a pod",
-            hint="ask for whole GPUs on this engine, or run shares with the local executor",
-        )
+def refuse_gpu_shares(
+    workload: WorkloadSpec,
+    executor: ExecutorCapabilities,
+    *,
+    error: type[InvalidInputError] = ExecutorStartFailed,
+    hint: str = "ask for whole GPUs on this engine, or run shares with the local executor",
+) -> None:
+    """Raise ``error`` when a pod asks for a share of a GPU and ``executor`` cannot confine a
+    pod to part of a device (``shares_gpus``; the local executor hands it the device it was
+    packed on, docs/gpu-sharing.md): at an executor's start, or at submission."""
+    if executor.shares_gpus:
+        return
+    for pod_set in workload.pod_sets:
+        share = pod_set.requests.amount(GPU_SHARE)
+        if share:
+            raise error(
+                f"pod set {pod_set.name!r} asks for a share of a GPU ({gpus_text(0, share)} per "
+                f"pod), and the {executor.name} executor cannot give a pod part of a GPU",
+                hint=hint,
+            )
 
 
 def plan_pods(workload: WorkloadSpec, allocation: Allocation) -> tuple[PodPlan, ...]:

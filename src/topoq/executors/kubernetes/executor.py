@@ -222,7 +222,7 @@ class KubernetesExecutor:
 
     # --- the protocol -----------------------------------------------------------------
     def start(self, launch: GangLaunch) -> None:
-        refuse_gpu_shares(launch.job.workload, "Kubernetes")
+        refuse_gpu_shares(launch.job.workload, self.capabilities)
         source = launch.job.source
         if source is not None and source.kind == "Job":
             self._start_cluster_job(launch)

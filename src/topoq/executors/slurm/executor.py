@@ -150,7 +150,7 @@ class SlurmExecutor:
         """Submit the gang as one Slurm job pinned to its nodes (a running attempt of the same
         job is cancelled first). STARTED comes through ``poll`` once Slurm runs it."""
         job, team = launch.job.id, str(launch.job.team)
-        refuse_gpu_shares(launch.job.workload, "Slurm")
+        refuse_gpu_shares(launch.job.workload, self.capabilities)
         with self._lock:
             self.cancel(job)
             plans = plan_pods(launch.job.workload, launch.allocation)

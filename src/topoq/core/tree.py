@@ -23,6 +23,7 @@ from topoq.domain.gpu_share import (
     GPU_SHARE,
     MAX_DEVICES_PER_NODE,
     device_resource,
+    is_device_resource,
     opens_gpus_to_shares,
 )
 from topoq.domain.node import NodeSpec
@@ -100,7 +101,7 @@ class TopologyTree:
         self.resource_column = {name: column for column, name in enumerate(self.resource_names)}
         self.capacity: IntArray = self.resource_matrix(offered)
         self.capacity.setflags(write=False)
-        devices = sum(1 for name in names if name.startswith(_DEVICE_PREFIX_OF_TREE))
+        devices = sum(1 for name in names if is_device_resource(name))
         self.device_columns: IntArray = np.asarray(
             [self.resource_column[device_resource(index)] for index in range(devices)],
             dtype=np.int64,
@@ -170,14 +171,11 @@ class TopologyTree:
             self._memo.pop(order.pop(0), None)
 
 
-_DEVICE_PREFIX_OF_TREE = device_resource(0)[:-1]
-
-
 def _capacity_of(node: NodeSpec, leaves_are_nodes: bool) -> Resources:
     """What the scheduler places against on ``node``: its allocatable and, on a node open to
     GPU shares (in a topology whose leaves are nodes: devices are kept per node), each
-    device's share (``topoq.io/gpu-device-<i>``, a whole GPU each) and their sum
-    (``topoq.io/gpu-milli``). docs/gpu-sharing.md."""
+    device's share (``topoq.io/gpu-device-<i>``, a whole GPU each) and ``topoq.io/gpu-milli``
+    (1,000 per GPU, taken by shares only). docs/gpu-sharing.md."""
     gpus = node.allocatable.amount(NVIDIA_GPU)
     if not (leaves_are_nodes and 0 < gpus <= MAX_DEVICES_PER_NODE):
         return node.allocatable

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topoq.core.cycle import Snapshot, schedule
+from topoq.core.cycle import JobsByPhase, Snapshot, schedule
 from topoq.core.dependencies import (
     absent_upstream,
     dependency_cycle,
@@ -127,6 +127,9 @@ def test_absent_upstream_names_only_ids_pending_jobs_need_from_outside() -> None
     ]
     assert absent_upstream(jobs) == {"old", "older"}
     assert absent_upstream([running]) == frozenset()
+    # sorted out by the shell already (the controller's step): the same ids
+    assert absent_upstream(jobs, JobsByPhase(jobs).dependents) == {"old", "older"}
+    assert absent_upstream(jobs, ()) == frozenset()
 
 
 @pytest.mark.parametrize(

@@ -61,3 +61,8 @@ def test_the_next_change_is_the_earliest_limit_or_guard_expiry() -> None:
     assert next_time_rule_change(jobs, 100, guarded) == 650  # the limit is due, not after
     assert next_time_rule_change(jobs, 700, guarded) is None
     assert next_time_rule_change(jobs, 10, CLASSES) == 100  # no guard
+    # a job requeued at 300 waits again from then: its guard passes at 900, not at 650
+    requeued = advance(running(job("q", "a", at=50), at=60), JobPhase.PENDING, now=300, cause="x")
+    assert requeued.entered_queue_at == 300
+    assert next_time_rule_change([requeued], 100, guarded) == 900
+    assert next_time_rule_change([requeued, *jobs], 660, guarded) == 900

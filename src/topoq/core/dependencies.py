@@ -35,10 +35,18 @@ class DependencyState:
     """Pending jobs not to consider this cycle (cancelled or waiting)."""
 
 
-def absent_upstream(jobs: Collection[JobView]) -> frozenset[JobId]:
+def absent_upstream(
+    jobs: Collection[JobView], dependents: Collection[JobView] | None = None
+) -> frozenset[JobId]:
     """The ids that pending jobs among ``jobs`` depend on and that are not among ``jobs``:
-    what a shell holding only unfinished jobs looks up for ``upstream_phases``."""
-    pending = [job for job in jobs if job.phase is JobPhase.PENDING and job.spec.dependencies]
+    what a shell holding only unfinished jobs looks up for ``upstream_phases``.
+    ``dependents``: those pending jobs of ``jobs`` that depend on others, when the caller
+    sorted them out already (``JobsByPhase.dependents``)."""
+    pending = (
+        [job for job in jobs if job.phase is JobPhase.PENDING and job.spec.dependencies]
+        if dependents is None
+        else dependents
+    )
     if not pending:
         return frozenset()
     present = {job.id for job in jobs}

@@ -8,17 +8,14 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from topoq.core.time_limits import next_time_limit
+from topoq.core.time_limits import time_limit_of
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobPhase, JobView
 
 
 def waiting_since(job: JobView) -> float:
     """When the job last entered the queue: its last move to PENDING, else its submission."""
-    for change in reversed(job.history):
-        if change.phase is JobPhase.PENDING:
-            return change.at_s
-    return job.spec.submitted_at
+    return job.entered_queue_at
 
 
 def is_starving(policy: ClusterPolicy, job: JobView, now: float) -> bool:
@@ -31,14 +28,24 @@ def next_time_rule_change(
 ) -> float | None:
     """The earliest instant after ``now`` at which a rule that time enters changes an answer:
     a running job reaches its time limit, or a waiting job passes the starvation guard. Until
-    then a cycle on unchanged inputs decides what the last one did."""
-    jobs = tuple(jobs)
-    instants = [next_time_limit(jobs, now, policy)]
+    then a cycle on unchanged inputs decides what the last one did. One pass over ``jobs``
+    (the shells ask it of every job after a step that changed none)."""
     guard = policy.starvation_guard_s
-    if guard > 0:
-        instants += [
-            waiting_since(job) + guard
-            for job in jobs
-            if job.phase is JobPhase.PENDING and waiting_since(job) + guard > now
-        ]
-    return min((at for at in instants if at is not None), default=None)
+    pending, running = JobPhase.PENDING, JobPhase.RUNNING
+    earliest: float | None = None
+    for job in jobs:
+        phase = job.phase
+        if phase is pending:
+            if guard <= 0:
+                continue
+            at = job.entered_queue_at + guard
+        elif phase is running and job.started_at is not None:
+            limit = time_limit_of(policy, job)
+            if limit is None:
+                continue
+            at = job.started_at + limit
+        else:
+            continue
+        if at > now and (earliest is None or at < earliest):
+            earliest = at
+    return earliest

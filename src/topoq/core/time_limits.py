@@ -69,16 +69,3 @@ def time_limit_cause(limit_s: float) -> str:
         f"{FailureReason.TIME_LIMIT_REACHED.value}: ran past its time limit of "
         f"{format_duration(limit_s)}; stopped"
     )
-
-
-def next_time_limit(jobs: Iterable[JobView], now: float, policy: ClusterPolicy) -> float | None:
-    """The earliest instant after ``now`` at which a running job reaches its time limit."""
-    ends = [
-        job.started_at + limit
-        for job in jobs
-        if job.phase is JobPhase.RUNNING
-        and job.started_at is not None
-        and (limit := time_limit_of(policy, job)) is not None
-        and job.started_at + limit > now
-    ]
-    return min(ends, default=None)

@@ -236,6 +236,15 @@ class JobView:
     def team(self) -> TeamName:
         return self.spec.team
 
+    @cached_property
+    def entered_queue_at(self) -> float:
+        """When the job last entered the queue: its last move to PENDING, else its
+        submission (cached: the starvation guard asks it of every waiting job every step)."""
+        for change in reversed(self.history):
+            if change.phase is JobPhase.PENDING:
+                return change.at_s
+        return self.spec.submitted_at
+
     @property
     def attempt(self) -> int:
         """How many times the job has been admitted: the number of its current (or last)

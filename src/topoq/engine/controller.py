@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from topoq.core.cycle import Parking, Snapshot, schedule_with_parking
+from topoq.core.cycle import JobsByPhase, Parking, Snapshot, schedule_with_parking
 from topoq.core.fair_share import (
     TeamUsage,
     held_fractions,
@@ -218,7 +218,8 @@ class Controller:
         now = self.clock()
         jobs = self.store.jobs()
         policy = self.store.policy() or ClusterPolicy()
-        jobs, holders = self._reconcile_jobs(jobs, now, policy, report)
+        jobs, sorted_out = self._reconcile_jobs(jobs, now, policy, report)
+        holders = sorted_out.holding
         tree = self.trees.tree(nodes)
         inputs = _CycleInputs(tree, jobs, policy)
         usage = self._usage_now(now, policy)
@@ -238,7 +239,8 @@ class Controller:
             if self.metrics is not None:
                 self.metrics.observe_step(report, time.perf_counter() - began, jobs)
             return report
-        upstream = upstream_phases(self.store, jobs.values())  # finished jobs depended on
+        # finished jobs depended on
+        upstream = upstream_phases(self.store, jobs.values(), sorted_out.dependents)
         snapshot = Snapshot(
             now,
             tree,
@@ -246,6 +248,7 @@ class Controller:
             policy,
             upstream_phases=upstream,
             fair_share_usage=shares_of(usage),
+            by_phase=sorted_out,  # the very jobs above, sorted out once for the whole step
         )
         parking, self._parking = self._parking, None  # kept again once the cycle is stored
         result, parking = schedule_with_parking(snapshot, parking)
@@ -278,20 +281,20 @@ class Controller:
 
     def _reconcile_jobs(
         self, jobs: dict[JobId, JobView], now: float, policy: ClusterPolicy, report: StepReport
-    ) -> tuple[dict[JobId, JobView], dict[JobId, JobView]]:
+    ) -> tuple[dict[JobId, JobView], JobsByPhase]:
         """Bring the store and the executor in line before the cycle: fail the jobs past
         their time limit, stop the pods of gangs no longer booked, stop or kill victims. The
-        unfinished jobs and those among them that hold capacity, read again when this
-        changed any."""
-        holders = holding(jobs)
-        if self._fail_overdue(holders, now, policy, report):
+        unfinished jobs, read again when this changed any, sorted out by phase (in one pass:
+        the holders are what this looks at, and the cycle takes the rest as they are)."""
+        sorted_out = JobsByPhase(jobs.values())
+        if self._fail_overdue(sorted_out.holding, now, policy, report):
             jobs = self.store.jobs()
-            holders = holding(jobs)
-        self._stop_unbooked(holders, report)
-        if self._stop_victims(holders, policy.preemption_grace_s, now, report):
+            sorted_out = JobsByPhase(jobs.values())
+        self._stop_unbooked(sorted_out.holding, report)
+        if self._stop_victims(sorted_out.holding, policy.preemption_grace_s, now, report):
             jobs = self.store.jobs()  # a victim past its grace period was requeued
-            holders = holding(jobs)
-        return jobs, holders
+            sorted_out = JobsByPhase(jobs.values())
+        return jobs, sorted_out
 
     def _remember_cycle(
         self,

@@ -17,8 +17,11 @@ from topoq.domain.job import JobId, JobPhase, JobView
 from topoq.engine.ports import Store
 
 
-def upstream_phases(store: Store, jobs: Collection[JobView]) -> dict[JobId, JobPhase]:
+def upstream_phases(
+    store: Store, jobs: Collection[JobView], dependents: Collection[JobView] | None = None
+) -> dict[JobId, JobPhase]:
     """The phase of each job that a pending job among ``jobs`` depends on and that is not
-    among ``jobs``; no query when there is none."""
-    wanted = absent_upstream(jobs)
+    among ``jobs``; no query when there is none. ``dependents``: the pending jobs of ``jobs``
+    that depend on others, when the caller sorted them out already."""
+    wanted = absent_upstream(jobs, dependents)
     return store.phases_of(wanted) if wanted else {}

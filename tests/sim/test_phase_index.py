@@ -9,13 +9,15 @@ from collections.abc import Iterable
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.sim.conftest import SCENARIOS
 from topoq.core.cycle import Parking, Snapshot, schedule
 from topoq.core.cycle.by_phase import JobsByPhase, PhaseIndex
 from topoq.core.tree import build_tree
 from topoq.domain.decisions import CycleResult
-from topoq.domain.job import JobPhase
+from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobView
 from topoq.sim import engine
 from topoq.sim.scenario import load_scenario
 from topoq.testing.governance import job
@@ -100,3 +102,37 @@ def test_a_cycle_leaves_the_jobs_it_is_handed_as_they_were() -> None:
     assert first.admissions
     assert snapshot.by_phase is not None and not snapshot.by_phase.holding
     assert schedule(snapshot) == first
+
+
+_PHASES = (JobPhase.PENDING, JobPhase.ADMITTED, JobPhase.RUNNING, JobPhase.PREEMPTING)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.integers(0, 11), st.sampled_from(_PHASES), st.booleans(), st.booleans()),
+            max_size=8,
+        ),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(st.integers(0, 11), max_size=12),
+)
+def test_an_index_synced_with_each_read_sorts_out_what_a_pass_over_the_read_would(
+    reads: list[list[tuple[int, JobPhase, bool, bool]]], dropped: list[int]
+) -> None:
+    """The controller's step: each read of the store's unfinished jobs (some views new, some
+    the very ones read before, some jobs gone) is sorted out by the index brought up to date
+    by identity (``PhaseIndex.synced``) as a pass over the read sorts it out."""
+    index = PhaseIndex()
+    jobs: dict[JobId, JobView] = {}
+    on_up = (Dependency(DependencyKind.AFTER_OK, JobId("up")),)
+    for step, changes in enumerate(reads):
+        for number, phase, held, depends in changes:
+            view = job(f"j{number}", "team", 1, depends=on_up if depends else ())
+            jobs[view.id] = replace(view, phase=phase, held=held and phase is JobPhase.PENDING)
+        if step < len(dropped):
+            jobs.pop(JobId(f"j{dropped[step]}"), None)  # finished: no longer read
+        read = dict(jobs)
+        assert _alike(index.synced(read), JobsByPhase(read.values()))

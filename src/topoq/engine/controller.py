@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
 
-from topoq.core.cycle import JobsByPhase, Parking, Snapshot, schedule_with_parking
+from topoq.core.cycle import JobsByPhase, Parking, PhaseIndex, Snapshot, schedule_with_parking
 from topoq.core.fair_share import (
     TeamUsage,
     held_fractions,
@@ -199,6 +199,9 @@ class Controller:
         self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
         self._reported_nodes: dict[NodeName, NodeSpec] = {}
         """The executor's last report of the cluster's nodes (``_take_inventory``)."""
+        self._phases = PhaseIndex()
+        """The unfinished jobs of the last read, sorted out by phase: each step's read brings
+        it up to date by the views that changed (``PhaseIndex.synced``)."""
         self._parking: Parking | None = None
         """What the last committed cycle parked, handed to the next cycle (None at the start
         and after a step that failed or raced another writer: the next cycle starts afresh)."""
@@ -286,14 +289,14 @@ class Controller:
         their time limit, stop the pods of gangs no longer booked, stop or kill victims. The
         unfinished jobs, read again when this changed any, sorted out by phase (in one pass:
         the holders are what this looks at, and the cycle takes the rest as they are)."""
-        sorted_out = JobsByPhase(jobs.values())
+        sorted_out = self._phases.synced(jobs)
         if self._fail_overdue(sorted_out.holding, now, policy, report):
             jobs = self.store.jobs()
-            sorted_out = JobsByPhase(jobs.values())
+            sorted_out = self._phases.synced(jobs)
         self._stop_unbooked(sorted_out.holding, report)
         if self._stop_victims(sorted_out.holding, policy.preemption_grace_s, now, report):
             jobs = self.store.jobs()  # a victim past its grace period was requeued
-            sorted_out = JobsByPhase(jobs.values())
+            sorted_out = self._phases.synced(jobs)
         return jobs, sorted_out
 
     def _remember_cycle(

@@ -10,7 +10,7 @@
 - ``queue``: the order the next cycle would take the waiting jobs in (``queue_order``).
 """
 
-from topoq.core.cycle.by_phase import JobsByPhase
+from topoq.core.cycle.by_phase import JobsByPhase, PhaseIndex
 from topoq.core.cycle.parking import Parking, schedule_with_parking
 from topoq.core.cycle.queue import queue_order
 from topoq.core.cycle.run import schedule, schedule_until
@@ -19,6 +19,7 @@ from topoq.core.cycle.snapshot import PlacementMode, Snapshot
 __all__ = [
     "JobsByPhase",
     "Parking",
+    "PhaseIndex",
     "PlacementMode",
     "Snapshot",
     "queue_order",

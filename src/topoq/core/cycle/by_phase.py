@@ -4,6 +4,7 @@ them (``PhaseIndex``) so that a cycle over a long queue need not sort out every 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from itertools import compress
 from types import MappingProxyType
 
 from topoq.domain.job import HOLDING_PHASES, JobId, JobPhase, JobView
@@ -64,11 +65,32 @@ class PhaseIndex:
     (``Snapshot.by_phase``), so a cycle over a long queue costs what changed. A stored job
     goes where :class:`JobsByPhase` sorts it (one rule)."""
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_parts", "_synced")
 
     def __init__(self) -> None:
         self._parts: tuple[dict[JobId, JobView], ...] = tuple({} for _ in range(5))
         """Holding, ready, held, dependents, preempting (``JobsByPhase``'s parts), by id."""
+        self._synced: tuple[dict[JobId, JobView], frozenset[int]] = ({}, frozenset())
+        """The jobs of the last ``synced`` and the ``id``s of those very views (the dict
+        keeps them alive, so the ids stay theirs)."""
+
+    def synced(self, jobs: Mapping[JobId, JobView]) -> JobsByPhase:
+        """``JobsByPhase`` of ``jobs`` — a shell's read of all its unfinished jobs — with the
+        index brought up to date from the last read: a view never changes, so only views not
+        read last time are stored and only ids no longer read are forgotten, both found by
+        set operations in C. A read that changed a few jobs costs those, not a sort of every
+        job (the controller's step)."""
+        before, before_ids = self._synced
+        views = jobs.values()
+        ids = frozenset(map(id, views))
+        for gone in before.keys() - jobs.keys():
+            self.forget(gone)
+        came = ids - before_ids
+        if came:
+            for job in compress(views, map(came.__contains__, map(id, views))):
+                self.store(job)
+        self._synced = (dict(jobs), ids)
+        return self.sorted_out()
 
     def store(self, job: JobView) -> None:
         """``job`` as it is now (a finished job leaves the index)."""

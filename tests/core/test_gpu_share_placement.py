@@ -113,6 +113,33 @@ def test_a_share_no_single_device_holds_does_not_fit_and_says_why() -> None:
     assert diagnosis.excluded_nodes == {f"too_little_free_{GPU_SHARE}": 1}
 
 
+@pytest.mark.parametrize(
+    ("asked", "also"),
+    [({}, ""), ({"example.com/fpga": 1}, "; no node offers example.com/fpga either")],
+)
+def test_a_share_where_no_node_is_open_to_shares_is_explained_in_the_users_terms(
+    asked: dict[str, int], also: str
+) -> None:
+    """What ``topoq place``, ``explain`` and the simulator show: the share as the user asked it
+    (part of ``nvidia.com/gpu``), and how to open nodes, not the resource it is kept as."""
+    _, ledger = tree_and_ledger(*cluster([1, 2], resources=node_resources(2)))  # none open
+    asking = workload(pod_set("s", 2, {GPU_SHARE: 250, "cpu": 1, **asked}), name="a")
+    refused, _ = place_workload(ledger, asking)
+    diagnosis = refused.pod_sets[0].diagnosis
+    assert diagnosis is not None
+    assert diagnosis.message == (
+        "each pod of 's' asks for a share of one GPU (0.25 nvidia.com/gpu) and no node of "
+        "the topology is open to GPU shares" + also
+    )
+    assert diagnosis.relaxations == (
+        "ask for whole GPUs (nvidia.com/gpu: 1)",
+        'label GPU nodes topoq.io/gpu-sharing: "true" to open them to shares',
+    )
+    other = workload(pod_set("f", 1, {"example.com/fpga": 1}), name="f")
+    plain = place_workload(ledger, other)[0].pod_sets[0].diagnosis
+    assert plain is not None and plain.message == "no node of the topology offers example.com/fpga"
+
+
 def test_shares_never_land_on_nodes_not_open_to_them_and_whole_pods_still_do() -> None:
     opened, spec = cluster([1, 1], resources=node_resources(2), labels=SHARING)
     closed = NodeSpec(

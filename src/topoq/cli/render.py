@@ -37,10 +37,7 @@ def _pod_set_document(outcome: PodSetOutcome) -> dict[str, Any]:
         "count": outcome.count,
         "result": "assigned" if diagnosis is None else "unschedulable",
         "reason": None if diagnosis is None else diagnosis.reason.value,
-        "assignment": [
-            {"node": a.node, "domain": dict(a.domain), "count": a.count, "firstRank": a.first_rank}
-            for a in outcome.assignments
-        ],
+        "assignment": [_assignment_document(a) for a in outcome.assignments],
     }
     if diagnosis is None:
         document["span"] = dict(outcome.span)
@@ -49,6 +46,20 @@ def _pod_set_document(outcome: PodSetOutcome) -> dict[str, Any]:
         document["numbers"] = dict(diagnosis.numbers)
         document["excludedNodes"] = dict(diagnosis.excluded_nodes)
         document["relaxations"] = list(diagnosis.relaxations)
+    return document
+
+
+def _assignment_document(assignment: DomainAssignment) -> dict[str, Any]:
+    """One leaf's pods; on a node open to GPU shares, each pod's GPU devices too (as the
+    API's ``gpuDevices``)."""
+    document: dict[str, Any] = {
+        "node": assignment.node,
+        "domain": dict(assignment.domain),
+        "count": assignment.count,
+        "firstRank": assignment.first_rank,
+    }
+    if assignment.gpu_devices:
+        document["gpuDevices"] = [list(devices) for devices in assignment.gpu_devices]
     return document
 
 
@@ -78,6 +89,9 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
     domain_levels = tuple(label for label in levels if label != HOSTNAME_LABEL)
     for label in domain_levels:
         table.add_column(_short(label))
+    devices = any(row.gpu_devices for row in outcome.assignments)
+    if devices:  # nodes open to GPU shares: which device each pod takes, in rank order
+        table.add_column("GPU devices", overflow="fold")
     for rows in _consecutive_by_domain(outcome.assignments, domain_levels):
         first, last = rows[0].first_rank, rows[-1].first_rank + rows[-1].count - 1
         names = [row.node for row in rows if row.node is not None]
@@ -86,8 +100,19 @@ def _print_assigned(console: Console, outcome: PodSetOutcome, levels: tuple[str,
             str(sum(row.count for row in rows)),
             _node_list(names, compress_hostlist) if names else "(pooled)",
             *(rows[0].domain.get(label, "") for label in domain_levels),
+            *((_devices_text(rows),) if devices else ()),
         )
     console.print(table)
+
+
+def _devices_text(rows: list[DomainAssignment]) -> str:
+    """Each pod's GPU devices, in rank order (``-``: any free GPUs of its node)."""
+    pods = [
+        ",".join(map(str, devices)) if row.gpu_devices else "-"
+        for row in rows
+        for devices in (row.gpu_devices or ((),) * row.count)
+    ]
+    return " ".join(pods)
 
 
 def _node_list(names: list[str], compress: Callable[[list[str]], str]) -> str:

@@ -14,7 +14,7 @@ from topoq.core.placement.fit import Room, pods_per_leaf, pods_per_node
 from topoq.core.placement.request import Demand, SearchPlan
 from topoq.core.placement.search import pick_several
 from topoq.core.tree import IntArray, TopologyTree
-from topoq.domain.gpu_share import GPU_SHARE
+from topoq.domain.gpu_share import GPU_SHARE, GPU_SHARING_LABEL, gpus_text
 from topoq.domain.placement import ExclusionCause, PlacementReason, PodSetDiagnosis
 from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.workload import PodSetSpec
@@ -40,20 +40,44 @@ def diagnose(
             ("tolerate the nodes' taints or loosen the node selector/affinity",),
         )
     if demand.missing:
-        missing = ", ".join(demand.missing)
-        return PodSetDiagnosis(
-            PlacementReason.INSUFFICIENT_CAPACITY,
-            f"no node of the topology offers {missing}",
-            {"requested_pods": pod_set.count},
-            excluded,
-            (f"remove the request for {missing} or add nodes that offer it",),
-        )
+        return _missing(pod_set, demand.missing, excluded)
     if room.total < pod_set.count:
         loose_total = int(pods_per_leaf(ledger, demand, eligibility).sum())
         if loose_total >= pod_set.count:
             return _constrained(tree, pod_set, plan, room, excluded, loose_total)
         return _insufficient(pod_set, room, excluded)
     return _unsatisfiable(tree, pod_set, plan, room, excluded)
+
+
+def _missing(
+    pod_set: PodSetSpec, missing: tuple[str, ...], excluded: dict[str, int]
+) -> PodSetDiagnosis:
+    """No node has a resource the pods ask for at all. A share of a GPU is asked as
+    ``nvidia.com/gpu`` and kept as ``topoq.io/gpu-milli``, which only nodes opened to shares
+    offer: that one is said in the user's terms, with how to open nodes."""
+    others = [name for name in missing if name != GPU_SHARE]
+    if len(others) == len(missing):
+        named = ", ".join(missing)
+        return PodSetDiagnosis(
+            PlacementReason.INSUFFICIENT_CAPACITY,
+            f"no node of the topology offers {named}",
+            {"requested_pods": pod_set.count},
+            excluded,
+            (f"remove the request for {named} or add nodes that offer it",),
+        )
+    share = gpus_text(0, pod_set.requests.amount(GPU_SHARE))
+    also = f"; no node offers {', '.join(others)} either" if others else ""
+    return PodSetDiagnosis(
+        PlacementReason.INSUFFICIENT_CAPACITY,
+        f"each pod of {pod_set.name!r} asks for a share of one GPU ({share} {NVIDIA_GPU}) "
+        f"and no node of the topology is open to GPU shares{also}",
+        {"requested_pods": pod_set.count},
+        excluded,
+        (
+            f"ask for whole GPUs ({NVIDIA_GPU}: 1)",
+            f'label GPU nodes {GPU_SHARING_LABEL}: "true" to open them to shares',
+        ),
+    )
 
 
 def _insufficient(pod_set: PodSetSpec, room: Room, excluded: dict[str, int]) -> PodSetDiagnosis:

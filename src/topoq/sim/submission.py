@@ -20,9 +20,9 @@ from topoq.discovery.jobfile import (
 from topoq.domain.durations import duration_s
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
+from topoq.domain.gpu_share import per_pod_gpu_ask
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobSpec
 from topoq.domain.names import check_label_name
-from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
 from topoq.domain.topology import TopologySpec
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
@@ -158,12 +158,31 @@ def _shortcut(fields: Fields, name: str) -> WorkloadSpec:
     pod_set = PodSetSpec(
         name="workers",
         count=count(fields, "pods", 1, most=MAX_PODS),
-        requests=Resources({NVIDIA_GPU: count(fields, "gpus")}),
+        requests=_gpus_per_pod(fields),
         topology=TopologyRequest(
             required=fields.optional_text("required"), preferred=fields.optional_text("preferred")
         ),
     )
     return WorkloadSpec(name, (pod_set,))
+
+
+def _gpus_per_pod(fields: Fields) -> Resources:
+    """``gpus``: whole GPUs per pod (1 or more), or a share of one GPU (``0.5``, ``250m``) as
+    a job file asks it — kept as ``topoq.io/gpu-milli``, packed onto one device of a node
+    open to shares (docs/gpu-sharing.md)."""
+    where = fields.path("gpus")
+    value = fields.required("gpus")
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidInputError(
+            f"expected a number of GPUs, got {value!r:.60}", where=where, hint=_GPUS_HINT
+        )
+    resource, amount = per_pod_gpu_ask(value, where)
+    if amount < 1:
+        raise InvalidInputError(f"is {value}", where=where, hint=_GPUS_HINT)
+    return Resources({resource: amount})
+
+
+_GPUS_HINT = "give whole GPUs per pod (1 or more), or a share of one GPU such as 0.5"
 
 
 def _check_levels(workload: WorkloadSpec, topology: TopologySpec, where: str) -> None:

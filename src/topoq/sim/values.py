@@ -49,14 +49,18 @@ def count(
     least: int = 1,
     most: int | None = None,
 ) -> int:
-    """A whole number of at least ``least`` (and at most ``most``)."""
-    value = fields.integer(key, default)
+    """A whole number of at least ``least`` (and at most ``most``); what is not one is refused
+    with this field's own bounds (not those of any 64-bit number)."""
+    hint = (
+        f"give a whole number of {least} or more"
+        if most is None
+        else f"give a whole number from {least} to {most:,}"
+    )
+    try:
+        value = fields.integer(key, default)
+    except InvalidInputError as error:
+        raise InvalidInputError(error.message, where=error.where, hint=hint) from None
     if value < least or (most is not None and value > most):
-        hint = (
-            f"give a whole number of {least} or more"
-            if most is None
-            else f"give a whole number from {least} to {most:,}"
-        )
         raise InvalidInputError(f"is {value}", where=fields.path(key), hint=hint)
     return value
 

@@ -140,6 +140,19 @@ def test_a_share_where_no_node_is_open_to_shares_is_explained_in_the_users_terms
     assert plain is not None and plain.message == "no node of the topology offers example.com/fpga"
 
 
+def test_shares_short_of_room_are_told_to_open_more_nodes_to_shares_too() -> None:
+    _, ledger = sharing_cluster(nodes=1, gpus=2)  # one open node: 4 halves at most
+    refused, _ = place_workload(ledger, shares("a", 5, 500))
+    diagnosis = refused.pod_sets[0].diagnosis
+    assert diagnosis is not None
+    assert diagnosis.relaxations[-1] == (
+        'label more GPU nodes topoq.io/gpu-sharing: "true" to open them to shares'
+    )
+    whole_refused, _ = place_workload(ledger, whole("w", 3, 1))
+    told = whole_refused.pod_sets[0].diagnosis
+    assert told is not None and not any("gpu-sharing" in r for r in told.relaxations)
+
+
 def test_shares_never_land_on_nodes_not_open_to_them_and_whole_pods_still_do() -> None:
     opened, spec = cluster([1, 1], resources=node_resources(2), labels=SHARING)
     closed = NodeSpec(

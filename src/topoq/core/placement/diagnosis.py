@@ -92,8 +92,15 @@ def _insufficient(pod_set: PodSetSpec, room: Room, excluded: dict[str, int]) -> 
             "short_by": pod_set.count - total,
         },
         excluded,
-        (*relaxations, "wait for running work to finish, or add nodes"),
+        (*relaxations, "wait for running work to finish, or add nodes", *_open_more(pod_set)),
     )
+
+
+def _open_more(pod_set: PodSetSpec) -> tuple[str, ...]:
+    """For pods that ask for a share of a GPU: only nodes open to shares hold them."""
+    if not pod_set.requests.amount(GPU_SHARE):
+        return ()
+    return (f'label more GPU nodes {GPU_SHARING_LABEL}: "true" to open them to shares',)
 
 
 def _constrained(

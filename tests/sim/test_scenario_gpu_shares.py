@@ -59,7 +59,8 @@ def test_a_share_where_no_node_is_open_waits_saying_how_to_open_one(
     ("fields", "said"),
     [
         ({"gpus": 1.5}, "neither whole GPUs nor a share of one GPU"),
-        ({"gpus": 0}, "give whole GPUs per pod (1 or more), or a share of one GPU"),
+        ({"gpus": 0}, "give whole GPUs per pod (1 to 1,000,000), or a share of one GPU"),
+        ({"gpus": 1e30}, "give whole GPUs per pod (1 to 1,000,000)"),
         ({"gpus": True}, "expected a number of GPUs"),
         ({"gpus": 0.5, "pods": 1.5}, "give a whole number from 1 to"),
     ],

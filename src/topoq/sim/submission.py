@@ -177,12 +177,16 @@ def _gpus_per_pod(fields: Fields) -> Resources:
             f"expected a number of GPUs, got {value!r:.60}", where=where, hint=_GPUS_HINT
         )
     resource, amount = per_pod_gpu_ask(value, where)
-    if amount < 1:
+    if amount < 1 or amount > MAX_GPUS_PER_POD:
         raise InvalidInputError(f"is {value}", where=where, hint=_GPUS_HINT)
     return Resources({resource: amount})
 
 
-_GPUS_HINT = "give whole GPUs per pod (1 or more), or a share of one GPU such as 0.5"
+MAX_GPUS_PER_POD = 1_000_000
+"""Whole GPUs one pod of the ``gpus`` shortcut may ask (far above any node's)."""
+_GPUS_HINT = (
+    f"give whole GPUs per pod (1 to {MAX_GPUS_PER_POD:,}), or a share of one GPU such as 0.5"
+)
 
 
 def _check_levels(workload: WorkloadSpec, topology: TopologySpec, where: str) -> None:

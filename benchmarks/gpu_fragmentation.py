@@ -1,7 +1,7 @@
 """GPU fragmentation on Alibaba's openb cluster, by FGD's protocol: random, best fit, FGD and
 topoq's packing, beside the published figures.
 
-    python -m benchmarks.gpu_fragmentation                    # default list, seeds 42-51 (~1 min)
+    python -m benchmarks.gpu_fragmentation                    # default list, seeds 42-51 (~2.5 min)
     python -m benchmarks.gpu_fragmentation --quick            # seeds 42 and 43
     python -m benchmarks.gpu_fragmentation --list gpushare100 --markdown
 
@@ -29,9 +29,12 @@ the cluster's, as FGD's analysis does; the table gives the mean over seeds and t
 - ``FGD`` (our reimplementation): the node where the pod grows the expected fragmentation
   against the typical tasks least (``gpu_devices.fragmentation_growth``), scored as FGD's plugin
   scores it (``fragmentation_points``); a share goes to the device that grows it least.
-- ``topoq``: FGD's score, ties to the tightest node by best fit's measure
-  (``gpu_devices.least_fragmenting``), except for a pod that accepts any GPU model when some
-  typical tasks accept only some (``ties_to_tightest``).
+- ``topoq``: the scheduler's own placement, as a server places a one-pod job
+  (``place_workload`` on the nodes opened to GPU shares, on a ledger that packs by the list's
+  task mix: ``placement.packing``): FGD's score, ties to the tightest node by best fit's
+  measure over the cluster's largest node (``gpu_devices.least_fragmenting``), except for a
+  pod that accepts any GPU model when some typical tasks accept only some
+  (``ties_to_tightest``).
 
 Ties left go to the first node in list order: broken at random instead, FGD's scores leave
 10.9% of the GPU unallocated (seeds 42-43) where the published runs leave 4.77%, and best fit's
@@ -50,7 +53,7 @@ import math
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -64,12 +67,30 @@ from topoq.core.gpu_devices import (
     TaskMix,
     fragmentation_growth,
     fragmentation_points,
-    least_fragmenting,
-    ties_to_tightest,
     typical_tasks,
 )
+from topoq.core.ledger import CapacityLedger
+from topoq.core.placement.packing import packing_for
+from topoq.core.placement.workload import place_workload
+from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.errors import InvalidInputError
-from topoq.sim.traces import OpenbRequest, TraceNode, read_openb_nodes, read_openb_requests
+from topoq.domain.gpu_share import GPU_MODEL_LABEL, GPU_SHARE, GPU_SHARING_LABEL
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.resources import Resources
+from topoq.domain.workload import (
+    NodeSelectorTerm,
+    PodSetSpec,
+    SelectorOperator,
+    SelectorRequirement,
+    WorkloadSpec,
+)
+from topoq.sim.traces import (
+    OpenbRequest,
+    TraceNode,
+    listed_cluster,
+    read_openb_nodes,
+    read_openb_requests,
+)
 
 OPENB = REPO.parent / "shared" / "traces" / "alibaba_openb_2023"
 NODE_LIST = "openb_node_list_gpu_node.csv"
@@ -218,13 +239,101 @@ def choosers(
         chosen = int(np.argmax(fragmentation_points(grown)))
         return int(fit[chosen]), (int(device[chosen]) if ask.shares_a_device else None)
 
-    def topoq(room: DeviceRoom, ask: GpuAsk, fit: IntArray) -> tuple[int, int | None]:
-        grown, device = growth.of(room, ask, fit)
-        slack = _best_fit_raw(room, ask, fit) if ties_to_tightest(ask, mix) else None
-        chosen = least_fragmenting(grown, slack)
-        return int(fit[chosen]), (int(device[chosen]) if ask.shares_a_device else None)
+    return {"random": random_fit, "best fit": best_fit, "FGD": fgd}, growth
 
-    return {"random": random_fit, "best fit": best_fit, "FGD": fgd, "topoq": topoq}, growth
+
+def placed_tree(nodes: Sequence[TraceNode]) -> TopologyTree:
+    """The openb nodes as a server has them (``traces.listed_cluster``: each model labelled),
+    every one open to GPU shares."""
+    specs, topology = listed_cluster(nodes, "openb")
+    opened = [replace(n, labels={**n.labels, GPU_SHARING_LABEL: "true"}) for n in specs]
+    return build_tree(opened, topology)
+
+
+def pod_set_of(request: OpenbRequest) -> PodSetSpec:
+    """One pod of the request as a job file asks it: CPU, memory, whole GPUs or a share, and
+    a required node affinity to its GPU models when it names any."""
+    asked: dict[str, object] = {"cpu": f"{request.cpu_milli}m", "memory": f"{request.memory_mib}Mi"}
+    if request.gpus and request.gpu_milli < 1000:
+        asked[GPU_SHARE] = request.gpu_milli
+    elif request.gpus:
+        asked[NVIDIA_GPU] = request.gpus
+    models = request.gpu_models if request.gpus else ()
+    terms = (
+        (NodeSelectorTerm((SelectorRequirement(GPU_MODEL_LABEL, SelectorOperator.IN, models),)),)
+        if models
+        else ()
+    )
+    return PodSetSpec("pod", 1, Resources.parse(asked), affinity_terms=terms)
+
+
+def run_placed(
+    tree: TopologyTree,
+    pod_sets: Sequence[PodSetSpec],
+    asks: Sequence[GpuAsk | None],
+    seed: int,
+) -> Run:
+    """One seed of ``topoq`` as the server places: each arrival a one-pod job placed by
+    ``place_workload`` on a ledger that packs by the list's task mix (``placement.packing``,
+    the mix of every pod of the list, as FGD's protocol fixes it)."""
+    began = time.process_time()
+    ledger = CapacityLedger.empty_cluster(tree)
+    ledger.packing = packing_for(tree, ((pod_set, 1) for pod_set in pod_sets))
+    capacity = int(tree.capacity[:, tree.resource_column[NVIDIA_GPU]].sum()) * 1000
+    order = arrivals(asks, capacity, seed)
+
+    def place(at: int) -> bool:
+        result, after = place_workload(ledger, WorkloadSpec(f"pod-{at}", (pod_sets[at],)))
+        if result.admitted:  # charged on the ledger kept, as a cycle charges its own
+            changed = np.flatnonzero((ledger.free != after.free).any(axis=1))
+            ledger.charge_nodes(changed, ledger.free[changed] - after.free[changed])
+        return result.admitted
+
+    done, allocated = _arrive("topoq", seed, order, asks, capacity, place, began)
+    used = tree.capacity - ledger.free
+    columns = tree.resource_column
+    taken = used[:, columns[NVIDIA_GPU]].sum() * 1000 + used[:, columns[GPU_SHARE]].sum()
+    assert allocated == taken  # every placement is on the ledger's books
+    return done
+
+
+def _arrive(
+    policy: str,
+    seed: int,
+    order: Sequence[int],
+    asks: Sequence[GpuAsk | None],
+    capacity: int,
+    place: Callable[[int], bool],
+    began: float,
+) -> tuple[Run, int]:
+    """Every arrival of ``order`` in turn (``place(at)``: whether it was placed): the run
+    (``began``: its CPU time at its start) and the GPU it allocated, in thousandths."""
+    arrived = allocated = failed = 0
+    measured: list[float] = []
+    near: list[float] = []
+    for at in order:
+        ask = asks[at]
+        arrived += _gpu_milli(ask)
+        if place(at):
+            allocated += _gpu_milli(ask)
+        else:
+            failed += 1
+        share = round(arrived / capacity * 100)
+        if share == MEASURED_AT:
+            measured.append(allocated / capacity * 100)
+        elif abs(share - MEASURED_AT) <= 1:
+            near.append(allocated / capacity * 100)
+    at_measure = statistics.fmean(measured or near) if measured or near else math.nan
+    finished = Run(
+        policy,
+        seed,
+        len(order),
+        failed,
+        100.0 - at_measure,
+        100.0 - allocated / capacity * 100,
+        time.process_time() - began,
+    )
+    return finished, allocated
 
 
 def run(
@@ -234,7 +343,8 @@ def run(
     policy: str,
     seed: int,
 ) -> Run:
-    """One seed of one policy: every arrival placed or failed, in order."""
+    """One seed of one of the policies chosen here (random, best fit, FGD): every arrival
+    placed or failed, in order (topoq's is the scheduler's own placement: ``run_placed``)."""
     began = time.process_time()
     room = cluster.room
     capacity = room.capacity_milli
@@ -242,37 +352,22 @@ def run(
     rng = np.random.default_rng([seed, POLICIES.index(policy)])
     policies, growth = choosers(mix, len(room.cpu), rng)
     chooser = policies[policy]
-    arrived = allocated = failed = 0
-    measured: list[float] = []
-    near: list[float] = []
-    for at in order:
+
+    def place(at: int) -> bool:
+        nonlocal room
         ask = asks[at]
-        arrived += _gpu_milli(ask)
         fit = np.flatnonzero(room.fits(ask)) if ask is not None else np.zeros(0, np.int64)
         if not len(fit):
-            failed += 1
-        else:
-            assert ask is not None
-            node, device = chooser(room, ask, fit)
-            room = room.taking(node, ask, room.devices_for(node, ask, device))
-            growth.changed(node)
-            allocated += ask.gpu_milli
-        share = round(arrived / capacity * 100)
-        if share == MEASURED_AT:
-            measured.append(allocated / capacity * 100)
-        elif abs(share - MEASURED_AT) <= 1:
-            near.append(allocated / capacity * 100)
+            return False
+        assert ask is not None
+        node, device = chooser(room, ask, fit)
+        room = room.taking(node, ask, room.devices_for(node, ask, device))
+        growth.changed(node)
+        return True
+
+    done, allocated = _arrive(policy, seed, order, asks, capacity, place, began)
     assert allocated == room.allocated_milli  # every placement is on the books
-    at_measure = statistics.fmean(measured or near) if measured or near else math.nan
-    return Run(
-        policy,
-        seed,
-        len(order),
-        failed,
-        100.0 - at_measure,
-        100.0 - allocated / capacity * 100,
-        time.process_time() - began,
-    )
+    return done
 
 
 def published(path: Path, workload: str) -> dict[str, float]:
@@ -343,8 +438,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     asks = asks_of(requests, cluster.models)
     mix = typical_tasks((ask for ask in asks if ask is not None), len(cluster.models))
     seeds = [42, 43] if options.quick else options.seeds
+    tree = placed_tree(read_openb_nodes(options.data / "csv" / NODE_LIST))
+    pod_sets = [pod_set_of(request) for request in requests]
     runs = [
-        run(cluster, asks, mix, policy, seed)
+        run_placed(tree, pod_sets, asks, seed)
+        if policy == "topoq"
+        else run(cluster, asks, mix, policy, seed)
         for policy in options.policy or POLICIES
         for seed in seeds
     ]

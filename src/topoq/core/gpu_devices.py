@@ -21,7 +21,7 @@ Everything here is a pure function of arrays; memory is not part of fragmentatio
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -196,14 +196,15 @@ def pods_on_devices(devices: IntArray, ask: GpuAsk) -> IntArray:
 
 
 def devices_for_pods(
-    free: IntArray, ask: GpuAsk, pods: int, where: str = "the node"
+    free: IntArray, ask: GpuAsk, pods: int, where: str = "the node", device: int | None = None
 ) -> tuple[tuple[tuple[int, ...], ...], IntArray]:
     """The devices each of ``pods`` pods of ``ask`` takes on one node (``devices_on``, pod
-    after pod), and what they take of each device in all."""
+    after pod; ``device``: the one a single share takes, where it was chosen), and what they
+    take of each device in all."""
     left = free.copy()
     picks = []
     for _ in range(pods):
-        taken = devices_on(left, ask, where=where)
+        taken = devices_on(left, ask, device if pods == 1 else None, where=where)
         left[list(taken)] -= ask.milli
         picks.append(taken)
     return tuple(picks), free - left
@@ -230,6 +231,15 @@ def typical_tasks(asks: Iterable[GpuAsk], models: int, share: float = TYPICAL_SH
     not part of a class) that together make ``share`` of them, each weighted by how many
     there are among those kept (FGD's typical pods)."""
     counted = Counter((ask.cpu, ask.count, ask.milli, ask.models) for ask in asks)
+    return typical_of_counts(counted, models, share)
+
+
+def typical_of_counts(
+    counted: Mapping[tuple[int, int, int, frozenset[int]], int],
+    models: int,
+    share: float = TYPICAL_SHARE,
+) -> TaskMix:
+    """``typical_tasks`` of asks already counted by class (CPU, GPU count, share, models)."""
     if not counted:
         raise InvalidInputError("no task to learn the mix from", hint="give tasks")
     enough = share * sum(counted.values())
@@ -327,10 +337,14 @@ def least_fragmenting(growth: FloatArray, slack: FloatArray | None) -> int:
     """Which placement to take (an index into the arrays): the best ``fragmentation_points``,
     ties to the least ``slack`` (what the node has left after it: the tightest fit) when it
     is given, then the first."""
-    points = -fragmentation_points(growth)
+    return best_scored(fragmentation_points(growth), slack)
+
+
+def best_scored(points: IntArray, slack: FloatArray | None) -> int:
+    """``least_fragmenting`` of placements already scored (``fragmentation_points``)."""
     if slack is None:
-        return int(np.argmin(points))
-    return int(np.lexsort((slack, points))[0])
+        return int(np.argmax(points))
+    return int(np.lexsort((slack, -points))[0])
 
 
 def ties_to_tightest(ask: GpuAsk, mix: TaskMix) -> bool:

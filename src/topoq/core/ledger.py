@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import NamedTuple, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 import numpy as np
 
@@ -17,8 +17,12 @@ from topoq.domain.errors import InvalidInputError
 from topoq.domain.node import NodeName
 from topoq.domain.resources import Resources
 
-MAX_PER_NODE_FIGURES = 16
-"""Per-node figures a ledger keeps up to date at most (one per pod shape asked about)."""
+if TYPE_CHECKING:
+    from topoq.core.placement.packing import Packing
+
+MAX_PER_NODE_FIGURES = 256
+"""Per-node figures a ledger keeps up to date at most (one per pod shape asked about, and
+one per pod shape packed by fragmentation), the least recently asked let go first."""
 
 RowsFigure = Callable[[IntArray, IntArray | None], IntArray]
 """One figure per row of free capacity (rows of ``free``, in order), from those rows and the
@@ -42,11 +46,20 @@ class CapacityLedger:
         self._charges = 0
         """How often this ledger was charged (a copy's figures follow it while it is not)."""
         self._figures: dict[Hashable, tuple[IntArray, int]] = {}
-        """Per-node figures and the length of ``_charged`` when each was worked out."""
+        """Per-node figures and ``_charges`` when each was worked out."""
         self._charged: list[IntArray] = []
-        """The nodes of each charge since the figures (or the copy) began, while any is kept."""
+        """The nodes of each charge after the first ``_listed_from`` (those of the charges
+        since figures were kept, or the copy began), until so many rows are listed that
+        ``_last_charge`` takes over."""
+        self._listed_from = 0
         self._charged_rows = 0
+        self._last_charge: IntArray | None = None
+        """Per node, the number of its last charge: kept instead of the list once that grew
+        long."""
         self._origin: _Origin | None = None
+        self.packing: Packing | None = None
+        """What packing a single GPU pod by fragmentation needs (``placement.packing``; None:
+        such pods are placed as any pod set), handed to every copy."""
 
     @property
     def _summed_levels(self) -> tuple[LevelIndex, ...]:
@@ -92,7 +105,9 @@ class CapacityLedger:
         if summed < len(self.domain_free):
             copy.domain_free.append(copy.free)
         copy._charges, copy._figures, copy._charged, copy._charged_rows = 0, {}, [], 0
+        copy._listed_from, copy._last_charge = 0, None
         copy._origin = _Origin(weakref.ref(self), self._charges)
+        copy.packing = self.packing
         return copy
 
     def per_node(self, key: Hashable, figure: RowsFigure) -> IntArray:
@@ -103,23 +118,32 @@ class CapacityLedger:
         ledger this one was copied from while that one is unchanged — are worked out again,
         not every node's. The figure of a row must depend on that row of ``free`` and the
         node's index alone (the row changes only through the charge methods)."""
-        kept = self._figures.get(key)
+        figures = self._figures
+        kept = figures.get(key)
         if kept is None:
             kept = self._from_origin(key, figure)
         if kept is None:
             values = figure(self.free, None)
         else:
             values, since = kept
-            if since == len(self._charged):
+            if since == self._charges:
+                if len(figures) >= MAX_PER_NODE_FIGURES:  # kept in the order last asked
+                    figures[key] = figures.pop(key)
                 return values
-            rows = np.concatenate(self._charged[since:])  # a row listed twice gets one value
+            rows = self._charged_since(since)  # a row listed twice gets one value
             values = values.copy()
             values[rows] = figure(self.free[rows], rows)
         values.setflags(write=False)
-        if key not in self._figures and len(self._figures) >= MAX_PER_NODE_FIGURES:
-            del self._figures[next(iter(self._figures))]  # the oldest
-        self._figures[key] = (values, len(self._charged))
+        if figures.pop(key, None) is None and len(figures) >= MAX_PER_NODE_FIGURES:
+            del figures[next(iter(figures))]  # the one asked for least recently
+        figures[key] = (values, self._charges)
         return values
+
+    def _charged_since(self, charge: int) -> IntArray:
+        """The nodes charged after the ledger's ``charge``-th charge (some maybe twice)."""
+        if self._last_charge is not None:
+            return np.flatnonzero(self._last_charge > charge)
+        return np.concatenate(self._charged[charge - self._listed_from :])
 
     def _from_origin(self, key: Hashable, figure: RowsFigure) -> tuple[IntArray, int] | None:
         """The figure of the ledger this one was copied from, stale on every node charged
@@ -133,15 +157,25 @@ class CapacityLedger:
 
     def _mark_charged(self, nodes: IntArray) -> None:
         """``nodes`` were charged: the kept figures (and a copy's origin's) are stale there.
-        Once many rows are stale everything is let go: working a figure out anew is then
-        about as cheap, and the list of charges stays short."""
+        A figure is brought up to date by the rows charged since: listed charge by charge
+        while few rows were, else by each node's last charge (a ledger charged job after job
+        for long, as a replay's), so that a figure is never worked out for every node again."""
         self._charges += 1
+        last = self._last_charge
+        if last is not None:
+            last[nodes] = self._charges
+            return
         if not self._figures and self._origin is None:
+            self._listed_from = self._charges  # no figure can be older
             return
         self._charged.append(nodes)
         self._charged_rows += len(nodes)
         if self._charged_rows * 4 > len(self.free):
-            self._figures, self._charged, self._charged_rows, self._origin = {}, [], 0, None
+            last = np.zeros(len(self.free), dtype=np.int64)
+            for number, charged in enumerate(self._charged, start=self._listed_from + 1):
+                last[charged] = number
+            self._last_charge, self._charged, self._charged_rows = last, [], 0
+            self._listed_from = self._charges
 
     def without(self, nodes: IntArray, amounts: IntArray | None = None) -> CapacityLedger:
         """A copy without ``amounts[i]`` (a row per entry) of the free capacity of

@@ -29,6 +29,8 @@ GPU_DEVICE_PREFIX = "topoq.io/gpu-device-"
 """``topoq.io/gpu-device-<i>``: the free share of device ``i`` of a node open to shares."""
 GPU_SHARING_LABEL = "topoq.io/gpu-sharing"
 """A node label: ``"true"`` opens the node's GPUs to pods that ask for a share of one."""
+GPU_MODEL_LABEL = "nvidia.com/gpu.product"
+"""The node label naming a node's GPU model (as NVIDIA's GPU feature discovery sets it)."""
 MAX_DEVICES_PER_NODE = 64
 """Devices a node open to shares may have (GPU nodes have 1 to 16)."""
 

@@ -55,6 +55,7 @@ from topoq.domain.flavors import flavor_of
 from topoq.domain.governance import ClusterPolicy, TeamName
 from topoq.domain.gpu_share import (
     GPU_MILLI_PER_GPU,
+    GPU_MODEL_LABEL,
     GPU_SHARE,
     GPU_SHARING_LABEL,
     opens_gpus_to_shares,
@@ -88,8 +89,6 @@ ITP_TEAM = "itp"
 OPENB_TEAM = "openb"
 OPENB_NODE_LIST = "openb_node_list_gpu_node.csv"
 """openb's GPU nodes, looked for beside a pod list: the cluster the pods ran on."""
-GPU_MODEL_LABEL = "nvidia.com/gpu.product"
-"""The node label naming a node's GPU model (as NVIDIA's GPU feature discovery sets it)."""
 WHOLE_GPU_MILLI = 1000
 """openb's ``gpu_milli`` of a whole GPU."""
 MAX_TRACE_JOBS = 1_000_000

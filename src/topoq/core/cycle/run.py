@@ -27,6 +27,7 @@ from topoq.core.dependencies import resolve_dependencies
 from topoq.core.holdings import PreparedLedger, capacity_by_flavor, prepared_ledger
 from topoq.core.holds import hold_for_starving
 from topoq.core.ordering import pending_in_line
+from topoq.core.placement.packing import packing_for
 from topoq.core.quota import QuotaBook
 from topoq.core.tree import ExclusionReason
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason, Requeue, RequeueCause
@@ -75,9 +76,18 @@ def run_cycle(
         snapshot.jobs, snapshot.upstream_phases, dependents=jobs.dependents
     )
     books = _books(snapshot, prepared, before, carried.books if carried is not None else None)
+    ledger = prepared.ledger()
+    ledger.packing = packing_for(
+        snapshot.tree,
+        (
+            (pod_set, pod_set.count)
+            for job in snapshot.jobs
+            for pod_set in job.spec.workload.pod_sets
+        ),
+    )
     cycle = CycleState(  # 3
         snapshot,
-        prepared.ledger(),
+        ledger,
         books.copy(),
         holders,
         carried,

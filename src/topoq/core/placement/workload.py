@@ -18,6 +18,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.placement.descent import descend, place_in_topology
 from topoq.core.placement.diagnosis import diagnose
 from topoq.core.placement.fit import Room, pods_per_leaf, room_by_level
+from topoq.core.placement.packing import pack_one
 from topoq.core.placement.request import Demand, SearchPlan, demand_of, plan_search
 from topoq.core.placement.search import Affinity, LeafTake, affinity_of, rank_domains
 from topoq.core.tree import IntArray, TopologyTree
@@ -57,13 +58,17 @@ class PodSetQuery:
             ledger.tree, pods_per_leaf(ledger, self.demand, self.eligibility), self.plan
         )
 
-    def charge(self, ledger: CapacityLedger, leaves: Sequence[LeafTake]) -> None:
+    def charge(
+        self, ledger: CapacityLedger, leaves: Sequence[LeafTake], device: int | None = None
+    ) -> None:
+        """Take ``leaves`` on ``ledger`` (``device``: the device a pod that shares one takes
+        on the one leaf, where packing chose it; else the tightest that holds it)."""
         tree = ledger.tree
         if tree.leaves_are_nodes:
             taken = np.asarray(leaves, dtype=np.int64).reshape(-1, 2)
             amounts = taken[:, 1:2] * self.demand.vector
             if self.demand.devices is not None:
-                picks = self._take_devices(ledger, leaves, amounts)
+                picks = self._take_devices(ledger, leaves, amounts, device)
                 if self.picked is not None:
                     self.picked[self.pod_set.name] = picks
             ledger.charge_nodes(taken[:, 0], amounts)
@@ -74,7 +79,11 @@ class PodSetQuery:
             ledger.charge_pool(eligible, self.demand.vector * pods)
 
     def _take_devices(
-        self, ledger: CapacityLedger, leaves: Sequence[LeafTake], amounts: IntArray
+        self,
+        ledger: CapacityLedger,
+        leaves: Sequence[LeafTake],
+        amounts: IntArray,
+        device: int | None = None,
     ) -> DevicePicks:
         """On the nodes open to GPU shares, the devices each pod takes (``devices_for_pods``),
         added to ``amounts`` (a row per leaf) as each device's share. (``topoq.io/gpu-milli``
@@ -87,7 +96,11 @@ class PodSetQuery:
             if not tree.shares_gpus[node]:
                 continue
             per_pod, used = devices_for_pods(
-                ledger.free[node, tree.device_columns], ask, pods, f"node {tree.nodes[node].name}"
+                ledger.free[node, tree.device_columns],
+                ask,
+                pods,
+                f"node {tree.nodes[node].name}",
+                device,
             )
             amounts[row, tree.device_columns] += used
             picks[int(node)] = per_pod
@@ -330,15 +343,34 @@ def _place_unit(
     """Place one pod set, or a group in one shared domain; charge ``scratch`` on success."""
     for query in members:
         room = query.room(scratch)
-        leaves = place_in_topology(scratch.tree, room, query.plan, query.pod_set.count, affinity)
+        packed = _packed(scratch, query, room) if len(members) == 1 else None
+        leaves: list[LeafTake] | None
+        if packed is not None:
+            node, device = packed
+            leaves = [(node, 1)]
+        else:
+            device = None
+            leaves = place_in_topology(
+                scratch.tree, room, query.plan, query.pod_set.count, affinity
+            )
         if leaves is None:
             return query.pod_set.name, partial(query.diagnose, scratch)
         if len(members) == 1:
             if fewest is not None:
                 fewest[query.pod_set.name] = fewest_domains(scratch.tree, room, query.pod_set.count)
-            query.charge(scratch, leaves)
+            query.charge(scratch, leaves, device)
             return {query.pod_set.name: leaves}
     return _place_group(scratch, members, affinity)
+
+
+def _packed(
+    scratch: CapacityLedger, query: PodSetQuery, room: Room
+) -> tuple[int, int | None] | None:
+    """Where a pod set of one GPU pod goes by fragmentation (``placement.packing``), on a
+    ledger that packs so; None: placed by the descent."""
+    if scratch.packing is None or query.pod_set.count != 1:
+        return None
+    return pack_one(scratch, query.pod_set, room.at(scratch.tree.depth - 1))
 
 
 def fewest_domains(tree: TopologyTree, room: Room, pods: int) -> dict[str, int]:

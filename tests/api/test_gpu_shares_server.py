@@ -143,6 +143,19 @@ def test_half_gpu_pods_share_a_device_see_it_and_count_as_fractions(
     assert nodes[node]["gpusUsed"] == 1.5
 
 
+def test_the_api_shows_a_share_as_it_was_asked(
+    admin: httpx.Client, notebooks: dict[str, Any]
+) -> None:
+    """Not as the resource it is kept as (``topoq.io/gpu-milli``): a pod set's requests say
+    ``nvidia.com/gpu: "0.5"``, the allocation's usage the gang's 1.5, and the CLI's describe
+    and the dashboard (which show these as they come) say the same."""
+    (pod_set,) = notebooks["workload"]["podSets"]
+    assert pod_set["requests"] == {"cpu": "2", "nvidia.com/gpu": "0.5"}
+    (usage,) = notebooks["allocation"]["usage"].values()
+    assert usage["nvidia.com/gpu"] == "1.5" and "topoq.io/gpu-milli" not in usage
+    assert "gpu-milli" not in admin.get("/jobs/notebooks").text
+
+
 def test_a_whole_gpu_pod_takes_whole_devices_on_the_node_shares_left_whole(
     admin: httpx.Client, notebooks: dict[str, Any]
 ) -> None:

@@ -6,9 +6,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from topoq.domain.governance import FlavorName
+from topoq.domain.gpu_share import GPU_SHARE, gpus_text
 from topoq.domain.job import Allocation, JobSpec, JobView, PhaseChange
 from topoq.domain.placement import placement_best_span, placement_span
-from topoq.domain.quantity import PODS
+from topoq.domain.quantity import NVIDIA_GPU, PODS
 from topoq.domain.resources import Resources
 from topoq.domain.workload import PodSetSpec, TopologyRequest, WorkloadSpec
 from topoq.wire.v1.base import ResourceAmounts
@@ -47,8 +48,15 @@ def _topology_words(request: TopologyRequest) -> str:
 
 
 def amounts(resources: Resources) -> ResourceAmounts:
-    """Readable quantities, pod slots left out."""
-    return {name: text for name, text in sorted(resources.formatted().items()) if name != PODS}
+    """Readable quantities, pod slots left out, and GPUs as users write them: a share of one
+    GPU (kept as ``topoq.io/gpu-milli``) is counted into ``nvidia.com/gpu`` (``"0.5"``,
+    ``"2.5"``)."""
+    shown = {name: text for name, text in resources.formatted().items() if name != PODS}
+    share = resources.amount(GPU_SHARE)
+    if share:
+        del shown[GPU_SHARE]
+        shown[NVIDIA_GPU] = gpus_text(resources.amount(NVIDIA_GPU), share)
+    return dict(sorted(shown.items()))
 
 
 def job_summary(view: JobView, *, visible: bool = True) -> JobSummary:

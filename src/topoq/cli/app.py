@@ -113,6 +113,7 @@ class TraceFormatOption(StrEnum):
     PHILLY = "philly"
     ITP = "itp"
     OPENB = "openb"
+    TOPOQ = "topoq"
 
 
 class PlacementOption(StrEnum):
@@ -145,8 +146,9 @@ def simulate(
         Path | None,
         typer.Option(
             "--trace",
-            help="A GPU-cluster trace to replay (Philly 2017, Microsoft ITP 2021 or an Alibaba "
-            "openb 2023 pod list; CSV, plain or .gz): its jobs arrive as recorded, each a gang "
+            help="A GPU-cluster trace to replay (Philly 2017, Microsoft ITP 2021, an Alibaba "
+            "openb 2023 pod list, or your own in topoq's format: job_id,team,submitted_s,"
+            "duration_s,gpus; CSV, plain or .gz): its jobs arrive as recorded, each a gang "
             "of whole nodes.",
             show_default=False,
         ),

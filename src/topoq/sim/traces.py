@@ -58,10 +58,12 @@ from topoq.domain.gpu_share import (
     GPU_MODEL_LABEL,
     GPU_SHARE,
     GPU_SHARING_LABEL,
+    gpus_text,
     opens_gpus_to_shares,
+    per_pod_gpu_ask,
 )
 from topoq.domain.job import JobId, JobSpec
-from topoq.domain.names import check_label_value
+from topoq.domain.names import check_job_id, check_label_name, check_label_value
 from topoq.domain.node import HOSTNAME_LABEL, NodeSpec
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
@@ -102,6 +104,9 @@ class TraceFormat(StrEnum):
     OPENB = "openb"
     """``name,cpu_milli,memory_mib,num_gpu,gpu_milli,gpu_spec,...`` (Alibaba's openb pod
     lists, ``openb_pod_list_*.csv``, all but the ``multigpu`` ones, which have no times)."""
+    TOPOQ = "topoq"
+    """``job_id,team,submitted_s,duration_s,gpus``: topoq's own, for a trace of one's own
+    cluster (``write_trace`` writes it; docs/simulate.md)."""
     SYNTHETIC = "synthetic"
     """Drawn by ``topoq.sim.synthetic`` (no file)."""
 
@@ -109,6 +114,7 @@ class TraceFormat(StrEnum):
 _HEADERS = {
     TraceFormat.PHILLY: ("timestamp", "duration", "num_gpus", "gpu_time", "cluster"),
     TraceFormat.ITP: ("job_id", "submission_time", "duration", "num_gpu"),
+    TraceFormat.TOPOQ: ("job_id", "team", "submitted_s", "duration_s", "gpus"),
     TraceFormat.OPENB: (
         "name",
         "cpu_milli",
@@ -354,6 +360,76 @@ def _read_itp(path: Path) -> Trace:
     return Trace(str(path), TraceFormat.ITP, tuple(jobs), {}, (note,))
 
 
+MAX_TRACE_JOB_GPUS = 1_000_000
+"""The most GPUs a job of a topoq trace may ask for."""
+
+
+def _read_topoq(path: Path) -> Trace:
+    """Each row a job of its own id and team, arriving at ``submitted_s`` (any origin:
+    arrivals are counted from the first) to run ``duration_s``, asking for ``gpus`` whole
+    GPUs or a share of one (``0.5``)."""
+    jobs = []
+    first_line: dict[str, int] = {}
+    for line, where, cells in _cells(path, _HEADERS[TraceFormat.TOPOQ]):
+        job_id, team, submitted, duration, gpus = cells
+        check_job_id(job_id, where=f"{where}, job_id")
+        if job_id in first_line:
+            raise InvalidInputError(
+                f"job_id {job_id!r} is given twice (first on line {first_line[job_id]})",
+                where=where,
+                hint="give every job of the trace an id of its own",
+            )
+        first_line[job_id] = line
+        check_label_name(team, what="team name", where=f"{where}, team")
+        whole, milli = _trace_gpus(gpus, where)
+        jobs.append(
+            TraceJob(
+                job_id,
+                team,
+                _number(submitted, "submitted_s", where),
+                _number(duration, "duration_s", where, least=1),
+                whole,
+                line,
+                gpu_milli=milli,
+            )
+        )
+    note = "a topoq trace names no guarantees: each team is guaranteed nothing (give --policy)"
+    return Trace(str(path), TraceFormat.TOPOQ, tuple(jobs), {}, (note,))
+
+
+def _trace_gpus(text: str, where: str) -> tuple[int, int]:
+    """A topoq trace's ``gpus``: whole GPUs (1 to ``MAX_TRACE_JOB_GPUS``), or a share of one
+    (``0.5``: 1 GPU at 500 thousandths)."""
+    hint = (
+        f"gpus is a whole number of GPUs from 1 to {MAX_TRACE_JOB_GPUS:,}, "
+        "or a share of one GPU (0.5)"
+    )
+    try:
+        resource, amount = per_pod_gpu_ask(text, f"{where}, gpus")
+    except InvalidInputError:
+        raise InvalidInputError(f"gpus is {text!r}", where=where, hint=hint) from None
+    if resource == GPU_SHARE:
+        return 1, amount
+    if not 1 <= amount <= MAX_TRACE_JOB_GPUS:
+        raise InvalidInputError(f"gpus is {text!r}", where=where, hint=hint)
+    return amount, 0
+
+
+def write_trace(trace: Trace, path: Path) -> None:
+    """``trace`` as a topoq trace at ``path`` (gzipped when it ends in ``.gz``): what
+    ``read_trace`` reads back as the same jobs, teams, arrivals, durations and GPUs."""
+    with (
+        gzip.open(path, "wt", encoding="utf-8", newline="")
+        if path.suffix == ".gz"
+        else open(path, "w", encoding="utf-8", newline="")
+    ) as text:
+        out = csv.writer(text)
+        out.writerow(_HEADERS[TraceFormat.TOPOQ])
+        for job in trace.jobs:
+            gpus = gpus_text(0, job.gpu_milli) if job.gpu_milli else str(job.gpus)
+            out.writerow([job.id, job.team, repr(job.arrival_s), repr(job.duration_s), gpus])
+
+
 @dataclass(frozen=True)
 class _OpenbPod:
     """A row of an openb pod list, checked: what a replay needs of it."""
@@ -575,6 +651,7 @@ def _check_header(path: Path, columns: Sequence[str]) -> None:
 _READERS = {
     TraceFormat.PHILLY: _read_philly,
     TraceFormat.ITP: _read_itp,
+    TraceFormat.TOPOQ: _read_topoq,
     TraceFormat.OPENB: _read_openb,
 }
 

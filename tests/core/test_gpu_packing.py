@@ -13,6 +13,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from topoq.core.cycle import PlacementMode
 from topoq.core.gpu_devices import (
     GpuAsk,
     fragmentation,
@@ -216,4 +217,21 @@ def test_a_cycle_packs_a_waiting_share_by_the_mix_of_the_jobs_it_sees() -> None:
     assert devices_taken(cluster.cycle()) == {
         "third": [("n00", ((1,),))],
         "half-2": [("n00", ((0,),))],
+    }
+
+
+def test_the_kueue_like_baseline_does_not_pack_by_fragmentation() -> None:
+    """Kueue packs no share by fragmentation: the simulator's kueue-like placement puts the
+    0.3 on the tightest device, beside the half."""
+    rules = policy(team("nlp", 16))
+    cluster = Cluster.of([1, 1, 2], rules, shares("half", 500), labels=SHARING)
+    cluster.placement = PlacementMode.KUEUE_LIKE
+    cluster.cycle()
+    cluster.now = 1.0
+    cluster.submit(shares("third", 300))
+    cluster.now = 2.0
+    cluster.submit(shares("half-2", 500))
+    assert devices_taken(cluster.cycle()) == {
+        "third": [("n00", ((0,),))],  # 0.2 left beside the first half
+        "half-2": [("n00", ((1,),))],
     }

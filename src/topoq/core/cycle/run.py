@@ -77,14 +77,15 @@ def run_cycle(
     )
     books = _books(snapshot, prepared, before, carried.books if carried is not None else None)
     ledger = prepared.ledger()
-    ledger.packing = packing_for(
-        snapshot.tree,
-        (
-            (pod_set, pod_set.count)
-            for job in snapshot.jobs
-            for pod_set in job.spec.workload.pod_sets
-        ),
-    )
+    if snapshot.packs_by_fragmentation:
+        ledger.packing = packing_for(
+            snapshot.tree,
+            (
+                (pod_set, pod_set.count)
+                for job in snapshot.jobs
+                for pod_set in job.spec.workload.pod_sets
+            ),
+        )
     cycle = CycleState(  # 3
         snapshot,
         ledger,

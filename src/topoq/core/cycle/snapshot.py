@@ -22,8 +22,9 @@ class PlacementMode(StrEnum):
     search."""
     KUEUE_LIKE = "kueue-like"
     """The same placement (the smallest domain that holds the gang, as Kueue's
-    topology-aware scheduling), but nothing held for waiting jobs and victims searched over
-    the whole cluster, as a scheduler without topology-aware preemption."""
+    topology-aware scheduling), but nothing held for waiting jobs, victims searched over
+    the whole cluster, as a scheduler without topology-aware preemption, and no packing by
+    fragmentation (a share goes to the tightest device)."""
     FIRST_FIT = "first-fit"
     """Topology-oblivious: each pod on the first node with room, in an order that knows
     nothing of the topology (a fixed shuffle); nothing held, victims over the whole cluster."""
@@ -53,4 +54,10 @@ class Snapshot:
     @property
     def holds_for_waiting(self) -> bool:
         """Whether waiting gangs hold quota and nodes (topoq's placement only)."""
+        return self.placement is PlacementMode.TOPOQ
+
+    @property
+    def packs_by_fragmentation(self) -> bool:
+        """Whether a one-pod pod set is packed by fragmentation on a cluster open to GPU
+        shares (topoq's placement only: ``placement.packing``)."""
         return self.placement is PlacementMode.TOPOQ

@@ -86,6 +86,7 @@ ACCESS: dict[tuple[str, str], frozenset[str]] = {
     ("GET", f"{V1}/changes"): EVERYONE,
     ("GET", f"{V1}/audit"): ADMIN,
     ("GET", f"{V1}/reports/usage"): EVERYONE,
+    ("GET", f"{V1}/reports/history"): ADMIN,
     ("GET", f"{V1}/whoami"): EVERYONE,
     ("POST", f"{V1}/tokens"): ISSUERS,
     ("GET", f"{V1}/tokens"): ISSUERS,

@@ -380,22 +380,39 @@ def test_a_real_servers_history_replays_under_the_policy_in_force(tmp_path: Path
                 body = whole_node_submission(f"job-{index}", team, pods=3)
                 assert client.post("/jobs", json=body).status_code == 201
             wait_until_done(client, 6)
-    done = topoq(
-        "whatif",
-        "--database",
-        f"sqlite:///{data_dir / 'topoq.db'}",
-        "--since",
-        "0",
-        "--until",
-        "9999999999",
-        "--policy",
-        str(policy),
-        "-o",
-        "json",
-    )
+            member = client.post("/tokens", json={"name": "m", "role": "member", "teams": ["nlp"]})
+            member_token = member.json()["token"]
+            window = (
+                "--since",
+                "0",
+                "--until",
+                "9999999999",
+                "--policy",
+                str(policy),
+                "-o",
+                "json",
+            )
+            from_server = topoq("whatif", "--server", server.url, "--token", token, *window)
+            refused = topoq("whatif", "--server", server.url, "--token", member_token, *window)
+    done = topoq("whatif", "--database", f"sqlite:///{data_dir / 'topoq.db'}", *window)
     assert done.returncode == 0, done.stderr
     runs = json.loads(done.stdout)["runs"]
     assert [run["completed"] for run in runs] == [6, 6, 6]
+    # the same history read through the server's admin API: the very same figures
+    assert from_server.returncode == 0, from_server.stderr
+    assert json.loads(from_server.stdout)["runs"] == runs
+    # a team's member may not read every team's history
+    assert refused.returncode == 4 and "may not" in refused.stderr, refused.stderr
+    assert "Traceback" not in refused.stderr
+
+
+def test_the_history_is_read_from_a_database_or_a_server_not_both_nor_neither(
+    place: Path,
+) -> None:
+    args = whatif_args(place)
+    assert "--database and --server both given" in refused(*args, "--server", "http://x:1")
+    del args[args.index("--database") : args.index("--database") + 2]
+    assert "--database or --server" in refused(*args)
 
 
 def wait_until_done(client: httpx.Client, jobs: int) -> None:

@@ -11,14 +11,21 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from topoq.api.auth import Anyone, Principal, ServiceDep, require_team
+from topoq.api.auth import Admin, Anyone, Principal, ServiceDep, require_team
 from topoq.api.errors import ApiError
 from topoq.api.request_body import StrictJsonRoute
 from topoq.api.service import ServiceStore
 from topoq.core.usage import UsageReport, usage_report
 from topoq.domain.durations import NotAMoment, moment_s
-from topoq.store.records import JobEvent
-from topoq.wire.v1 import HourUsageModel, JobUsageModel, TeamDayUsageModel, UsageReportModel
+from topoq.store.codec import encode_allocation, encode_history, encode_job_spec, encode_node
+from topoq.store.records import MAX_WINDOW_JOBS, JobEvent
+from topoq.wire.v1 import (
+    HourUsageModel,
+    JobUsageModel,
+    RecordedWindowModel,
+    TeamDayUsageModel,
+    UsageReportModel,
+)
 
 router = APIRouter(prefix="/reports", tags=["reports"], route_class=StrictJsonRoute)
 
@@ -63,6 +70,64 @@ def usage(
     events = report_events(service.store, start_s, end_s, teams)
     report = usage_report(events, start_s, end_s, open_until_s=min(now, end_s), hourly=hourly)
     return report_model(report, teams)
+
+
+@router.get("/history", summary="What the server recorded over a window, for a what-if (admin)")
+def history(
+    principal: Admin,
+    service: ServiceDep,
+    since: Annotated[str | None, Query(description="The window's start (inclusive).")] = None,
+    until: Annotated[str | None, Query(description="The window's end (exclusive).")] = None,
+) -> RecordedWindowModel:
+    """The jobs submitted in ``[since, until)`` with their histories and what each admission
+    booked, the nodes and the policy versions: what ``topoq whatif --server`` replays (every
+    team's jobs, so admins only)."""
+    if since is None or until is None:
+        raise ApiError(
+            422,
+            "a what-if window needs since and until",
+            where="query.since" if since is None else "query.until",
+            hint="give since and until: ISO 8601 times or epoch seconds",
+        )
+    since_s, until_s = parse_time(since, "query.since"), parse_time(until, "query.until")
+    if until_s <= since_s:
+        raise ApiError(
+            422, "the window ends before it starts", where="query.since", hint="give since < until"
+        )
+    store = service.store
+    submitted = store.count_jobs_submitted_between(since_s, until_s)
+    if submitted > MAX_WINDOW_JOBS:
+        raise ApiError(
+            422,
+            f"{submitted:,} jobs were submitted in the window; a what-if replays at most "
+            f"{MAX_WINDOW_JOBS:,}",
+            where="query.since",
+            hint="give a shorter window, or several windows one after another",
+        )
+    jobs = store.jobs_submitted_between(since_s, until_s)
+    events = store.job_events_between(since_s, until_s)
+    held = store.job_events_between(since_s, since_s, holding_at_start=True)
+    span = store.submission_span()
+    return RecordedWindowModel(
+        since=since_s,
+        until=until_s,
+        jobs=[
+            {"spec": encode_job_spec(job.spec), "history": encode_history(job.history)}
+            for job in jobs.values()
+        ],
+        booked=[
+            {"job": e.job, "seq": e.seq, "allocation": encode_allocation(e.allocation)}
+            for e in events
+            if e.allocation is not None
+        ],
+        held_at_start=sorted({e.job for e in held}),
+        nodes=[encode_node(node) for node in store.nodes()],
+        policy_versions=[
+            {"version": v.version, "actor": v.actor, "at": v.at_s} for v in store.policy_versions()
+        ],
+        first_submitted=span[0] if span else None,
+        last_submitted=span[1] if span else None,
+    )
 
 
 def parse_time(text: str, where: str) -> float:

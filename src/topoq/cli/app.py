@@ -13,7 +13,7 @@ from typing import Annotated, Any
 import typer
 from typer.core import TyperGroup
 
-from topoq.cli.common import EXIT_BAD_INPUT, guarded, one_line
+from topoq.cli.common import EXIT_BAD_INPUT, TokenOption, guarded, one_line
 from topoq.cli.output import Output, OutputOption, print_as
 
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
@@ -302,15 +302,6 @@ class WhatIfOutput(StrEnum):
 
 @app.command()
 def whatif(
-    database: Annotated[
-        str,
-        typer.Option(
-            "--database",
-            help="The server's database: sqlite:///DATA_DIR/topoq.db or postgresql://… "
-            "(read only: nothing is written or migrated).",
-            show_default=False,
-        ),
-    ],
     since: Annotated[
         str,
         typer.Option(
@@ -332,6 +323,15 @@ def whatif(
             show_default=False,
         ),
     ],
+    database: Annotated[
+        str | None,
+        typer.Option(
+            "--database",
+            help="The server's database: sqlite:///DATA_DIR/topoq.db or postgresql://… "
+            "(read only: nothing is written or migrated). Or give --server.",
+            show_default=False,
+        ),
+    ] = None,
     topology_levels: Annotated[
         str | None,
         typer.Option(
@@ -355,6 +355,16 @@ def whatif(
         WhatIfOutput,
         typer.Option("--output", "-o", help="table, or json (the figures of each run)."),
     ] = WhatIfOutput.TABLE,
+    server: Annotated[
+        str | None,
+        typer.Option(
+            "--server",
+            help="Read the history from a running server instead of its database (an admin "
+            "token: --token, TOPOQ_TOKEN, …).",
+            show_default=False,
+        ),
+    ] = None,
+    token: TokenOption = None,
 ) -> None:
     """Replay the jobs a server recorded in a window under the policy then in force and under
     a changed one, beside what was recorded: per team, what would have been different (waits,
@@ -362,7 +372,9 @@ def whatif(
     from topoq.cli.whatif_command import WhatIfRequest, run_whatif
 
     levels = tuple(part.strip() for part in (topology_levels or "").split(",") if part.strip())
-    request = WhatIfRequest(database, since, until, policy, levels, report, output.value)
+    request = WhatIfRequest(
+        database, since, until, policy, levels, report, output.value, server, token
+    )
     guarded(lambda: run_whatif(request))
 
 

@@ -29,20 +29,23 @@ from topoq.sim.engine import SimulationResult
 
 if TYPE_CHECKING:
     from topoq.domain.governance import ClusterPolicy
-    from topoq.sim.history import RecordedHistory
+    from topoq.sim.history import RecordedHistory, Window
 
 
 @dataclass(frozen=True)
 class WhatIfRequest:
     """``topoq whatif``'s options."""
 
-    database: str
+    database: str | None
     since: str
     until: str
     policy: Path
     levels: tuple[str, ...] = ()
     report: Path | None = None
     output: str = "table"
+    server: str | None = None
+    """Read the history from this server (``GET /reports/history``) instead of a database."""
+    token: str | None = None
 
 
 @dataclass(frozen=True)
@@ -66,12 +69,24 @@ def run_whatif(request: WhatIfRequest) -> None:
     from topoq.discovery.policy import load_policy
     from topoq.sim.history import Window, open_recorded_store, read_history
 
+    if (request.database is None) == (request.server is None):
+        raise InvalidInputError(
+            "give the history's source once: --database or --server"
+            if request.database is None
+            else "--database and --server both given",
+            where="--database/--server",
+            hint="--database sqlite:///DATA_DIR/topoq.db (the server's database, read only), "
+            "or --server URL (a running server, with an admin token)",
+        )
     window = Window(moment_s(request.since, "--since"), moment_s(request.until, "--until"))
     changed = load_policy(request.policy)
     if request.report is not None:
         make_report_directory(request.report)
-    with open_recorded_store(request.database) as store:
-        history = read_history(store, window, levels=request.levels)
+    if request.database is not None:
+        with open_recorded_store(request.database) as store:
+            history = read_history(store, window, levels=request.levels)
+    else:
+        history = _history_from_server(request, window)
     missing = [team for team in history.teams if team not in changed.by_team]
     if missing:
         raise InvalidInputError(
@@ -85,6 +100,23 @@ def run_whatif(request: WhatIfRequest) -> None:
     for warning in history.warnings:
         err.print(f"[yellow]warning:[/] {warning}")
     _show(request, history, _replays(history, changed, request.policy))
+
+
+def _history_from_server(request: WhatIfRequest, window: Window) -> RecordedHistory:
+    """What the server recorded over ``window``, as its admin API gives it."""
+    from topoq.cli.server_commands import connected
+    from topoq.discovery.policy import policy_from_document
+    from topoq.sim.history import ServerRecords, read_history
+
+    with connected(request.server, request.token) as client:
+
+        def policy_at(version: int) -> ClusterPolicy:
+            kept = client.policy_version(version).document
+            return policy_from_document(kept, source=f"{client.server}: policy version {version}")
+
+        recorded = client.recorded_window(window.since_s, window.until_s)
+        records = ServerRecords(recorded, policy_at)
+        return read_history(records, window, levels=request.levels, source=client.server)
 
 
 def _replays(

@@ -39,7 +39,7 @@ if TYPE_CHECKING:
         TopologyModel,
     )
     from topoq.wire.v1.inventory import ClusterApplyResult
-    from topoq.wire.v1.reports import UsageReportModel
+    from topoq.wire.v1.reports import RecordedWindowModel, UsageReportModel
 
 Model = TypeVar("Model")
 API = "/api/v1"
@@ -306,6 +306,13 @@ class TopoqClient:
         chosen = {"from": start, "to": end, "team": team}
         params = {key: value for key, value in chosen.items() if value is not None}
         return self._call("GET", "/reports/usage", UsageReportModel, params=params)
+
+    def recorded_window(self, since_s: float, until_s: float) -> RecordedWindowModel:
+        """What the server recorded over ``[since_s, until_s)`` for a what-if (admin)."""
+        from topoq.wire.v1.reports import RecordedWindowModel
+
+        params = {"since": repr(since_s), "until": repr(until_s)}
+        return self._call("GET", "/reports/history", RecordedWindowModel, params=params)
 
     def whoami(self) -> WhoAmI:
         from topoq.wire.v1.access import WhoAmI

@@ -48,11 +48,12 @@ running, GPU-hours count from each run's start to its end, as the simulator coun
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from sqlalchemy.exc import DBAPIError
 
@@ -69,10 +70,14 @@ from topoq.sim.log import Decision, LogEntry, Outcome, allocation_gpus
 from topoq.sim.scenario import Scenario
 from topoq.sim.submission import Submit
 from topoq.sim.summary import summarize
+from topoq.store.codec import decode_allocation, decode_history, decode_job_spec, decode_node
 from topoq.store.database import connect, resolve_url
 from topoq.store.errors import first_line
-from topoq.store.records import PolicyVersion
+from topoq.store.records import MAX_WINDOW_JOBS, JobEvent, PolicyVersion
 from topoq.store.sql_store import SqlStore
+
+if TYPE_CHECKING:
+    from topoq.wire.v1 import RecordedWindowModel
 
 REPLAY_TICK_S = 60.0
 """How often a replay runs a cycle while jobs wait, beside its arrivals and ends."""
@@ -161,15 +166,37 @@ def _readable(source: str) -> Iterator[None]:
         ) from None
 
 
-MAX_WINDOW_JOBS = 200_000
-"""The most jobs a what-if replays: every one is read with its whole history and replayed
-twice, in memory (about three Philly traces)."""
+class RecordedReads(Protocol):
+    """The reads a what-if makes of what a server recorded: ``SqlStore``'s, or
+    ``ServerRecords`` (the same, as a server's ``GET /reports/history`` answered them)."""
+
+    def policy_versions(self) -> list[PolicyVersion]: ...
+
+    def policy_at(self, version: int) -> ClusterPolicy | None: ...
+
+    def count_jobs_submitted_between(self, start_s: float, end_s: float) -> int: ...
+
+    def jobs_submitted_between(self, start_s: float, end_s: float) -> dict[JobId, JobView]: ...
+
+    def job_events_between(
+        self, start_s: float, end_s: float, *, holding_at_start: bool = False
+    ) -> list[JobEvent]: ...
+
+    def nodes(self) -> list[NodeSpec]: ...
+
+    def submission_span(self) -> tuple[float, float] | None:
+        """When the oldest and the newest job it holds were submitted (None: it holds none)."""
 
 
-def read_history(store: SqlStore, window: Window, *, levels: Sequence[str] = ()) -> RecordedHistory:
+def read_history(
+    store: RecordedReads, window: Window, *, levels: Sequence[str] = (), source: str | None = None
+) -> RecordedHistory:
     """What ``store`` recorded over ``window``; ``levels``: the topology levels the server
-    placed by (default: from the nodes' labels)."""
-    source = store.database.display_url
+    placed by (default: from the nodes' labels); ``source``: what to call it (default: the
+    database's URL, password hidden)."""
+    if source is None:
+        assert isinstance(store, SqlStore)
+        source = store.database.display_url
     with _readable(source):
         version, policy, policy_warnings = _policy_in_force(store, window, source)
         submitted = store.count_jobs_submitted_between(window.since_s, window.until_s)
@@ -186,7 +213,7 @@ def read_history(store: SqlStore, window: Window, *, levels: Sequence[str] = ())
             raise InvalidInputError(
                 f"no job was submitted from {utc(window.since_s)} to {utc(window.until_s)}",
                 where=source,
-                hint=_submissions_hint(store),
+                hint=_submissions_hint(store.submission_span()),
             )
         events = store.job_events_between(window.since_s, window.until_s)
         nodes = tuple(replace(n, ready=True, unschedulable=False) for n in store.nodes())
@@ -214,7 +241,7 @@ def read_history(store: SqlStore, window: Window, *, levels: Sequence[str] = ())
 
 
 def _policy_in_force(
-    store: SqlStore, window: Window, source: str
+    store: RecordedReads, window: Window, source: str
 ) -> tuple[PolicyVersion, ClusterPolicy, list[str]]:
     """The version in force at the window's start, the policy, and warnings about versions
     that do not fit the window."""
@@ -240,14 +267,71 @@ def _policy_in_force(
     return chosen, policy, warnings
 
 
-def _submissions_hint(store: SqlStore) -> str:
-    """Where the database's jobs are in time, for a window that holds none."""
-    oldest = store.list_jobs(limit=1, newest_first=False)
-    newest = store.list_jobs(limit=1)
-    if not oldest or not newest:
-        return "the database holds no job yet"
-    first, last = oldest[0].spec.submitted_at, newest[0].spec.submitted_at
+def _submissions_hint(span: tuple[float, float] | None) -> str:
+    """Where the recorded jobs are in time, for a window that holds none."""
+    if span is None:
+        return "the server holds no job yet"
+    first, last = span
     return f"its jobs were submitted from {utc(first)} to {utc(last)}: give a window among them"
+
+
+class ServerRecords:
+    """``RecordedReads`` of what a server answered ``GET /reports/history`` for one window
+    (``recorded``: its answer, the store's documents in it), and the policy versions it keeps
+    (``policy_at``: a version's policy, asked of the server)."""
+
+    def __init__(
+        self, recorded: RecordedWindowModel, policy_at: Callable[[int], ClusterPolicy | None]
+    ) -> None:
+        self._recorded = recorded
+        self.policy_at = policy_at
+
+    def policy_versions(self) -> list[PolicyVersion]:
+        return [
+            PolicyVersion(int(v["version"]), str(v["actor"]), float(v["at"]))
+            for v in self._recorded.policy_versions
+        ]
+
+    def count_jobs_submitted_between(self, start_s: float, end_s: float) -> int:
+        return len(self._recorded.jobs)
+
+    def jobs_submitted_between(self, start_s: float, end_s: float) -> dict[JobId, JobView]:
+        views = (
+            JobView(decode_job_spec(job["spec"]), history=decode_history(job["history"]))
+            for job in self._recorded.jobs
+        )
+        return {view.id: view for view in views}
+
+    def job_events_between(
+        self, start_s: float, end_s: float, *, holding_at_start: bool = False
+    ) -> list[JobEvent]:
+        """The admissions' bookings (what ``read_history`` takes of the window's events), or
+        with ``holding_at_start`` the jobs that held GPUs at the window's start."""
+        if holding_at_start:
+            return [_held(job) for job in self._recorded.held_at_start]
+        return [
+            JobEvent(
+                JobId(entry["job"]),
+                "",
+                int(entry["seq"]),
+                0.0,
+                JobPhase.ADMITTED,
+                "",
+                decode_allocation(entry["allocation"]),
+            )
+            for entry in self._recorded.booked
+        ]
+
+    def nodes(self) -> list[NodeSpec]:
+        return [decode_node(node) for node in self._recorded.nodes]
+
+    def submission_span(self) -> tuple[float, float] | None:
+        first, last = self._recorded.first_submitted, self._recorded.last_submitted
+        return None if first is None or last is None else (first, last)
+
+
+def _held(job: str) -> JobEvent:
+    return JobEvent(JobId(job), "", 0, 0.0, JobPhase.RUNNING, "")
 
 
 def levels_from_labels(nodes: Sequence[NodeSpec]) -> tuple[str, ...]:

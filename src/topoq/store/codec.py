@@ -10,7 +10,7 @@ written before a field existed still decodes.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from topoq.domain.governance import FlavorName, TeamName
@@ -19,7 +19,9 @@ from topoq.domain.job import (
     Dependency,
     DependencyKind,
     JobId,
+    JobPhase,
     JobSpec,
+    PhaseChange,
     SourceObject,
 )
 from topoq.domain.node import NodeName, NodeSpec, Taint, TaintEffect
@@ -257,6 +259,15 @@ def decode_job_spec(data: Mapping[str, Any]) -> JobSpec:
 
 
 # --- placements and allocations --------------------------------------------------------------
+def encode_history(history: Sequence[PhaseChange]) -> list[list[Any]]:
+    """A job's phase changes: ``[at, phase, cause]`` each, in order."""
+    return [[change.at_s, change.phase.value, change.cause] for change in history]
+
+
+def decode_history(data: Sequence[Sequence[Any]]) -> tuple[PhaseChange, ...]:
+    return tuple(PhaseChange(float(at), JobPhase(phase), str(cause)) for at, phase, cause in data)
+
+
 def encode_allocation(allocation: Allocation) -> Document:
     return {
         "placement": encode_placement(allocation.placement),

@@ -22,6 +22,11 @@ class JobRecord:
     updated_at: float
 
 
+MAX_WINDOW_JOBS = 200_000
+"""The most jobs a what-if replays from one window (``topoq whatif``, ``GET
+/reports/history``): a week of a busy cluster holds far fewer."""
+
+
 @dataclass(frozen=True)
 class JobEvent:
     """One entry of a job's phase history. ``allocation`` is set on ``admitted`` events: what

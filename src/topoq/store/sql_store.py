@@ -194,6 +194,14 @@ class SqlStore:
         )
         return int(self._query(lambda c: c.execute(query).scalar_one()))
 
+    def submission_span(self) -> tuple[float, float] | None:
+        """When the oldest and the newest job held were submitted (None: none is held)."""
+        oldest = self.list_jobs(limit=1, newest_first=False)
+        newest = self.list_jobs(limit=1)
+        if not oldest or not newest:
+            return None
+        return oldest[0].spec.submitted_at, newest[0].spec.submitted_at
+
     def jobs_submitted_between(self, start_s: float, end_s: float) -> dict[JobId, JobView]:
         """Every job submitted with ``start_s <= submitted_at < end_s``, finished or not, with
         its whole history, oldest submission first: what ``topoq whatif`` replays. One query

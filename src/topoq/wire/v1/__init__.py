@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from topoq.wire.v1.reports import (
         HourUsageModel,
         JobUsageModel,
+        RecordedWindowModel,
         TeamDayUsageModel,
         UsageReportModel,
     )
@@ -113,6 +114,7 @@ _HOME: dict[str, str] = {
     "WorkloadModel": "jobs",
     "HourUsageModel": "reports",
     "JobUsageModel": "reports",
+    "RecordedWindowModel": "reports",
     "TeamDayUsageModel": "reports",
     "UsageReportModel": "reports",
 }
@@ -152,6 +154,7 @@ __all__ = [
     "PolicyModel",
     "QueueEntry",
     "QueueList",
+    "RecordedWindowModel",
     "RemovedNodeModel",
     "ResourceAmounts",
     "Role",

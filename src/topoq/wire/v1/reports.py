@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+from typing import Any
 
 from pydantic import Field
 
@@ -51,4 +52,34 @@ class UsageReportModel(WireModel):
         default_factory=list,
         description="With `hourly=true`: per UTC hour on which the teams reported held GPUs, "
         "their GPU-hours summed (the GPUs in use over time); empty otherwise.",
+    )
+
+
+class RecordedWindowModel(WireModel):
+    """What a server recorded over a window, for ``topoq whatif --server`` (admin): the jobs
+    submitted in it and what their admissions booked, as the store keeps them (its own
+    documents: ``topoq.store.codec``), the nodes, and the policy versions."""
+
+    since: float
+    until: float
+    jobs: list[dict[str, Any]] = Field(
+        description="Each job submitted in the window, oldest first: its spec (``spec``, the "
+        "store's document) and its phase history (``history``: [at, phase, cause])."
+    )
+    booked: list[dict[str, Any]] = Field(
+        description="What each admission in the window booked: job, index in its history "
+        "(``seq``) and the allocation (the store's document)."
+    )
+    held_at_start: list[str] = Field(
+        description="Jobs submitted before the window that held GPUs at its start."
+    )
+    nodes: list[dict[str, Any]] = Field(description="The nodes stored now (the store's documents).")
+    policy_versions: list[dict[str, Any]] = Field(
+        description="Every policy version kept: version, actor, at."
+    )
+    first_submitted: float | None = Field(
+        default=None, description="When the oldest job the server holds was submitted."
+    )
+    last_submitted: float | None = Field(
+        default=None, description="When the newest job the server holds was submitted."
     )

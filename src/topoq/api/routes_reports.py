@@ -26,6 +26,7 @@ from topoq.wire.v1 import (
     TeamDayUsageModel,
     UsageReportModel,
 )
+from topoq.wire.v1.cluster import PolicyVersionModel
 
 router = APIRouter(prefix="/reports", tags=["reports"], route_class=StrictJsonRoute)
 
@@ -107,7 +108,7 @@ def history(
     jobs = store.jobs_submitted_between(since_s, until_s)
     events = store.job_events_between(since_s, until_s)
     held = store.job_events_between(since_s, since_s, holding_at_start=True)
-    span = store.submission_span()
+    span = None if jobs else store.submission_span()  # for the hint of an empty window
     return RecordedWindowModel(
         since=since_s,
         until=until_s,
@@ -123,7 +124,8 @@ def history(
         held_at_start=sorted({e.job for e in held}),
         nodes=[encode_node(node) for node in store.nodes()],
         policy_versions=[
-            {"version": v.version, "actor": v.actor, "at": v.at_s} for v in store.policy_versions()
+            PolicyVersionModel(version=v.version, actor=v.actor, at=v.at_s)
+            for v in store.policy_versions()
         ],
         first_submitted=span[0] if span else None,
         last_submitted=span[1] if span else None,

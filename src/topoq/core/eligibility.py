@@ -33,13 +33,18 @@ class Eligibility:
         return not self.excluded
 
 
-def eligibility_of(tree: TopologyTree, pod_set: PodSetSpec) -> Eligibility:
-    key = (
-        "eligibility",
+def eligibility_key(pod_set: PodSetSpec) -> tuple[object, ...]:
+    """What a pod set's eligibility follows from (its selector, affinity and tolerations), as
+    a key to remember answers that follow from it on the tree."""
+    return (
         tuple(sorted(pod_set.node_selector.items())),
         pod_set.affinity_terms,
         pod_set.tolerations,
     )
+
+
+def eligibility_of(tree: TopologyTree, pod_set: PodSetSpec) -> Eligibility:
+    key = ("eligibility", *eligibility_key(pod_set))
     cached = tree.memo(key)
     if isinstance(cached, Eligibility):
         return cached

@@ -80,6 +80,20 @@ def per_pod_gpu_ask(text: str | int | float, where: str) -> tuple[str, int]:
     return GPU_SHARE, int(milli)
 
 
+MAX_GPUS_ASKED = 1_000_000
+"""The most whole GPUs a count a user writes in a scenario or a trace may ask for (far above
+any node's or cluster's)."""
+
+
+def bounded_gpu_ask(text: str | int | float, where: str) -> tuple[str, int] | None:
+    """``per_pod_gpu_ask``, or None for whole GPUs outside 1 to ``MAX_GPUS_ASKED`` (its own
+    refusals stand)."""
+    resource, amount = per_pod_gpu_ask(text, where)
+    if resource == NVIDIA_GPU and not 1 <= amount <= MAX_GPUS_ASKED:
+        return None
+    return resource, amount
+
+
 def check_pod_gpu_ask(requests: Resources, where: str) -> None:
     """A pod's GPU ask is whole GPUs or a share of one below a whole GPU, never both, and
     never a device's resource (those the scheduler derives on nodes open to shares)."""

@@ -287,10 +287,7 @@ class ServerRecords:
         self.policy_at = policy_at
 
     def policy_versions(self) -> list[PolicyVersion]:
-        return [
-            PolicyVersion(int(v["version"]), str(v["actor"]), float(v["at"]))
-            for v in self._recorded.policy_versions
-        ]
+        return [PolicyVersion(v.version, v.actor, v.at) for v in self._recorded.policy_versions]
 
     def count_jobs_submitted_between(self, start_s: float, end_s: float) -> int:
         return len(self._recorded.jobs)

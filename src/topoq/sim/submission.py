@@ -20,7 +20,7 @@ from topoq.discovery.jobfile import (
 from topoq.domain.durations import duration_s
 from topoq.domain.errors import InvalidInputError
 from topoq.domain.governance import ClusterPolicy, TeamName
-from topoq.domain.gpu_share import per_pod_gpu_ask
+from topoq.domain.gpu_share import MAX_GPUS_ASKED, bounded_gpu_ask
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobSpec
 from topoq.domain.names import check_label_name
 from topoq.domain.resources import Resources
@@ -176,17 +176,14 @@ def _gpus_per_pod(fields: Fields) -> Resources:
         raise InvalidInputError(
             f"expected a number of GPUs, got {value!r:.60}", where=where, hint=_GPUS_HINT
         )
-    resource, amount = per_pod_gpu_ask(value, where)
-    if amount < 1 or amount > MAX_GPUS_PER_POD:
+    asked = bounded_gpu_ask(value, where)
+    if asked is None:
         raise InvalidInputError(f"is {value}", where=where, hint=_GPUS_HINT)
+    resource, amount = asked
     return Resources({resource: amount})
 
 
-MAX_GPUS_PER_POD = 1_000_000
-"""Whole GPUs one pod of the ``gpus`` shortcut may ask (far above any node's)."""
-_GPUS_HINT = (
-    f"give whole GPUs per pod (1 to {MAX_GPUS_PER_POD:,}), or a share of one GPU such as 0.5"
-)
+_GPUS_HINT = f"give whole GPUs per pod (1 to {MAX_GPUS_ASKED:,}), or a share of one GPU such as 0.5"
 
 
 def _check_levels(workload: WorkloadSpec, topology: TopologySpec, where: str) -> None:

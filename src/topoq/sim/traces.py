@@ -58,9 +58,10 @@ from topoq.domain.gpu_share import (
     GPU_MODEL_LABEL,
     GPU_SHARE,
     GPU_SHARING_LABEL,
+    MAX_GPUS_ASKED,
+    bounded_gpu_ask,
     gpus_text,
     opens_gpus_to_shares,
-    per_pod_gpu_ask,
 )
 from topoq.domain.job import JobId, JobSpec
 from topoq.domain.names import check_job_id, check_label_name, check_label_value
@@ -360,10 +361,6 @@ def _read_itp(path: Path) -> Trace:
     return Trace(str(path), TraceFormat.ITP, tuple(jobs), {}, (note,))
 
 
-MAX_TRACE_JOB_GPUS = 1_000_000
-"""The most GPUs a job of a topoq trace may ask for."""
-
-
 def _read_topoq(path: Path) -> Trace:
     """Each row a job of its own id and team, arriving at ``submitted_s`` (any origin:
     arrivals are counted from the first) to run ``duration_s``, asking for ``gpus`` whole
@@ -398,21 +395,20 @@ def _read_topoq(path: Path) -> Trace:
 
 
 def _trace_gpus(text: str, where: str) -> tuple[int, int]:
-    """A topoq trace's ``gpus``: whole GPUs (1 to ``MAX_TRACE_JOB_GPUS``), or a share of one
+    """A topoq trace's ``gpus``: whole GPUs (1 to ``MAX_GPUS_ASKED``), or a share of one
     (``0.5``: 1 GPU at 500 thousandths)."""
-    hint = (
-        f"gpus is a whole number of GPUs from 1 to {MAX_TRACE_JOB_GPUS:,}, "
-        "or a share of one GPU (0.5)"
-    )
     try:
-        resource, amount = per_pod_gpu_ask(text, f"{where}, gpus")
+        asked = bounded_gpu_ask(text, f"{where}, gpus")
     except InvalidInputError:
-        raise InvalidInputError(f"gpus is {text!r}", where=where, hint=hint) from None
-    if resource == GPU_SHARE:
-        return 1, amount
-    if not 1 <= amount <= MAX_TRACE_JOB_GPUS:
+        asked = None
+    if asked is None:
+        hint = (
+            f"gpus is a whole number of GPUs from 1 to {MAX_GPUS_ASKED:,}, "
+            "or a share of one GPU (0.5)"
+        )
         raise InvalidInputError(f"gpus is {text!r}", where=where, hint=hint)
-    return amount, 0
+    resource, amount = asked
+    return (1, amount) if resource == GPU_SHARE else (amount, 0)
 
 
 def write_trace(trace: Trace, path: Path) -> None:

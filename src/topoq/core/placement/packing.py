@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topoq.core.eligibility import eligibility_of
+from topoq.core.eligibility import eligibility_key, eligibility_of
 from topoq.core.gpu_devices import (
     WHOLE_GPU_MILLI,
     DeviceRoom,
@@ -48,9 +48,10 @@ TaskClass = tuple[int, int, int, frozenset[int]]
 """A pod's CPU (millicores), GPU count, share of each GPU (thousandths) and accepted models."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Packing:
-    """What packing by fragmentation needs beside the ledger: the task mix."""
+    """What packing by fragmentation needs beside the ledger: the task mix. Compared and
+    hashed by identity: a ledger's figures are kept under the packing they were scored by."""
 
     mix: TaskMix
 
@@ -72,7 +73,7 @@ def task_class(tree: TopologyTree, pod_set: PodSetSpec) -> TaskClass:
     """The task class of one pod of ``pod_set`` (a GPU count of 0: it asks for no GPU, and
     accepts any model)."""
     requests = pod_set.requests
-    key = ("task class", requests, *_eligibility_key(pod_set))
+    key = ("task class", requests, *eligibility_key(pod_set))
     known = tree.memo(key)
     if isinstance(known, tuple):
         return known
@@ -110,7 +111,7 @@ def pack_one(
         return fragmentation_points(growth) * _DEVICES + device + 1
 
     # kept on the ledger across charges: a node's score moves only when the node is charged
-    score = ledger.per_node(("fragmentation points", id(packing), ask), scored)[fit]
+    score = ledger.per_node(("fragmentation points", packing, ask), scored)[fit]
     points, device = score // _DEVICES, score % _DEVICES - 1
     slack = _slack(tree, ledger.free, ask, fit) if ties_to_tightest(ask, mix) else None
     chosen = best_scored(points, slack)
@@ -138,7 +139,7 @@ def _room_of(tree: TopologyTree, free: IntArray, nodes: IntArray) -> DeviceRoom:
 
     opened = tree.shares_gpus[nodes]
     shared = len(tree.device_columns)
-    slots = max(shared, int(tree.capacity[:, columns[NVIDIA_GPU]].max()))
+    slots = _slots(tree)
     whole = column(NVIDIA_GPU)
     devices = np.where(np.arange(slots)[None, :] < whole[:, None], WHOLE_GPU_MILLI, 0)
     devices = devices.astype(np.int64)
@@ -157,6 +158,18 @@ def _slack(tree: TopologyTree, free: IntArray, ask: GpuAsk, nodes: IntArray) -> 
     cpu_left = (room.cpu - ask.cpu) / cpu_span
     gpu_left = (room.devices.sum(axis=1) - ask.gpu_milli) / gpu_span
     return np.asarray(0.5 * cpu_left + 0.5 * gpu_left, dtype=np.float64)
+
+
+def _slots(tree: TopologyTree) -> int:
+    """Device slots per node: the most devices a node open to shares keeps, or GPUs a node
+    has."""
+    known = tree.memo("packing device slots")
+    if isinstance(known, int):
+        return known
+    gpus = int(tree.capacity[:, tree.resource_column[NVIDIA_GPU]].max())
+    slots = max(len(tree.device_columns), gpus)
+    tree.remember("packing device slots", slots)
+    return slots
 
 
 def _spans(tree: TopologyTree) -> tuple[float, float]:
@@ -195,11 +208,3 @@ def _accepted_models(tree: TopologyTree, pod_set: PodSetSpec) -> frozenset[int]:
     accepted = frozenset(int(at) for at in np.unique(model[eligible]))
     every = frozenset(int(at) for at in np.unique(model[gpu_nodes]))
     return frozenset() if accepted >= every else accepted
-
-
-def _eligibility_key(pod_set: PodSetSpec) -> tuple[object, ...]:
-    return (
-        tuple(sorted(pod_set.node_selector.items())),
-        pod_set.affinity_terms,
-        pod_set.tolerations,
-    )

@@ -366,8 +366,8 @@ def _place_unit(
 def _packed(
     scratch: CapacityLedger, query: PodSetQuery, room: Room
 ) -> tuple[int, int | None] | None:
-    """Where a pod set of one GPU pod goes by fragmentation (``placement.packing``), on a
-    ledger that packs so; None: placed by the descent."""
+    """Where a pod set of one pod goes by fragmentation (``placement.packing``), on a ledger
+    that packs so; None: placed by the descent."""
     if scratch.packing is None or query.pod_set.count != 1:
         return None
     return pack_one(scratch, query.pod_set, room.at(scratch.tree.depth - 1))

@@ -8,6 +8,7 @@ from typing import Any
 from pydantic import Field
 
 from topoq.wire.v1.base import WireModel
+from topoq.wire.v1.cluster import PolicyVersionModel
 
 
 class TeamDayUsageModel(WireModel):
@@ -74,12 +75,16 @@ class RecordedWindowModel(WireModel):
         description="Jobs submitted before the window that held GPUs at its start."
     )
     nodes: list[dict[str, Any]] = Field(description="The nodes stored now (the store's documents).")
-    policy_versions: list[dict[str, Any]] = Field(
-        description="Every policy version kept: version, actor, at."
+    policy_versions: list[PolicyVersionModel] = Field(
+        description="Every policy version kept, oldest first."
     )
     first_submitted: float | None = Field(
-        default=None, description="When the oldest job the server holds was submitted."
+        default=None,
+        description="When the window holds no job: when the oldest job the server holds was "
+        "submitted.",
     )
     last_submitted: float | None = Field(
-        default=None, description="When the newest job the server holds was submitted."
+        default=None,
+        description="When the window holds no job: when the newest job the server holds was "
+        "submitted.",
     )

@@ -12,7 +12,9 @@ teams, 10,000 pending jobs), the nodes, the policy and the jobs written to the s
 (not timed). Steps run until one admits nothing (the cluster is full); then each **steady
 step** follows one running job ending: the executor reports it EXITED (exit code 0), as the
 local executor's ``poll`` would, and reports STARTED for the gangs the previous step started.
-The virtual clock moves one second per step.
+The virtual clock moves one second per step. With ``--after submit`` each steady step follows
+one submission instead (a sweep reaching a full cluster): a job alike a waiting one, of a
+team and shape picked at random among them, submitted through the controller's intake.
 
 Between steps the benchmark does what the revision's controller process does
 (``topoq.server.loop.GarbageBetweenSteps``, when it has it: frozen survivors, full
@@ -45,7 +47,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -55,6 +57,7 @@ from rich.table import Table
 
 import topoq.engine.controller as controller_module
 from benchmarks.cycle import SHAPES, child_result, extract, parse_scale, workload
+from topoq.domain.job import JobId
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import ExecutorEventKind
@@ -188,8 +191,9 @@ class Cluster:
             self.executor.report(ExecutorEventKind.EXITED, ended, exit_code=0, at=self.now)
 
 
-def measure(revision: str, nodes: int, pending: int, steps: int) -> Measured:
-    """Fill the cluster, then time ``steps`` steady steps (run in the child process)."""
+def measure(revision: str, nodes: int, pending: int, steps: int, after: str = "end") -> Measured:
+    """Fill the cluster, then time ``steps`` steady steps, each after one running job ended
+    or one job was submitted (``after``; run in the child process)."""
     with tempfile.TemporaryDirectory(prefix="topoq-step-") as data_dir:
         store, topology = filled_store(Path(data_dir), nodes, pending)
         executor = ScriptedExecutor()
@@ -202,7 +206,8 @@ def measure(revision: str, nodes: int, pending: int, steps: int) -> Measured:
         between_steps = server_garbage()
         with _instrumented(phases, store, controller):
             _fill(measured, controller, cluster, between_steps)
-            _run_steady(measured, controller, cluster, phases, steps, between_steps)
+            change = cluster.end_one if after == "end" else _submitting(controller, cluster)
+            _run_steady(measured, controller, cluster, phases, steps, between_steps, change)
         store.close()
     measured.peak_rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return measured
@@ -244,6 +249,20 @@ def _fill(
             return
 
 
+def _submitting(controller: Controller, cluster: Cluster) -> Callable[[random.Random], None]:
+    """A change that submits one job alike a waiting one (its team and shape, a new id)."""
+    waiting = [job.spec for job in controller.store.jobs().values() if job.phase.value == "pending"]
+    made = [0]
+
+    def submit(rng: random.Random) -> None:
+        like = rng.choice(waiting)
+        made[0] += 1
+        spec = replace(like, id=JobId(f"sweep-{made[0]}"), submitted_at=cluster.now)
+        controller.intake.submit(spec, actor="bench")
+
+    return submit
+
+
 def _run_steady(
     measured: Measured,
     controller: Controller,
@@ -251,14 +270,16 @@ def _run_steady(
     phases: PhaseClock,
     steps: int,
     between_steps: Callable[[], None],
+    change: Callable[[random.Random], None],
 ) -> None:
-    """``steps`` timed steps, each after one running job ended."""
+    """``steps`` timed steps, each after ``change`` (one running job ended, or one job
+    submitted)."""
     rng = random.Random(measured.pending)
     measured.phase_wall_s = {phase: [] for phase in PHASES}
     measured.phase_cpu_s = {phase: [] for phase in PHASES}
     for _ in range(steps):
         cluster.report_starts()
-        cluster.end_one(rng)
+        change(rng)
         cluster.now += 1.0
         phases.reset()
         wall, cpu = time.perf_counter(), time.process_time()
@@ -279,9 +300,11 @@ def _add_phases(measured: Measured, phases: PhaseClock, wall: float, cpu: float)
     measured.phase_cpu_s["rest"].append(cpu - sum(phases.cpu.values()))
 
 
-def run_child(revision: str, source: Path | None, nodes: int, pending: int, steps: int) -> Measured:
+def run_child(
+    revision: str, source: Path | None, nodes: int, pending: int, steps: int, after: str = "end"
+) -> Measured:
     found = child_result(
-        "benchmarks.controller_step", revision, source, str(nodes), str(pending), str(steps)
+        "benchmarks.controller_step", revision, source, str(nodes), str(pending), str(steps), after
     )
     return Measured(**found)
 
@@ -354,19 +377,28 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--steps", type=int, default=DEFAULT_STEPS, help="steady steps timed")
     parser.add_argument("--baseline", default=BASELINE_REVISION, help='a git revision, or "none"')
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--after",
+        choices=("end", "submit"),
+        default="end",
+        help="what each steady step follows: a running job ending (default) or a submission",
+    )
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     if options.child:
-        revision, nodes, pending, steps = options.child
-        print(json.dumps(asdict(measure(revision, int(nodes), int(pending), int(steps)))))
+        revision, nodes, pending, steps, after = options.child
+        measured = measure(revision, int(nodes), int(pending), int(steps), after)
+        print(json.dumps(asdict(measured)))
         return
     nodes, pending = options.scale or (QUICK_SCALE if options.quick else DEFAULT_SCALE)
     rows = []
     with tempfile.TemporaryDirectory(prefix="topoq-step-baseline-") as scratch:
         if options.baseline != "none":
             source = extract(options.baseline, Path(scratch))
-            rows.append(run_child(options.baseline, source, nodes, pending, options.steps))
-        rows.append(run_child("today", None, nodes, pending, options.steps))
+            rows.append(
+                run_child(options.baseline, source, nodes, pending, options.steps, options.after)
+            )
+        rows.append(run_child("today", None, nodes, pending, options.steps, options.after))
     print(table(rows, markdown=options.markdown), end="")
 
 

@@ -46,12 +46,17 @@ def stored_wait(admin: httpx.Client, job: str) -> dict[str, Any]:
     return dict(admin.get(f"/jobs/{job}/explain").json())
 
 
+def run_unconstrained(admin: httpx.Client, name: str, pods: int) -> None:
+    """Submit a job of team nlp that may go anywhere, and wait until it runs."""
+    made = admin.post("/jobs", json=unconstrained(name, pods))
+    assert made.status_code == 201, made.text
+    assert wait_for(lambda: phase(admin, name), lambda p: p == "running") == "running"
+
+
 def test_the_later_jobs_of_a_held_back_class_wait_as_the_first_and_start_in_their_turn(
     admin: httpx.Client,
 ) -> None:
-    made = admin.post("/jobs", json=unconstrained("nlp-run", 2))
-    assert made.status_code == 201, made.text
-    assert wait_for(lambda: phase(admin, "nlp-run"), lambda p: p == "running") == "running"
+    run_unconstrained(admin, "nlp-run", 2)
     # 2 running + 3 is over nlp's 4 nodes and it may not borrow: the head waits, holding quota
     for name, pods in (("nlp-head", 3), *((name, 1) for name in LATER), ("nlp-pair", 2)):
         made = admin.post("/jobs", json=unconstrained(name, pods))

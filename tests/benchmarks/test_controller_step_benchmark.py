@@ -15,3 +15,9 @@ def test_a_tiny_run_fills_the_cluster_then_steps_and_is_tabled() -> None:
     assert measured.peak_rss_mib > 0
     printed = table([measured], markdown=True)
     assert "| today | step |" in printed and "| today | commit |" in printed
+
+
+def test_steps_after_submissions_run_too() -> None:
+    """``--after submit``: each steady step follows one job submitted alike a waiting one."""
+    measured = run_child("today", None, 64, 100, 3, "submit")
+    assert len(measured.wall_s) == 3 and measured.admitted > 0

@@ -100,3 +100,38 @@ def test_gpu_gauges_count_pending_shares_of_a_gpu_as_their_part_of_one() -> None
     assert metrics.tally.gpu_milli[("b", "pending")] == 3_500
     found = samples(metrics)
     assert found[("topoq_gpus", (("state", "pending"), ("team", "b")))] == 3.5
+
+
+def test_steps_count_how_they_decided_and_arrivals_alike_take_no_cycle() -> None:
+    """Team a at its limit: its queue head (two pods) waits; the first one-pod job is cycled
+    and waits too; the ones after it, alike, arrive a step at a time and wait as it does
+    without a cycle (``core.cycle.arrivals``); an end of work is cycled and admits them in
+    their turns."""
+    nodes, spec = gpu_cluster([1, 2, 4])
+    store, executor, metrics = MemoryStore(), ScriptedExecutor(), ControlPlaneMetrics()
+    store.save_nodes(nodes, actor="t", now=0)
+    store.save_policy(policy(team("a", 32, borrow_gpus=0), team("b", 32)), actor="t", now=0)
+    now = [1.0]
+    c = Controller(store, executor, spec, clock=lambda: now[0], metrics=metrics)
+    c.intake.submit(job("run", "a", 4).spec, actor="t")
+    c.step()
+    executor.report(ExecutorEventKind.STARTED, "run")
+    c.step()
+    decided = []
+    for name, pods in [("head", 2), *((f"wait{i}", 1) for i in range(4))]:
+        now[0] += 5
+        c.intake.submit(job(name, "a", pods).spec, actor="t")
+        decided.append(c.step().decided_by.value)
+    assert decided == ["cycle", "cycle", "arrivals", "arrivals", "arrivals"]
+    found = samples(metrics)
+    assert found[("topoq_steps_total", (("decided_by", "arrivals"),))] == 3
+    assert found[("topoq_steps_total", (("decided_by", "cycle"),))] >= 3
+    cycled = {d.job: d for d in store.cycles[-4].diagnostics}["wait0"]
+    stored = {d.job: d for d in store.cycles[-1].diagnostics}
+    assert cycled.reason.value == "BORROW_LIMIT_REACHED"
+    for later in ("wait1", "wait2", "wait3"):
+        assert (stored[later].reason, stored[later].message) == (cycled.reason, cycled.message)
+    executor.report(ExecutorEventKind.EXITED, "run")
+    report = c.step()
+    assert report.decided_by.value == "cycle"
+    assert [a.job for a in report.result.admissions] == ["head", "wait0", "wait1"]

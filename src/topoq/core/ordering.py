@@ -200,6 +200,12 @@ class Lineup:
         self._ids: set[int] = set()
         self.guard_s, self.now = guard_s, now
 
+    def next_starving_at(self) -> float | None:
+        """No later than the first instant at which a job lined up and not starving yet
+        passes the starvation guard (a job that went may still count: never later); None:
+        none will."""
+        return self._waiting[0][0] if self._waiting else None
+
     def _add(self, job: JobView, facts: OrderFacts) -> tuple[Queued, Starving | None]:
         self._ids.add(id(job))
         entry = (facts, job)

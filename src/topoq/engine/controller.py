@@ -30,6 +30,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from enum import StrEnum
 from functools import partial
 from typing import Protocol
 
@@ -97,6 +98,18 @@ class ControlPlaneMetricsLike(Protocol):
     def observe_state(self, jobs: Mapping[JobId, JobView], book: QuotaBook) -> None: ...
 
 
+class StepDecision(StrEnum):
+    """How a controller step reached its decisions (``topoq_steps_total``'s label)."""
+
+    CYCLE = "cycle"
+    """A scheduling cycle ran."""
+    ARRIVALS = "arrivals"
+    """Only jobs that change nothing had arrived: each waits as its class failed in the last
+    cycle, without a cycle (``core.cycle.arrivals``)."""
+    UNCHANGED = "unchanged"
+    """Nothing that decides anything changed: the last decisions stand."""
+
+
 @dataclass
 class StepReport:
     """What one step did, for logs and metrics."""
@@ -120,6 +133,8 @@ class StepReport:
     """Another writer changed a job during the cycle; its decisions were dropped."""
     settled: bool = False
     """Nothing changed since a cycle that changed no job: no cycle ran."""
+    decided_by: StepDecision = StepDecision.UNCHANGED
+    """How the step's decisions were reached (``StepDecision``)."""
 
 
 @dataclass(frozen=True)
@@ -253,9 +268,7 @@ class Controller:
             fair_share_usage=shares_of(usage),
             by_phase=sorted_out,  # the very jobs above, sorted out once for the whole step
         )
-        parking, self._parking = self._parking, None  # kept again once the cycle is stored
-        result, parking = schedule_with_parking(snapshot, parking)
-        report.result = result
+        result, parking = self._decide(snapshot, report)
         moves = cycle_moves(jobs, result, now=now)
         changed = list(moves.values())
         if changed or result.diagnostics:
@@ -281,6 +294,16 @@ class Controller:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
         self._save_usage(now, changed=bool(changed))
         return report
+
+    def _decide(self, snapshot: Snapshot, report: StepReport) -> tuple[CycleResult, Parking]:
+        """The cycle's decisions on ``snapshot`` (in ``report`` too, with how they were
+        reached), and what it parked; the controller keeps that again once it is stored."""
+        before, self._parking = self._parking, None
+        result, parking = schedule_with_parking(snapshot, before)
+        report.result = result
+        if parking is not before:
+            report.decided_by = StepDecision.CYCLE if parking.cycled else StepDecision.ARRIVALS
+        return result, parking
 
     def _reconcile_jobs(
         self, jobs: dict[JobId, JobView], now: float, policy: ClusterPolicy, report: StepReport

@@ -94,6 +94,12 @@ class ControlPlaneMetrics:
         self.cycle_seconds = Histogram(
             "topoq_cycle_duration_seconds", "Duration of one controller step", registry=r
         )
+        self.steps = PromCounter(
+            "topoq_steps",
+            "Controller steps that decided, by how: a cycle, arrivals alone, nothing changed",
+            ["decided_by"],
+            registry=r,
+        )
         self.span = Histogram(
             "topoq_placement_span_domains",
             "Domains of each level an admitted gang spans",
@@ -107,6 +113,7 @@ class ControlPlaneMetrics:
         self, report: StepReport, duration_s: float, jobs: Mapping[JobId, JobView]
     ) -> None:
         self.cycle_seconds.observe(duration_s)
+        self.steps.labels(decided_by=report.decided_by.value).inc()
         for admit in report.result.admissions:
             team = jobs[admit.job].team if admit.job in jobs else "unknown"
             self.admissions.labels(team=team).inc()

@@ -7,6 +7,7 @@
 - ``preempting``: making room by eviction when a job does not fit;
 - ``run``: the cycle as numbered phases;
 - ``parking``: a cycle that carries what it parked to the next (``schedule_with_parking``);
+- ``arrivals``: jobs added since the last cycle that change nothing wait as their classes did;
 - ``queue``: the order the next cycle would take the waiting jobs in (``queue_order``).
 """
 

@@ -3,7 +3,9 @@
 The rule (ADR 0007): the cycle is a pure function of its snapshot, so a snapshot that is the
 same as the last one — the same tree, policy, jobs (the very same objects), upstream phases
 and fair-share usage, at the same instant or at a later one before any time-based rule
-changes an answer — gets the last result again without a cycle. Otherwise the cycle runs,
+changes an answer — gets the last result again without a cycle; so does one that only adds
+jobs that change nothing, each waiting as its class failed (``cycle.arrivals``). Otherwise
+the cycle runs,
 and a job that waits the same way as after the last cycle (on the same policy and tree: the
 same reason about the same flavor) keeps the diagnostic it had: its message, numbers and
 remedies, most of the cost of a diagnosis, are worked out again only when its reason
@@ -13,9 +15,10 @@ cancellations and every job's reason are exactly those of ``schedule(snapshot)``
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
+from topoq.core.cycle.arrivals import arrivals_waiting
 from topoq.core.cycle.run import run_cycle
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried
@@ -33,6 +36,9 @@ class Parking:
     result: CycleResult
     carried: Carried = field(repr=False)
     """How each job diagnosed in the cycle waits, and each job's class."""
+    cycled: bool = True
+    """Whether a cycle ran for ``snapshot`` (False: the jobs it added waited as their classes
+    had failed, on the last cycle's result: ``cycle.arrivals``)."""
 
     @cached_property
     def answers_change_at(self) -> float | None:
@@ -73,13 +79,21 @@ class Parking:
 
 
 def schedule_with_parking(
-    snapshot: Snapshot, parking: Parking | None = None
+    snapshot: Snapshot, parking: Parking | None = None, *, arrivals: bool = True
 ) -> tuple[CycleResult, Parking]:
     """One cycle, reusing what the cycle that left ``parking`` worked out where it cannot
-    have changed; the same decisions and reasons as ``schedule(snapshot)``."""
+    have changed; the same decisions and reasons as ``schedule(snapshot)``. ``arrivals``:
+    jobs added since that change nothing wait as their classes did, without a cycle
+    (``cycle.arrivals``)."""
     if parking is None or not parking.same_rules(snapshot):
         parking = None  # a policy or inventory change: nothing carried holds
     elif parking.holds_for(snapshot):
         return parking.result, parking
+    elif arrivals:
+        waiting = arrivals_waiting(parking.snapshot, parking.carried, snapshot)
+        if waiting is not None:
+            before = parking.result
+            result = replace(before, diagnostics=before.diagnostics + waiting.diagnostics)
+            return result, Parking(snapshot, result, waiting.carried, cycled=False)
     result, carried = run_cycle(snapshot, parking.carried if parking is not None else None)
     return result, Parking(snapshot, result, carried)

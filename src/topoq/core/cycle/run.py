@@ -127,7 +127,7 @@ def run_cycle(
         cancellations=dependencies.cancellations,
         diagnostics=tuple(cycle.diagnostics),
     )
-    return result, cycle.carried()
+    return result, cycle.carried(complete=until is None)
 
 
 def _books(

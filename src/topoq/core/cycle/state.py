@@ -73,6 +73,13 @@ Failure = tuple[Diagnostic, WaitIdentity | None]
 (None: worked out afresh every cycle)."""
 
 
+def class_of_job(
+    policy: ClusterPolicy, job: JobView, shape: Hashable, limit: float | None
+) -> JobClass:
+    """The job's class (``JobClass``), its ``shape`` and time ``limit`` worked out."""
+    return (job.team, priority_of(policy, job), shape, limit)
+
+
 class HeldBack(NamedTuple):
     """A held-back job's answer if one alike was found (``failure``), and what to share its
     own under otherwise (``key``: None when nothing may be shared)."""
@@ -144,6 +151,11 @@ class Carried:
     eviction: EvictionOrder | None = None
     """The holders in eviction order as the cycle last sorted them: the next cycle's are
     brought up to date from it by the holders that came and went."""
+    failures: Mapping[int, Failure] | None = None
+    """The classes (by number) whose failure stood when the cycle ended: a job of one of them
+    that arrives after the cycle, at the end of its team's queue, waits as it failed
+    (``cycle.arrivals``). None: the cycle's failures do not say so (victims stopped for a
+    preemptor, whose turns are not of that kind, or the cycle stopped at a job's turn)."""
 
 
 @dataclass(frozen=True)
@@ -366,7 +378,7 @@ class CycleState:
         if facts is None or facts[0] is not job:
             limit = time_limit_of(self.policy, job)
             shape = self.shape_of(job.spec.workload)
-            job_class = (job.team, priority_of(self.policy, job), shape, limit)
+            job_class = class_of_job(self.policy, job, shape, limit)
             numbers = self._carried.class_numbers
             number = numbers.get(job_class)
             if number is None:
@@ -720,7 +732,8 @@ class CycleState:
         )
         return self.lineup
 
-    def carried(self) -> Carried:
+    def carried(self, *, complete: bool = True) -> Carried:
+        """What the cycle hands on (``complete``: every job had its turn)."""
         return Carried(
             self.waits,
             self.facts,
@@ -735,6 +748,7 @@ class CycleState:
             self._held_still(),
             self._books,
             self._eviction_after(),
+            self._failed if complete and not self.stopping_for else None,
         )
 
     def _eviction_after(self) -> EvictionOrder | None:

@@ -230,23 +230,26 @@ def nodes_to_hold(
     """The fewest of ``candidates``, earliest-freeing first, on which ``workload`` fits once
     they are empty, and when they are all free (None: unknown); None when it fits on none
     of them even empty (fitting on more nodes never fails where fitting on fewer did not)."""
-    key = ("nodes to hold", candidates.tobytes(), free_at.tobytes(), workload)
-    known = tree.memo(key)
+    order = candidates[np.lexsort((candidates, free_at[candidates]))]
+    key = ("nodes to hold", order.tobytes(), workload)  # the order, not the times: as ``now``
+    known = tree.memo(key)  # moves, the free nodes' times move with it, and their order not
     if known is None:
-        known = _nodes_to_hold(tree, candidates, free_at, workload)
+        known = _nodes_to_hold(tree, order, workload)
         tree.remember_some(key, known, NODES_TO_HOLD_KEPT)
-    return known if isinstance(known, tuple) else None
+    if not isinstance(known, np.ndarray):
+        return None
+    start = float(free_at[known].max()) if len(known) else NEVER
+    return known, None if start == NEVER else start
 
 
 NODES_TO_HOLD_KEPT = 64
 """Answers of ``nodes_to_hold`` a tree keeps (the latest): a starving gang asks again every
-cycle, and its answer changes only when a node's expected free time does."""
+cycle, and its answer changes only when the order the nodes are expected to free in does."""
 
 
-def _nodes_to_hold(
-    tree: TopologyTree, candidates: IntArray, free_at: np.ndarray, workload: WorkloadSpec
-) -> tuple[IntArray, float | None] | bool:
-    order = candidates[np.lexsort((candidates, free_at[candidates]))]
+def _nodes_to_hold(tree: TopologyTree, order: IntArray, workload: WorkloadSpec) -> IntArray | bool:
+    """The fewest of the nodes ``order`` lists, first ones first, on which ``workload`` fits
+    once they are empty, sorted (False: it fits on none of them even empty)."""
 
     def fits(count: int) -> bool:
         free = np.zeros_like(tree.capacity)
@@ -257,9 +260,7 @@ def _nodes_to_hold(
     count = first_fitting(len(order), fits, _fewest_nodes(tree, order, workload))
     if count is None:
         return False
-    held = np.sort(order[:count])
-    start = float(free_at[held].max()) if len(held) else NEVER
-    return held, None if start == NEVER else start
+    return np.sort(order[:count])
 
 
 def _fewest_nodes(tree: TopologyTree, candidates: IntArray, workload: WorkloadSpec) -> int:

@@ -158,3 +158,57 @@ def test_a_queue_that_only_grows_is_cycled_once() -> None:
     result, _ = schedule_with_parking(_snapshot(c), parking)
     assert [a.job for a in result.admissions] == ["wait0"]
     assert decided(result) == decided(schedule(_snapshot(c)))
+
+
+def test_jobs_passing_the_starvation_guard_behind_the_one_held_for_change_nothing() -> None:
+    """Team a may borrow but no lender has room: its first starving job holds quota against
+    other teams' borrowing. Later jobs alike arrive, and earlier arrivals pass the guard
+    behind that one: no cycle, and what ``schedule`` decides."""
+    a, b = team("a", 32, borrow_gpus=32), team("b", 32)
+    c = Cluster.of([1, 2, 4], replace(policy(a, b, classes=CLASSES), starvation_guard_s=600))
+    c.submit(job("a-run", "a", 4, 8), job("b-run", "b", 4, 8))
+    c.jobs = apply_cycle(c.jobs, schedule(_snapshot(c)), now=c.now, start_at_once=True)
+    c.submit(*(job(f"wait{i}", "a", 1, 8) for i in range(3)))
+    _, parking = schedule_with_parking(_snapshot(c))
+    c.now = 700.0  # they starve: a cycle, which holds a's quota for wait0
+    result, parking = schedule_with_parking(_snapshot(c), parking)
+    assert parking.cycled and parking.carried.guard_passes_after is not None
+    for at, name in ((800.0, "late0"), (1500.0, "late1")):  # late0 starves at 1,400
+        c.now = at
+        c.submit(job(name, "a", 1, 8))
+        snapshot = _snapshot(c)
+        result, parking = schedule_with_parking(snapshot, parking)
+        assert not parking.cycled, name
+        assert decided(result) == decided(schedule(snapshot))
+    c.now = 1500.0
+    c.submit(job("late2", "a", 1, 8, priority="high"))  # goes first: a cycle
+    snapshot = _snapshot(c)
+    result, parking = schedule_with_parking(snapshot, parking)
+    assert parking.cycled
+    assert decided(result) == decided(schedule(snapshot))
+
+
+def test_a_job_passing_the_guard_ahead_of_the_one_held_for_gets_a_cycle() -> None:
+    """An urgent job submitted later than the starving ones passes the guard after the cycle
+    that held for wait0; it comes first in the guard's order, so the guard holds for it now:
+    the next arrival is cycled, and urgent evicts its team's lower-priority work, as cycling
+    every arrival decides."""
+    a, b = team("a", 32, borrow_gpus=32), team("b", 32)
+    c = Cluster.of([1, 2, 4], replace(policy(a, b, classes=CLASSES), starvation_guard_s=600))
+    c.submit(job("a-run", "a", 4, 8), job("b-run", "b", 4, 8))
+    c.jobs = apply_cycle(c.jobs, schedule(_snapshot(c)), now=c.now, start_at_once=True)
+    c.submit(*(job(f"wait{i}", "a", 1, 8) for i in range(3)))
+    c.now = 300.0
+    c.submit(job("urgent", "a", 1, 8, priority="high"))
+    parking: Parking | None = None
+    cycled: Parking | None = None
+    for at in (300.0, 700.0, 950.0):  # urgent passes the guard at 900
+        c.now = at
+        if at == 950.0:
+            c.submit(job("late", "a", 1, 8))
+        snapshot = _snapshot(c)
+        result, parking = schedule_with_parking(snapshot, parking)
+        compared, cycled = schedule_with_parking(snapshot, cycled, arrivals=False)
+        assert _same(result, compared)
+    assert parking is not None and parking.cycled
+    assert [(p.victim, p.for_job) for p in result.preemptions] == [("a-run", "urgent")]

@@ -25,7 +25,7 @@ from topoq.core.backfill import (
 from topoq.core.eta import ETA_KEY, expected_start
 from topoq.core.holdings import total_demand
 from topoq.core.ledger import CapacityLedger
-from topoq.core.ordering import Starving, groups_in_key_order
+from topoq.core.ordering import OrderKey, Starving, groups_in_key_order
 from topoq.core.quota import QuotaBook, QuotaVerdict
 from topoq.core.reservation import domain_to_reserve
 from topoq.core.tree import TopologyTree
@@ -151,7 +151,7 @@ def expected_start_of(cycle: HoldingCycle, job: JobView) -> float | None:
 def hold_for_starving(
     cycle: HoldingCycle,
     starving: Mapping[Hashable, list[Starving]],
-) -> None:
+) -> OrderKey | None:
     """Before any job is considered, the first starving job that may ever run
     (``MAX_STARVING_HOLDS``), in the order the cycle considers jobs — within guarantee first,
     then priority, fair-share position, submission (``ordering.next_job_keys`` on the books as
@@ -161,15 +161,18 @@ def hold_for_starving(
     admitted in its turn as any job. Choosing in the cycle's order keeps the guard from
     overriding fair share: of two starving teams, the one fair share serves first is held for.
     ``starving``: the starving jobs of each kind, in submission order
-    (``ordering.Lineup.starving``)."""
+    (``ordering.Lineup.starving``). Returns the key in that order of the job whose hold was
+    the last one made (None: fewer than ``MAX_STARVING_HOLDS`` were made): a job that starts
+    starving later changes none of this if its key comes after that one."""
     holding = 0
     policy, usage = cycle.policy, cycle.snapshot.fair_share_usage
     if policy.starvation_guard_s <= 0:
-        return
+        return None
+    last: OrderKey | None = None
     # in order lazily: most cycles hold for the first one or two, of thousands starving
-    for job in groups_in_key_order(starving, cycle.book, usage):
+    for key, job in groups_in_key_order(starving, cycle.book, usage):
         if holding == MAX_STARVING_HOLDS:
-            return
+            break
         attempts = cycle.attempts(job, cycle.book_for(job))
         attempt = next((a for a in attempts if a.quota.verdict.admissible), None)
         if attempt is None:
@@ -197,6 +200,8 @@ def hold_for_starving(
                 cycle.hold_nodes(hold, job.team)
                 held = True
         holding += held  # one waiting only for its own team's quota holds nothing here
+        last = key
+    return last if holding == MAX_STARVING_HOLDS else None
 
 
 def _starving_node_hold(cycle: HoldingCycle, job: JobView, attempt: Attempt) -> NodeHold | None:

@@ -33,6 +33,8 @@ Turn = tuple[float, float, str]
 """A job's place among jobs that stand alike (``turn_of``): its time limit under
 shortest-first (0 under submission order), its submission time, its id."""
 _Key = tuple[int, int, tuple[float, ...], float, float, str]
+OrderKey = _Key
+"""A pending job's key in the order (``next_job_keys``)."""
 
 
 class OrderFacts(NamedTuple):
@@ -200,11 +202,20 @@ class Lineup:
         self._ids: set[int] = set()
         self.guard_s, self.now = guard_s, now
 
-    def next_starving_at(self) -> float | None:
-        """No later than the first instant at which a job lined up and not starving yet
-        passes the starvation guard (a job that went may still count: never later); None:
-        none will."""
-        return self._waiting[0][0] if self._waiting else None
+    def passing_guard_by(self, now: float) -> list[Queued]:
+        """The jobs lined up and not starving yet whose starvation guard passes by ``now``
+        (with their facts; a job that went may still be among them)."""
+        waiting, found, looked = self._waiting, [], [0] if self._waiting else []
+        while looked:  # the heap's entries due by ``now``: children are never due sooner
+            at = looked.pop()
+            starves_at, _, key, job = waiting[at]
+            if starves_at > now:
+                continue
+            known = self._where.get(key)
+            if known is not None and known[0][1] is job and known[1] is None:
+                found.append(known[0])
+            looked.extend(child for child in (2 * at + 1, 2 * at + 2) if child < len(waiting))
+        return found
 
     def _add(self, job: JobView, facts: OrderFacts) -> tuple[Queued, Starving | None]:
         self._ids.add(id(job))
@@ -544,16 +555,19 @@ def in_key_order(
     for job in jobs:
         known = facts_of(job)
         groups.setdefault(known.kind, []).append((known.submission, job))
-    return groups_in_key_order({kind: sorted(group) for kind, group in groups.items()}, book, usage)
+    ordered = groups_in_key_order(
+        {kind: sorted(group) for kind, group in groups.items()}, book, usage
+    )
+    return (job for _, job in ordered)
 
 
 def groups_in_key_order(
     groups: Mapping[Hashable, list[tuple[Turn, JobView]]],
     book: QuotaBook,
     usage: Mapping[TeamName, float] = NO_USAGE,
-) -> Iterator[JobView]:
+) -> Iterator[tuple[_Key, JobView]]:
     """``in_key_order`` of jobs already grouped by kind (``OrderFacts.kind``), each group in
-    submission order."""
+    submission order, each with its key (``next_job_keys``)."""
     alike = [
         (_standing_of(book, group[0][1], kind, usage), group)
         for kind, group in groups.items()
@@ -562,16 +576,25 @@ def groups_in_key_order(
     return _merged(alike)
 
 
+def key_on_books(
+    book: QuotaBook, job: JobView, facts: OrderFacts, usage: Mapping[TeamName, float]
+) -> _Key:
+    """``next_job_keys``' key of ``job`` (of ``facts``) on ``book`` as it stands (a book a
+    cycle handed on: its figures are not changed, its memo only gains answers true of it)."""
+    return _standing(book, job, total_demand(job), usage) + facts.submission
+
+
 def _merged(
     alike: list[tuple[_Standing, list[tuple[Turn, JobView]]]],
-) -> Iterator[JobView]:
-    """The jobs of groups that each stand alike and are in submission order, by their keys."""
+) -> Iterator[tuple[_Key, JobView]]:
+    """The jobs of groups that each stand alike and are in submission order, by their keys
+    (each with its key)."""
     heap = [(standing + group[0][0], index, 0) for index, (standing, group) in enumerate(alike)]
     heapq.heapify(heap)  # keys end with the job's id: no two are equal
     while heap:
-        _, index, position = heapq.heappop(heap)
+        key, index, position = heapq.heappop(heap)
         standing, group = alike[index]
-        yield group[position][1]
+        yield key, group[position][1]
         if position + 1 < len(group):
             heapq.heappush(heap, (standing + group[position + 1][0], index, position + 1))
 

@@ -25,7 +25,7 @@ from topoq.core.cycle.by_phase import JobsByPhase
 from topoq.core.cycle.snapshot import Snapshot
 from topoq.core.cycle.state import Carried, ParkedWait, SettledWaits, class_of_job
 from topoq.core.holds import alike
-from topoq.core.ordering import Queued, order_facts
+from topoq.core.ordering import Queued, key_on_books, order_facts
 from topoq.core.time_limits import time_limit_of
 from topoq.domain.decisions import Diagnostic
 from topoq.domain.governance import QueueingStrategy, TeamName
@@ -105,7 +105,12 @@ def arrivals_waiting(before: Snapshot, carried: Carried, snapshot: Snapshot) -> 
             settled[team] = grown
     return ArrivalWaits(
         tuple(said for _, said, _ in arrived),
-        replace(carried, waits={**carried.waits, **waits}, settled=settled),
+        replace(
+            carried,
+            waits={**carried.waits, **waits},
+            settled=settled,
+            arrived=carried.arrived + tuple(entry for entry, _, _ in arrived),
+        ),
     )
 
 
@@ -114,9 +119,11 @@ def _time_stands(
 ) -> bool:
     """Whether no rule that time enters can have changed an answer from ``before.now`` to
     ``snapshot.now``: the same instant, or a later one while no job has a time limit
-    (expected starts and backfill move with time) and no job has passed the starvation guard
-    since (``starvation.next_time_rule_change``, bounded without a pass over every job: the
-    lineup knows when its first job starves, and the classes met know their limits)."""
+    (expected starts and backfill move with time; the classes met know their limits) and
+    every job lined up that passed the starvation guard since comes after the starving job
+    the cycle held for, in the guard's order (``Carried.guard_passes_after``): the guard holds
+    for that one again, and a starving job is read nowhere else. Held and blocked jobs are
+    not lined up: their guard passing changes nothing."""
     now, then = snapshot.now, before.now
     if now == then:
         return True
@@ -126,17 +133,22 @@ def _time_stands(
     if any(limit is not None for _, _, _, limit in carried.class_numbers):
         return False  # a class met (maybe of a job gone: never too hopeful) has a time limit
     phases = snapshot.by_phase or JobsByPhase(snapshot.jobs)
-    unlined = (*phases.held, *phases.dependents)  # pending jobs the lineup does not hold
-    others = (*phases.holding.values(), *unlined, *added)
+    others = (*phases.holding.values(), *phases.held, *phases.dependents, *added)
     if any(time_limit_of(policy, job) is not None for job in others):
         return False
     guard = policy.starvation_guard_s
     if guard <= 0:
         return True
     lineup = carried.lineup
-    first = lineup.next_starving_at() if lineup is not None else None
-    starts = [job.entered_queue_at + guard for job in unlined]
-    return all(at <= then or at > now for at in starts) and (first is None or first > now)
+    passing = lineup.passing_guard_by(now) if lineup is not None else []
+    passing += [entry for entry in carried.arrived if entry[0].waiting_since + guard <= now]
+    if not passing:
+        return True
+    bound, books = carried.guard_passes_after, carried.books
+    if bound is None or books is None:
+        return False
+    usage = snapshot.fair_share_usage
+    return all(key_on_books(books, job, facts, usage) > bound for facts, job in passing)
 
 
 def _upstream_named(snapshot: Snapshot) -> set[JobId]:

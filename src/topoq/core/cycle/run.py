@@ -105,8 +105,9 @@ def run_cycle(
             cycle.decide_wait(Diagnostic(job.id, PendingReason.HELD, "held by a user"))
     ready = [job for job in jobs.ready if job.id not in blocked] if blocked else jobs.ready
     lineup = cycle.line_up(ready)
-    if snapshot.holds_for_waiting:
-        hold_for_starving(cycle, lineup.starving)  # 4
+    cycle.guard_passes_after = (  # 4
+        hold_for_starving(cycle, lineup.starving) if snapshot.holds_for_waiting else ()
+    )
     cycle.start_order()
     for facts, job in pending_in_line(
         lineup,

@@ -39,6 +39,7 @@ from topoq.core.ledger import CapacityLedger
 from topoq.core.ordering import (
     Lineup,
     OrderFacts,
+    OrderKey,
     Passes,
     Queued,
     eviction_key,
@@ -156,6 +157,13 @@ class Carried:
     that arrives after the cycle, at the end of its team's queue, waits as it failed
     (``cycle.arrivals``). None: the cycle's failures do not say so (victims stopped for a
     preemptor, whose turns are not of that kind, or the cycle stopped at a job's turn)."""
+    guard_passes_after: OrderKey | tuple[()] | None = None
+    """A job that passes the starvation guard after the cycle changes none of its answers
+    when its key in the guard's order (``ordering.key_on_books`` on ``books``) comes after
+    this: the key of the starving job the cycle held for (``holds.hold_for_starving``), or
+    ``()`` where nothing is held for starving jobs. None: any may change them."""
+    arrived: tuple[Queued, ...] = ()
+    """The jobs added since the cycle without one (``cycle.arrivals``), with their facts."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +197,9 @@ for (its jobs admitted since come off the front: a few)."""
 
 class CycleState:
     """The state one cycle works on; never escapes the cycle."""
+
+    guard_passes_after: OrderKey | tuple[()] | None = None
+    """See ``Carried.guard_passes_after`` (set once the starvation guard's holds are made)."""
 
     def __init__(
         self,
@@ -749,6 +760,7 @@ class CycleState:
             self._books,
             self._eviction_after(),
             self._failed if complete and not self.stopping_for else None,
+            self.guard_passes_after,
         )
 
     def _eviction_after(self) -> EvictionOrder | None:

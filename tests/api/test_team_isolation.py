@@ -248,4 +248,5 @@ def test_the_open_metrics_say_nothing_finer_than_a_team(seeded: Api) -> None:
         for name in sample.labels
     }
     assert "topoq_jobs" in text and "team" in labels
-    assert labels <= {"team", "phase", "state", "kind", "cause", "level", "le"}, labels
+    known = {"team", "phase", "state", "kind", "cause", "level", "le", "decided_by"}
+    assert labels <= known, labels

@@ -57,7 +57,7 @@ from rich.table import Table
 
 import topoq.engine.controller as controller_module
 from benchmarks.cycle import SHAPES, child_result, extract, parse_scale, workload
-from topoq.domain.job import JobId
+from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller
 from topoq.engine.metrics import ControlPlaneMetrics
 from topoq.engine.ports import ExecutorEventKind
@@ -251,7 +251,9 @@ def _fill(
 
 def _submitting(controller: Controller, cluster: Cluster) -> Callable[[random.Random], None]:
     """A change that submits one job alike a waiting one (its team and shape, a new id)."""
-    waiting = [job.spec for job in controller.store.jobs().values() if job.phase.value == "pending"]
+    waiting = [
+        job.spec for job in controller.store.jobs().values() if job.phase is JobPhase.PENDING
+    ]
     made = [0]
 
     def submit(rng: random.Random) -> None:

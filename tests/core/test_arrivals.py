@@ -9,23 +9,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_cycle_properties import CLASSES, arrivals, clusters, submit_wave
-from tests.core.test_parking import decided
-from topoq.core.cycle import Parking, Snapshot, schedule, schedule_with_parking
+from tests.core.test_parking import _by_job, _snapshot, decided
+from topoq.core.cycle import Parking, schedule, schedule_with_parking
 from topoq.core.lifecycle import apply_cycle
-from topoq.domain.decisions import CycleResult, Diagnostic
+from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import ClusterPolicy, QueueingStrategy
 from topoq.domain.job import JobId, JobPhase
 from topoq.testing.governance import Cluster, job, policy, team
 
 Wave = list[tuple[str, int, int, str, bool]]
-
-
-def _by_job(diagnostic: Diagnostic) -> str:
-    return diagnostic.job
-
-
-def _snapshot(c: Cluster) -> Snapshot:
-    return Snapshot(c.now, c.tree, tuple(c.jobs.values()), c.policy)
 
 
 def _same(a: CycleResult, b: CycleResult) -> bool:

@@ -58,8 +58,6 @@ def arrivals_waiting(before: Snapshot, carried: Carried, snapshot: Snapshot) -> 
     ):
         return None  # (a cluster packed by fragmentation counts every job in its task mix)
     added = jobs[len(kept) :]
-    if not _time_stands(before, carried, snapshot, added):
-        return None
     policy = snapshot.policy
     strict = {t.name for t in policy.teams if t.queueing is QueueingStrategy.STRICT_FIFO}
     named = _upstream_named(snapshot)
@@ -91,6 +89,8 @@ def arrivals_waiting(before: Snapshot, carried: Carried, snapshot: Snapshot) -> 
         diagnostic, identity = failure
         said = alike(diagnostic, job)
         arrived.append((entry, said, None if identity is None else (identity, said)))
+    if not _time_stands(before, carried, snapshot, added):
+        return None  # (asked last: it looks at every holder)
     arrived.sort(key=lambda one: one[0][0])  # in their order (a team's, as its turns come)
     waits: dict[JobId, ParkedWait] = {}
     queued: dict[TeamName, list[tuple[Queued, ParkedWait | None]]] = {}

@@ -14,8 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.core.test_cycle_properties import CLASSES
+from topoq.core.cycle.by_phase import PhaseIndex
 from topoq.core.holdings import total_demand
 from topoq.core.ordering import (
+    OrderFacts,
     Queued,
     in_key_order,
     line_up,
@@ -339,3 +341,59 @@ def test_a_job_that_comes_back_as_another_object_is_lined_up_once() -> None:
     starved = line_up([again], facts, guard_s=5.0, now=9.0, before=back)
     assert [one for _, one in starved.queues["a"]] == [again]
     assert [one for group in starved.starving.values() for _, one in group] == [again]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    situation=situations(),
+    moves=st.lists(st.lists(st.tuples(st.integers(0, 23), st.booleans()), max_size=5), max_size=6),
+    lined_up_at=st.integers(0, 6),
+    guard=st.sampled_from([0.0, 2.0, 5.0]),
+)
+def test_a_lineup_told_what_came_and_went_is_the_lineup_made_afresh(
+    situation: tuple[ClusterPolicy, dict[TeamName, int], list[JobView], dict[TeamName, float]],
+    moves: list[list[tuple[int, bool]]],
+    lined_up_at: int,
+    guard: float,
+) -> None:
+    """A shell's index hands each cycle what came and went among its ready jobs since its
+    earlier reads (``ReadyChanges``): a lineup of an earlier read brought up to date by that —
+    jobs stored again as new objects, jobs going and coming back, reads with no lineup between
+    them (arrivals taken without a cycle) — holds what a lineup made afresh holds."""
+    rules, _, jobs, _ = situation
+    facts = partial(order_facts, rules)
+    index = PhaseIndex()
+    by_id = {one.id: one for one in jobs}
+    for one in jobs[: len(jobs) // 2]:
+        index.store(one)
+    reads = [index.sorted_out()]
+    for step in moves:
+        for number, goes in step:
+            if not jobs:
+                break
+            chosen = jobs[number % len(jobs)]
+            if goes:
+                index.forget(chosen.id)
+            else:
+                index.store(replace(by_id[chosen.id]))  # a new object each time it is stored
+        reads.append(index.sorted_out())
+    earlier, now_read = reads[min(lined_up_at, len(reads) - 1)], reads[-1]
+    before = line_up(earlier.ready, facts, guard_s=guard, now=3.0, changes=earlier.ready_changes)
+    asked: list[JobView] = []
+
+    def counted(one: JobView) -> OrderFacts:
+        asked.append(one)
+        return facts(one)
+
+    changes = now_read.ready_changes
+    told = line_up(now_read.ready, counted, guard_s=guard, now=5.0, before=before, changes=changes)
+    assert changes is not None and earlier.ready_changes is not None
+    came = changes.since(earlier.ready_changes.made_from)
+    assert came is not None and len(asked) == len(came[0])  # only the jobs that came
+    fresh = line_up(now_read.ready, facts, guard_s=guard, now=5.0)
+    assert _ids(told.queues) == _ids(fresh.queues)
+    assert _ids(told.starving) == _ids(fresh.starving)
+    assert {id(one) for group in told.queues.values() for _, one in group} == {
+        id(one) for one in now_read.ready
+    }
+    assert told.made_from == changes.made_from

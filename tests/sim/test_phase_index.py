@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from tests.sim.conftest import SCENARIOS
 from topoq.core.cycle import Parking, Snapshot, schedule
-from topoq.core.cycle.by_phase import JobsByPhase, PhaseIndex
+from topoq.core.cycle.by_phase import READY_CHANGES_KEPT, JobsByPhase, PhaseIndex
 from topoq.core.tree import build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobView
@@ -136,3 +136,48 @@ def test_an_index_synced_with_each_read_sorts_out_what_a_pass_over_the_read_woul
             jobs.pop(JobId(f"j{dropped[step]}"), None)  # finished: no longer read
         read = dict(jobs)
         assert _alike(index.synced(read), JobsByPhase(read.values()))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.lists(st.tuples(st.integers(0, 9), st.sampled_from(_PHASES), st.booleans()), max_size=6),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_an_index_tells_what_came_and_went_among_the_ready_since_each_earlier_read(
+    steps: list[list[tuple[int, JobPhase, bool]]],
+) -> None:
+    """Each read's ready jobs say how they came about (``ReadyChanges``): from any earlier
+    read still kept, the views that came (in the order of the ready jobs now) and the views
+    that went are those a comparison of the two reads finds; from a read no longer kept, or
+    another index's, nothing is told."""
+    index, other = PhaseIndex(), PhaseIndex()
+    reads: list[JobsByPhase] = []
+    for changes in steps:
+        for number, phase, gone in changes:
+            if gone:
+                index.forget(JobId(f"j{number}"))
+            else:
+                index.store(replace(job(f"j{number}", "team", 1), phase=phase))
+        reads.append(index.sorted_out())
+    now = reads[-1]
+    changes_now = now.ready_changes
+    assert changes_now is not None and now.ready == reads[-1].ready
+    for read in reads:
+        assert read.ready_changes is not None
+        told = changes_now.since(read.ready_changes.made_from)
+        generations_back = changes_now.generation - read.ready_changes.generation
+        if generations_back > READY_CHANGES_KEPT:
+            assert told is None
+            continue
+        assert told is not None
+        came, went = told
+        before = _ids(read.ready)
+        assert [id(view) for view in came] == [id(v) for v in now.ready if id(v) not in before]
+        assert _ids(went) == before - _ids(now.ready)
+        if generations_back == 0:
+            assert read.ready is now.ready  # nothing changed: the very same ready jobs
+    assert changes_now.since(other.sorted_out().ready_changes.made_from) is None  # type: ignore[union-attr]
+    assert changes_now.since(None) is None

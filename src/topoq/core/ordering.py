@@ -6,7 +6,7 @@ import bisect
 import heapq
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from topoq.core.admission import flavors_for
 from topoq.core.fair_share import fair_share_position
@@ -23,6 +23,9 @@ from topoq.domain.governance import (
 )
 from topoq.domain.job import JobView
 from topoq.domain.resources import Resources
+
+if TYPE_CHECKING:
+    from topoq.core.cycle.by_phase import ReadyChanges
 
 NO_USAGE: Mapping[TeamName, float] = MappingProxyType({})
 """No usage history: the fair-share position is the weighted borrowed share now."""
@@ -186,7 +189,7 @@ class Lineup:
     It keeps the jobs it lines up, so the ``id`` it knows each by stays that job's. Never
     changed once made: the next cycle's is a new one (sharing the lists neither changes)."""
 
-    __slots__ = ("_ids", "_waiting", "_where", "guard_s", "now", "queues", "starving")
+    __slots__ = ("_waiting", "_where", "guard_s", "made_from", "now", "queues", "starving")
 
     def __init__(self, guard_s: float, now: float) -> None:
         self.queues: dict[TeamName, list[Queued]] = {}
@@ -198,9 +201,12 @@ class Lineup:
         so a job may be there twice, as the object that went and as the one that came back in
         its place: the ``id`` tells them apart without comparing jobs)."""
         self._where: dict[int, tuple[Queued, Starving | None]] = {}
-        """Each job's entry in its team's queue, and among the starving if it starves."""
-        self._ids: set[int] = set()
+        """Each job's entry in its team's queue, and among the starving if it starves, by the
+        job's ``id``: the jobs lined up."""
         self.guard_s, self.now = guard_s, now
+        self.made_from: tuple[object, int] | None = None
+        """Which ready jobs of a shell's index these are (``ReadyChanges.made_from``), when
+        they are an index's ready jobs as they were read."""
 
     def passing_guard_by(self, now: float) -> list[Queued]:
         """The jobs lined up and not starving yet whose starvation guard passes by ``now``
@@ -218,7 +224,6 @@ class Lineup:
         return found
 
     def _add(self, job: JobView, facts: OrderFacts) -> tuple[Queued, Starving | None]:
-        self._ids.add(id(job))
         entry = (facts, job)
         self.queues.setdefault(job.team, []).append(entry)
         starving = None
@@ -244,21 +249,31 @@ def line_up(
     guard_s: float = 0.0,
     now: float = 0.0,
     before: Lineup | None = None,
+    changes: ReadyChanges | None = None,
 ) -> Lineup:
     """``jobs`` lined up (``Lineup``): from ``before`` when it was lined up on the same
     starvation guard no later than ``now`` — its jobs still among ``jobs`` kept in place, the
     ones that went taken out, the others added in order, those whose guard passed since moved
-    to the starving — else afresh. The same queues and groups either way."""
-    if before is None or before.guard_s != guard_s or before.now > now:
-        lineup = Lineup(guard_s, now)
-        for job in jobs:
-            lineup._add(job, facts_of(job))
-        for queued in lineup.queues.values():
-            queued.sort()  # by the facts, whose team order ends with the job's id: no ties
-        for group in lineup.starving.values():
-            group.sort()
-        return lineup
-    return _LineupUpdate(before, guard_s, now).made(jobs, facts_of)
+    to the starving — else afresh. The same queues and groups either way. ``changes``: how
+    ``jobs``, a shell's index's ready jobs, came about; when ``before`` was lined up from an
+    earlier generation of them, the jobs that came and went are taken from there instead of
+    comparing every job."""
+    made_from = changes.made_from if changes is not None else None
+    if before is not None and before.guard_s == guard_s and before.now <= now:
+        since = changes.since(before.made_from) if changes is not None else None
+        updated = _LineupUpdate(before, guard_s, now).made(jobs, facts_of, since)
+        if updated is not None:
+            updated.made_from = made_from
+            return updated
+    lineup = Lineup(guard_s, now)
+    for job in jobs:
+        lineup._add(job, facts_of(job))
+    for queued in lineup.queues.values():
+        queued.sort()  # by the facts, whose team order ends with the job's id: no ties
+    for group in lineup.starving.values():
+        group.sort()
+    lineup.made_from = made_from
+    return lineup
 
 
 class _LineupUpdate:
@@ -286,30 +301,44 @@ class _LineupUpdate:
         del entries[bisect.bisect_left(entries, entry)]  # in order still
         self.in_order[starving, key] -= 1
 
-    def made(self, jobs: Sequence[JobView], facts_of: Callable[[JobView], OrderFacts]) -> Lineup:
-        lineup, before = self.lineup, self.before
-        present = set(map(id, jobs))
-        added = present - before._ids
-        for gone in before._ids - present:
-            entry, starving = lineup._where.pop(gone)
+    def made(
+        self,
+        jobs: Sequence[JobView],
+        facts_of: Callable[[JobView], OrderFacts],
+        since: tuple[Sequence[JobView], Sequence[JobView]] | None = None,
+    ) -> Lineup | None:
+        """The lineup of ``jobs``; ``since``: the views that came and went since ``before``'s
+        jobs (else found by comparing every job's ``id``). None when ``since`` does not take
+        ``before``'s jobs to ``jobs`` (the caller lines them up afresh)."""
+        lineup = self.lineup
+        where = lineup._where
+        added, gone = self._came_and_went(jobs, since)
+        for view in gone:
+            known = where.pop(id(view), None)
+            if known is None or known[0][1] is not view:
+                return None  # ``since`` is not of these jobs
+            entry, starving = known
             self.take_out(False, entry[1].team, entry)
             if starving is not None:
                 self.take_out(True, entry[0].kind, starving)
         waiting = lineup._waiting
         while waiting and waiting[0][0] <= lineup.now:  # their guard passed: they starve now
             _, submission, _, job = heapq.heappop(waiting)
-            known = lineup._where.get(id(job)) if id(job) in present else None
+            known = where.get(id(job))
             if known is not None and known[0][1] is job and known[1] is None:
                 # lined up still, and not starving yet (a job that went and came back may be
                 # in the heap twice; the heap keeps it alive, so the id is its own)
                 self.own(True, known[0][0].kind).append((submission, job))
-                lineup._where[id(job)] = (known[0], (submission, job))
-        lineup._ids = present  # the jobs kept, and those added (``_add`` puts them in again)
-        for job in _added(jobs, added):
+                where[id(job)] = (known[0], (submission, job))
+        for job in added:
+            if id(job) in where:
+                return None  # lined up already: ``since`` is not of these jobs
             facts = facts_of(job)
             self.own(False, job.team)
             self.own(True, facts.kind)
             lineup._add(job, facts)
+        if since is not None and len(where) != len(jobs):
+            return None  # ``since`` is not of these jobs
         for (is_starving, key), in_order in self.in_order.items():
             lists: dict[Any, list[Any]] = lineup.starving if is_starving else lineup.queues
             if lists[key]:
@@ -317,6 +346,17 @@ class _LineupUpdate:
             else:
                 del lists[key]
         return lineup
+
+    def _came_and_went(
+        self, jobs: Sequence[JobView], since: tuple[Sequence[JobView], Sequence[JobView]] | None
+    ) -> tuple[list[JobView], list[JobView]]:
+        """The jobs to add (in the order ``_added`` finds them) and the views to take out."""
+        if since is not None:
+            return list(reversed(since[0])), list(since[1])
+        lined_up = self.before._where
+        present = set(map(id, jobs))
+        gone = [lined_up[key][0][1] for key in lined_up.keys() - present]
+        return _added(jobs, present - lined_up.keys()), gone
 
 
 def _added(jobs: Sequence[JobView], added: set[int]) -> list[JobView]:

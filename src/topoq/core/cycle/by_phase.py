@@ -3,11 +3,67 @@ them (``PhaseIndex``) so that a cycle over a long queue need not sort out every 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from itertools import compress
 from types import MappingProxyType
 
 from topoq.domain.job import HOLDING_PHASES, JobId, JobPhase, JobView
+
+READY_CHANGES_KEPT = 32
+"""How many of its last changes of the ready jobs an index hands each cycle (``ReadyChanges``):
+a cycle lined up at most that many sorted-out reads ago is brought up to date by them."""
+
+
+class ReadyChanges:
+    """How a :class:`PhaseIndex`'s ready jobs came to be what a :class:`JobsByPhase` holds:
+    the index (a token), the generation of these ready jobs (one more at each read that changed
+    them) and, for its last ``READY_CHANGES_KEPT`` changes, the generation before each, the
+    views that came and the views that went. Whoever lined up the ready jobs of an earlier
+    generation of the same index (``ordering.line_up``) takes what came and went since instead
+    of comparing every job. Never changed once made."""
+
+    __slots__ = ("generation", "index", "steps")
+
+    def __init__(
+        self,
+        index: object,
+        generation: int,
+        steps: tuple[tuple[int, tuple[JobView, ...], tuple[JobView, ...]], ...],
+    ) -> None:
+        self.index, self.generation, self.steps = index, generation, steps
+
+    @property
+    def made_from(self) -> tuple[object, int]:
+        """What these ready jobs are: the index and the generation."""
+        return self.index, self.generation
+
+    def since(
+        self, made_from: tuple[object, int] | None
+    ) -> tuple[Sequence[JobView], Sequence[JobView]] | None:
+        """The views that came (in the order the index stored them) and went since the ready
+        jobs ``made_from`` names (``made_from`` of an earlier one); None when that is not an
+        earlier generation of this index still kept."""
+        if made_from is None or made_from[0] is not self.index:
+            return None
+        generation = made_from[1]
+        if generation == self.generation:
+            return (), ()
+        first = next((at for at, step in enumerate(self.steps) if step[0] == generation), None)
+        if first is None:
+            return None
+        came: dict[int, JobView] = {}
+        went: dict[int, JobView] = {}
+        for _, step_came, step_went in self.steps[first:]:  # every view here is alive: ids hold
+            for view in step_went:
+                if came.pop(id(view), None) is None:
+                    went[id(view)] = view
+            for view in step_came:
+                if went.get(id(view)) is view:
+                    del went[id(view)]
+                else:
+                    came[id(view)] = view
+        return tuple(came.values()), tuple(went.values())
 
 
 class JobsByPhase:
@@ -19,13 +75,15 @@ class JobsByPhase:
     on the order of the jobs (``tests/core/test_cycle_properties.py``). Never changed once
     made: it is part of a snapshot (``Snapshot.by_phase``)."""
 
-    __slots__ = ("dependents", "held", "holding", "preempting", "ready")
+    __slots__ = ("dependents", "held", "holding", "preempting", "ready", "ready_changes")
 
     holding: Mapping[JobId, JobView]
     ready: tuple[JobView, ...]
     held: tuple[JobView, ...]
     dependents: tuple[JobView, ...]
     preempting: tuple[JobView, ...]
+    ready_changes: ReadyChanges | None
+    """How the ready jobs came from an index's earlier reads (None: made from jobs)."""
 
     def __init__(self, jobs: Iterable[JobView] = ()) -> None:
         holding: dict[JobId, JobView] = {}
@@ -56,6 +114,7 @@ class JobsByPhase:
         self.holding = MappingProxyType(holding)
         self.ready, self.held = tuple(ready), tuple(held)
         self.dependents, self.preempting = tuple(dependents), tuple(preempting)
+        self.ready_changes = None
 
 
 class PhaseIndex:
@@ -65,11 +124,31 @@ class PhaseIndex:
     (``Snapshot.by_phase``), so a cycle over a long queue costs what changed. A stored job
     goes where :class:`JobsByPhase` sorts it (one rule)."""
 
-    __slots__ = ("_parts", "_synced")
+    __slots__ = (
+        "_came",
+        "_generation",
+        "_parts",
+        "_ready",
+        "_steps",
+        "_synced",
+        "_token",
+        "_went",
+    )
 
     def __init__(self) -> None:
         self._parts: tuple[dict[JobId, JobView], ...] = tuple({} for _ in range(5))
         """Holding, ready, held, dependents, preempting (``JobsByPhase``'s parts), by id."""
+        self._token = object()
+        """What this index's ready jobs are known by (``ReadyChanges.index``)."""
+        self._ready: tuple[JobView, ...] = ()
+        """The ready jobs of the last ``sorted_out``, handed out again while none changed."""
+        self._generation = 0
+        self._came: dict[int, JobView] = {}
+        self._went: dict[int, JobView] = {}
+        """The ready views stored and let go since the last ``sorted_out`` (by ``id``)."""
+        self._steps: deque[tuple[int, tuple[JobView, ...], tuple[JobView, ...]]] = deque(
+            maxlen=READY_CHANGES_KEPT
+        )
         self._synced: tuple[dict[JobId, JobView], frozenset[int]] = ({}, frozenset())
         """The jobs of the last ``synced`` and the ``id``s of those very views (the dict
         keeps them alive, so the ids stay theirs)."""
@@ -99,17 +178,33 @@ class PhaseIndex:
         for part, sorted_in in zip(self._parts, _parts_of(alone), strict=True):
             if sorted_in:
                 part[job.id] = job
+        if alone.ready:
+            if self._went.get(id(job)) is job:
+                del self._went[id(job)]
+            else:
+                self._came[id(job)] = job
 
     def forget(self, job_id: JobId) -> None:
-        for part in self._parts:
+        holding, ready, held, dependents, preempting = self._parts
+        for part in (holding, held, dependents, preempting):
             part.pop(job_id, None)
+        went = ready.pop(job_id, None)
+        if went is not None and self._came.pop(id(went), None) is None:
+            self._went[id(went)] = went
 
     def sorted_out(self) -> JobsByPhase:
         holding, ready, held, dependents, preempting = self._parts
+        if self._came or self._went:
+            step = (self._generation, tuple(self._came.values()), tuple(self._went.values()))
+            self._steps.append(step)
+            self._generation += 1
+            self._came, self._went = {}, {}
+            self._ready = tuple(ready.values())
         made = JobsByPhase.__new__(JobsByPhase)
         made._set(
-            dict(holding), ready.values(), held.values(), dependents.values(), preempting.values()
+            dict(holding), self._ready, held.values(), dependents.values(), preempting.values()
         )
+        made.ready_changes = ReadyChanges(self._token, self._generation, tuple(self._steps))
         return made
 
 

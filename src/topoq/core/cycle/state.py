@@ -256,11 +256,11 @@ class CycleState:
         """What the victim searches of this cycle may still try (``cycle.preempting``)."""
         self._holders_to_come: set[JobId] = set()
         """Jobs that hold something and whose turn in the order is still to come."""
-        self._failed_tails: dict[TeamName, tuple[int, int, int]] = {}
+        self._failed_tails: dict[TeamName, tuple[int, int, tuple[int, int]]] = {}
         """For each team, where the jobs it has left that are all of classes that failed
         begin in its queue, and how many classes had failed then, while failures stand
-        (``settle_rest``); and where its jobs that settled last cycle begin, when they are
-        the end of its queue still (``_settled_run``)."""
+        (``settle_rest``); and where its jobs that settled last cycle begin and end in its
+        queue, when they are there still in a row (``_settled_run``)."""
         self._failed: dict[int, Failure] = {}
         """Classes that could not be admitted nor make room: within a cycle capacity and
         quota only get used up, so a job of the same class fails the same way (until a hold
@@ -734,12 +734,16 @@ class CycleState:
         """The ready jobs in their teams' queues, from the last cycle's where it left some;
         the jobs that hold something already (a starving job's holds) have their turns to
         come."""
+        by_phase = self.snapshot.by_phase
         self.lineup = line_up(
             ready,
             self.order_of,
             guard_s=self.policy.starvation_guard_s,
             now=self.snapshot.now,
             before=self._carried.lineup,
+            changes=by_phase.ready_changes
+            if by_phase is not None and ready is by_phase.ready
+            else None,
         )
         return self.lineup
 
@@ -815,24 +819,35 @@ class CycleState:
         )
         if seen != failures:  # a class failed since: the tail may reach further back
             failed = self._failed
-            if settled < tail and self._settled_classes_failed(team):
-                tail = settled  # each of them would be looked at and found failed
-            while tail > position and queued[tail - 1][0].alike in failed:
-                tail -= 1  # each job is looked at once while failures stand
+            begins, ends = settled
+            while tail > position:  # each job is looked at once while failures stand
+                if tail == ends and begins < ends and self._settled_classes_failed(team):
+                    tail = begins  # each of them would be looked at and found failed
+                elif queued[tail - 1][0].alike in failed:
+                    tail -= 1
+                else:
+                    break
             self._failed_tails[team] = (tail, failures, settled)
         if tail > position:
             return False
         self._wait_as_known_all(team, list(queued[position:]))
         return True
 
-    def _settled_run(self, team: TeamName, queued: Sequence[Queued]) -> int:
-        """Where the team's jobs that settled last cycle (``SettledWaits.entries``) begin in
-        its queue when they are its end still (else the queue's length)."""
+    def _settled_run(self, team: TeamName, queued: Sequence[Queued]) -> tuple[int, int]:
+        """Where the team's jobs that settled last cycle (``SettledWaits.entries``) begin and
+        end in its queue when they are there still, in a row (else an empty run at the end):
+        jobs admitted since come off before them, jobs that arrived since after them. The
+        queue is in order, so the first of them is found by halving."""
         known = self._carried.settled.get(team)
-        if known is None:
-            return len(queued)
-        begins = len(queued) - len(known.entries)
-        return begins if begins >= 0 and queued[begins:] == known.entries else len(queued)
+        nowhere = (len(queued), len(queued))
+        if known is None or not known.entries:
+            return nowhere
+        entries = known.entries
+        begins = bisect.bisect_left(queued, entries[0])
+        ends = begins + len(entries)
+        if ends > len(queued) or queued[begins] is not entries[0]:
+            return nowhere
+        return (begins, ends) if queued[begins:ends] == entries else nowhere
 
     def _settled_classes_failed(self, team: TeamName) -> bool:
         """Whether every class the team's jobs settled with last cycle has failed now."""

@@ -37,7 +37,6 @@ from typing import Protocol
 from topoq.core.cycle import JobsByPhase, Parking, PhaseIndex, Snapshot, schedule_with_parking
 from topoq.core.fair_share import (
     TeamUsage,
-    held_fractions,
     kept_half_life_s,
     recheck_due,
     shares_of,
@@ -48,6 +47,7 @@ from topoq.core.inventory_merge import merged_inventory
 from topoq.core.lifecycle import advance, cycle_moves
 from topoq.core.quota import QuotaBook
 from topoq.core.starvation import next_time_rule_change
+from topoq.core.team_holdings import TeamHoldings
 from topoq.core.time_limits import failed_by_limit, overdue
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
@@ -214,6 +214,10 @@ class Controller:
         self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
         self._reported_nodes: dict[NodeName, NodeSpec] = {}
         """The executor's last report of the cluster's nodes (``_take_inventory``)."""
+        self._holdings = TeamHoldings()
+        """What the teams' running jobs hold, kept from step to step by the views that changed:
+        the borrowed fractions fair-share usage accrues at are worked out again only when a
+        team's usage moved."""
         self._phases = PhaseIndex()
         """The unfinished jobs of the last read, sorted out by phase: each step's read brings
         it up to date by the views that changed (``PhaseIndex.synced``)."""
@@ -286,7 +290,8 @@ class Controller:
         self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
         self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
-        self._held = held_fractions(policy, tree, after.holders.values())
+        self._holdings.synced(after.holders)
+        self._held = self._holdings.borrowed_fractions(policy, tree)
         if kept_half_life_s(policy) > 0:
             for team in self._held:  # known from now on: what they hold counts from now
                 usage.setdefault(team, TeamUsage(0.0, now))
@@ -345,6 +350,14 @@ class Controller:
         self._settled_until = next_time_rule_change(timed.values(), now, policy)
         self._settled_at = now
         self._settled_waiting = bool(result.diagnostics)
+
+    def time_rule_due(self) -> float | None:
+        """When a time-based rule next changes what the last stored cycle decided (None:
+        never), for a shell that steps only when something is due (the simulator on its
+        virtual clock). Known once a step moved no job; before that, ``LookupError``."""
+        if self._settled is None:
+            raise LookupError("the last step moved jobs: step again until one moves none")
+        return self._settled_until
 
     # --- fair-share usage history ---------------------------------------------------------
     def _usage_now(self, now: float, policy: ClusterPolicy) -> dict[TeamName, TeamUsage]:

@@ -248,7 +248,7 @@ def run_through_controller(scenario: Scenario) -> ControlledRun:
             for at in (
                 pending[-1].at_s if pending else None,
                 executor.next_at(),
-                _time_rule(store, clock.now),
+                _time_rule(controller, store, clock.now),
             )
             if at is not None
         ]
@@ -284,9 +284,14 @@ def _steps_until_settled(controller: Controller, executor: SimulatedExecutor, at
     raise RuntimeError(f"the controller did not settle at t={at} s")
 
 
-def _time_rule(store: ReplayStore, now: float) -> float | None:
+def _time_rule(controller: Controller, store: ReplayStore, now: float) -> float | None:
     """When a time rule next changes an answer after ``now`` (a running job's time limit,
-    a waiting job passing the starvation guard)."""
+    a waiting job passing the starvation guard): as the controller worked it out after its
+    last step, which moved no job; before the first step, from every unfinished job."""
+    try:
+        return controller.time_rule_due()
+    except LookupError:
+        pass
     policy = store.policy()
     if policy is None or not store.unfinished:
         return None

@@ -35,6 +35,7 @@ from topoq.core.cycle.by_phase import PhaseIndex
 from topoq.core.cycle.preempting import started_starving
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
+from topoq.core.team_holdings import TeamHoldings
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
@@ -48,7 +49,6 @@ from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
-from topoq.sim.holdings import TeamHoldings
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, StartCost, json_lines
 from topoq.sim.network import NetworkModel, NetworkState, default_communication_share
 from topoq.sim.scenario import Scenario, load_scenario

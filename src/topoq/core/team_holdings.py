@@ -1,4 +1,5 @@
-"""What the teams' jobs hold, kept as jobs start and stop holding capacity, for fair-share usage.
+"""What the teams' jobs hold, kept as jobs start and stop holding capacity, for fair-share usage
+(the simulator stores each job as it moves; the controller syncs it with each step's holders).
 
 A team's fair-share usage accrues at its borrowed fraction while it holds capacity
 (``core.fair_share.held_fractions``). Working that out from every holding job after every
@@ -30,30 +31,51 @@ class TeamHoldings:
     def __init__(self) -> None:
         self._jobs: dict[JobId, JobView] = {}
         self._usage: Usage = {}
-        self._settled: tuple[TopologyTree, Usage, dict[TeamName, float]] | None = None
-        """The tree and usage the fractions were last settled for, and those fractions."""
+        self._settled: tuple[ClusterPolicy, TopologyTree, Usage, dict[TeamName, float]] | None = (
+            None
+        )
+        """The policy, tree and usage the fractions were last settled for, and those
+        fractions."""
 
     def store(self, job: JobView) -> None:
         """Take ``job``'s new state: it holds capacity now, or no longer, or still."""
-        before = self._jobs.pop(job.id, None)
-        if before is not None and before.allocation is not None:
-            self._change(before.team, before.allocation.usage, add=False)
+        if job.id in self._jobs:
+            self._forget(job.id)
         if job.phase.holds_capacity:
             self._jobs[job.id] = job
             if job.allocation is not None:
                 self._change(job.team, job.allocation.usage, add=True)
+
+    def synced(self, holders: Mapping[JobId, JobView]) -> None:
+        """Take a shell's read of every job that holds capacity (the controller's step): the
+        views not taken last time are stored, the jobs no longer read let go."""
+        for gone in self._jobs.keys() - holders.keys():
+            self._forget(gone)
+        for job_id, view in holders.items():
+            if self._jobs.get(job_id) is not view:
+                self.store(view)
+
+    def _forget(self, job_id: JobId) -> None:
+        before = self._jobs.pop(job_id)
+        if before.allocation is not None:
+            self._change(before.team, before.allocation.usage, add=False)
 
     def borrowed_fractions(
         self, policy: ClusterPolicy, tree: TopologyTree
     ) -> dict[TeamName, float]:
         """``held_fractions(policy, tree, holders)``: every borrowing team's borrowed fraction."""
         settled = self._settled
-        if settled is not None and settled[0] is tree and settled[1] == self._usage:
-            return settled[2]
+        if (
+            settled is not None
+            and settled[1] is tree
+            and settled[2] == self._usage
+            and (settled[0] is policy or settled[0] == policy)
+        ):
+            return settled[3]
         capacity = capacity_by_flavor(tree, INSTANCE_TYPE_LABEL)
         fractions = borrowed_fractions(QuotaBook(policy, capacity, self._usage))
         usage = {team: dict(flavors) for team, flavors in self._usage.items()}
-        self._settled = (tree, usage, fractions)
+        self._settled = (policy, tree, usage, fractions)
         return fractions
 
     def _change(self, team: TeamName, amounts: Mapping[FlavorName, Resources], add: bool) -> None:

@@ -15,6 +15,7 @@ from topoq.core.cycle.run import run_cycle
 from topoq.core.lifecycle import apply_cycle
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
+from topoq.domain.job import JobPhase
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import Cluster, job, policy, team
 
@@ -268,3 +269,46 @@ def test_a_parked_class_whose_teams_hold_is_gone_is_tried_and_holds_quota_itself
     assert second.admissions == () == schedule(snapshot).admissions
     last = {d.job: d for d in second.diagnostics}["a-last"]
     assert last.numbers.get("held_for") == "a-later"
+
+
+def _guard_passing_next(snapshot: Snapshot) -> float | None:
+    """In words: the earliest instant after now at which a ready job (pending, not held, not
+    blocked) passes the starvation guard."""
+    guard = snapshot.policy.starvation_guard_s
+    times = [
+        job.entered_queue_at + guard
+        for job in snapshot.jobs
+        if job.phase is JobPhase.PENDING and not job.held
+        if job.entered_queue_at + guard > snapshot.now
+    ]
+    return min(times, default=None)
+
+
+@settings(max_examples=60, deadline=None)
+@given(clusters(), arrivals(), st.data())
+def test_a_parked_cycle_tells_when_a_waiting_job_next_passes_the_starvation_guard(
+    c: Cluster, waves: list[list[tuple[str, int, int, str, bool]]], data: st.DataObject
+) -> None:
+    """What the controller's settled steps wait for, told by the lineup the cycle kept instead
+    of a pass over every job: never later than the first ready job to pass the guard (a job
+    that went may still be counted, which only makes a cycle sooner), and exactly that when
+    every job the lineup knew is still waiting."""
+    c.policy = replace(c.policy, starvation_guard_s=data.draw(st.sampled_from([0.0, 30.0, 600.0])))
+    parking: Parking | None = None
+    count, admitted = 0, False
+    for wave in waves:
+        for team_name, pods, gpus, cls, _ in wave:
+            c.submit(job(f"j{count}", team_name, pods, gpus, priority=cls))
+            count += 1
+        snapshot = _snapshot(c)
+        result, parking = schedule_with_parking(snapshot, parking)
+        told, expected = parking.guard_passes_next(), _guard_passing_next(snapshot)
+        if c.policy.starvation_guard_s <= 0 or expected is None:
+            assert told is None or told > c.now
+        else:
+            assert told is not None and c.now < told <= expected
+        admitted = admitted or bool(result.admissions)
+        if not admitted:
+            assert told == expected  # nobody ever left the lineup
+        c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
+        c.now += data.draw(st.sampled_from([0.0, 5.0, 40.0, 700.0]))

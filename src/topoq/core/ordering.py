@@ -223,6 +223,17 @@ class Lineup:
             looked.extend(child for child in (2 * at + 1, 2 * at + 2) if child < len(waiting))
         return found
 
+    def next_guard_passing(self, after: float) -> float | None:
+        """The first instant after ``after`` at which a job lined up and not starving yet
+        passes the starvation guard (None: none will). A job that went may still be counted
+        until its time comes: never later than the truth."""
+        waiting = self._waiting
+        if not waiting:
+            return None
+        if waiting[0][0] > after:
+            return waiting[0][0]
+        return min((entry[0] for entry in waiting if entry[0] > after), default=None)
+
     def _add(self, job: JobView, facts: OrderFacts) -> tuple[Queued, Starving | None]:
         entry = (facts, job)
         self.queues.setdefault(job.team, []).append(entry)

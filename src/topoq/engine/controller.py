@@ -163,6 +163,25 @@ class _JobsAfter:
     holders: Mapping[JobId, JobView]
 
 
+def _time_rules_change(
+    policy: ClusterPolicy, after: _JobsAfter, parking: Parking | None, now: float
+) -> float | None:
+    """When a time rule next changes what a cycle that moved no job decided: a running job
+    reaching its time limit (the holders, a few), or a ready job passing the starvation guard
+    — told by the lineup the cycle kept (``Parking.guard_passes_next``), else found in a pass
+    over every job (pending jobs enter the time rules only through the guard)."""
+    limits = next_time_rule_change(after.holders.values(), now, policy)
+    if policy.starvation_guard_s <= 0:
+        return limits
+    try:
+        if parking is None:
+            raise LookupError("no cycle parked")
+        guard = parking.guard_passes_next()
+    except LookupError:
+        return next_time_rule_change(after.jobs.values(), now, policy)
+    return min((at for at in (limits, guard) if at is not None), default=None)
+
+
 class Controller:
     def __init__(
         self,
@@ -344,10 +363,7 @@ class Controller:
             self._settled = None
             return
         self._settled = inputs
-        policy = inputs.policy
-        # pending jobs enter the time rules only through the starvation guard
-        timed = after.jobs if policy.starvation_guard_s > 0 else after.holders
-        self._settled_until = next_time_rule_change(timed.values(), now, policy)
+        self._settled_until = _time_rules_change(inputs.policy, after, self._parking, now)
         self._settled_at = now
         self._settled_waiting = bool(result.diagnostics)
 

@@ -25,7 +25,9 @@ young threshold raised, everything alive frozen before each cycle: ``bootstrap``
 
 Today's code runs each cycle with ``schedule_with_parking``, handing each cycle's ``Parking`` to
 the next as the controller and the simulator do (ADR 0007); a revision without it runs
-``schedule``.
+``schedule``. A revision whose shells keep a ``PhaseIndex`` hands each snapshot its jobs sorted
+out by it (``Snapshot.by_phase``, brought up to date by ``PhaseIndex.synced`` before the cycle,
+not timed), as the controller's step does.
 
 Each (revision, scale) runs in a child process of its own, so that memory (peak RSS) is its own
 and the baseline runs its own code: its ``src/`` is extracted with ``git archive`` and put first
@@ -139,12 +141,13 @@ def measure(revision: str, nodes: int, pending: int, rounds: int = 20) -> Measur
     now = float(pending)
     schedule_with_parking = _scheduler()
     parking = None
+    sorted_out = _sorter()
 
     gc.set_threshold(GC_YOUNG_THRESHOLD, *gc.get_threshold()[1:])
 
     def timed(views: dict) -> tuple[float, object]:  # type: ignore[type-arg]
         nonlocal parking
-        snapshot = Snapshot(now, tree, tuple(views.values()), rules)
+        snapshot = Snapshot(now, tree, tuple(views.values()), rules, **sorted_out(views))
         gc.collect()  # between steps, as the controller does
         gc.freeze()
         began = time.process_time()
@@ -163,7 +166,7 @@ def measure(revision: str, nodes: int, pending: int, rounds: int = 20) -> Measur
         ended_s.append(spent)
         admitted += len(result.admissions)  # type: ignore[attr-defined]
         jobs = apply_cycle(jobs, result, now=now, start_at_once=True)  # type: ignore[arg-type]
-    last = Snapshot(now, tree, tuple(jobs.values()), rules)
+    last = Snapshot(now, tree, tuple(jobs.values()), rules, **sorted_out(jobs))
     _, parking = schedule_with_parking(last, parking)
     began = time.process_time()
     schedule_with_parking(last, parking)  # the same snapshot: nothing changed since
@@ -182,6 +185,17 @@ def measure(revision: str, nodes: int, pending: int, rounds: int = 20) -> Measur
         unchanged_s,
         peak,
     )
+
+
+def _sorter():  # type: ignore[no-untyped-def]
+    """What a snapshot of ``views`` is handed besides its jobs, as the revision's controller
+    hands it: its jobs sorted out by a ``PhaseIndex`` synced with each read (``by_phase``),
+    or nothing for a revision without one."""
+    kept = getattr(cycle_module, "PhaseIndex", None)
+    index = kept() if kept is not None else None
+    if index is None or not hasattr(index, "synced"):
+        return lambda views: {}
+    return lambda views: {"by_phase": index.synced(views)}
 
 
 def _scheduler():  # type: ignore[no-untyped-def]

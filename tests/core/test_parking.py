@@ -15,7 +15,7 @@ from topoq.core.cycle.run import run_cycle
 from topoq.core.lifecycle import apply_cycle
 from topoq.domain.decisions import CycleResult, Diagnostic
 from topoq.domain.governance import ClusterPolicy
-from topoq.domain.job import JobPhase
+from topoq.domain.job import JobId, JobPhase
 from topoq.testing.builders import BLOCK
 from topoq.testing.governance import Cluster, job, policy, team
 
@@ -302,7 +302,7 @@ def test_a_parked_cycle_tells_when_a_waiting_job_next_passes_the_starvation_guar
             count += 1
         snapshot = _snapshot(c)
         result, parking = schedule_with_parking(snapshot, parking)
-        told, expected = parking.guard_passes_next(), _guard_passing_next(snapshot)
+        told, expected = parking.guard_passes_next(c.now), _guard_passing_next(snapshot)
         if c.policy.starvation_guard_s <= 0 or expected is None:
             assert told is None or told > c.now
         else:
@@ -312,3 +312,24 @@ def test_a_parked_cycle_tells_when_a_waiting_job_next_passes_the_starvation_guar
             assert told == expected  # nobody ever left the lineup
         c.jobs = apply_cycle(c.jobs, result, now=c.now, start_at_once=True, evict_at_once=True)
         c.now += data.draw(st.sampled_from([0.0, 5.0, 40.0, 700.0]))
+
+
+def test_a_parking_handed_back_later_tells_only_guard_passings_after_that_instant() -> None:
+    """A shell that gets the last parking back for a later snapshot (the same jobs, no time
+    rule due in between) asks when the guard next passes at that later instant: a job that
+    went from the lineup, still in its heap, passing the guard in between is not counted —
+    else a settled controller would find a rule due at every step and never settle."""
+    c = Cluster.of([1, 2, 4], _policy(guard_s=100))
+    c.submit(job("first", "a", 16, 8, priority="low"))  # 128 GPUs: more than there are
+    c.now = 50.0
+    c.submit(job("later", "a", 16, 8, priority="low"))
+    c.now = 60.0
+    _, parking = schedule_with_parking(_snapshot(c), None)
+    assert parking.guard_passes_next(c.now) == 100.0
+    del c.jobs[JobId("first")]  # cancelled: it leaves the lineup, not its heap
+    c.now = 70.0
+    _, parking = schedule_with_parking(_snapshot(c), parking)
+    c.now = 120.0  # after "first"'s guard would have passed, before "later"'s
+    _, again = schedule_with_parking(_snapshot(c), parking)
+    assert again is parking and again.snapshot.now != c.now  # handed back, no cycle
+    assert again.guard_passes_next(c.now) == 150.0

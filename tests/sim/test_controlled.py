@@ -31,6 +31,7 @@ from topoq.sim.controlled import (
     SimulatedExecutor,
     VirtualClock,
     run_through_controller,
+    simulate_through_controller,
 )
 from topoq.sim.engine import Simulation
 from topoq.sim.log import Decision, Outcome
@@ -168,3 +169,37 @@ def test_every_preemption_makes_room_its_preemptor_takes() -> None:
     ]
     assert len(preemptions) >= 10
     assert [(at, job) for at, job in preemptions if at not in starts[JobId(job)]] == []
+
+
+@pytest.mark.parametrize("name", AGREEING)
+def test_the_decision_log_through_the_controller_is_the_simulators(name: str) -> None:
+    """``simulate_through_controller`` writes ``topoq simulate``'s decision log from what the
+    controller's steps stored: line for line the simulator's own on every shipped example but
+    one. In ``starving-gang.yaml`` the server steps again at an instant once the gangs it
+    started report started, and that cycle finds the big gang's reason already changed (a
+    small job admitted in the first cycle took the team's quota); the simulator's shell learns
+    it at the next instant. Every other entry — each submission, admission, start, eviction,
+    end and every other wait — is the same."""
+    scenario = load_scenario(SCENARIOS / name)
+    own = Simulation(scenario).run()
+    controlled = simulate_through_controller(scenario)
+    if name != "starving-gang.yaml":
+        assert controlled.log_lines() == own.log_lines()
+        assert controlled.summary == own.summary
+    else:
+        lines, own_lines = set(controlled.log_lines()), set(own.log_lines())
+        moved = {
+            (entry.job, entry.reason)
+            for entry, line in [
+                *zip(controlled.log, controlled.log_lines(), strict=True),
+                *zip(own.log, own.log_lines(), strict=True),
+            ]
+            if (line in lines) != (line in own_lines)
+        }
+        assert moved == {("big-gang", "NO_LENDER_HAS_ROOM")}  # logged an instant sooner
+        assert [e for e in controlled.log if e.decision is not Decision.WAIT] == [
+            e for e in own.log if e.decision is not Decision.WAIT
+        ]
+    assert controlled.left_pending == own.left_pending
+    assert controlled.still_running == own.still_running
+    assert controlled.end_s == own.end_s

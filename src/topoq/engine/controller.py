@@ -176,7 +176,7 @@ def _time_rules_change(
     try:
         if parking is None:
             raise LookupError("no cycle parked")
-        guard = parking.guard_passes_next()
+        guard = parking.guard_passes_next(now)
     except LookupError:
         return next_time_rule_change(after.jobs.values(), now, policy)
     return min((at for at in (limits, guard) if at is not None), default=None)

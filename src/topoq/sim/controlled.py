@@ -25,12 +25,13 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
-from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
-from topoq.engine.controller import Controller
+from topoq.domain.job import FailureReason, JobId, JobPhase, JobSpec, JobView, PhaseChange
+from topoq.domain.quantity import NVIDIA_GPU
+from topoq.engine.controller import Controller, StepDecision, StepReport
 from topoq.engine.memory_records import MemoryRecords
 from topoq.engine.ports import (
     AuditEntry,
@@ -41,8 +42,12 @@ from topoq.engine.ports import (
     GangLaunch,
     UnknownJob,
 )
+from topoq.sim.engine import LeftPending, SimulationResult
+from topoq.sim.eta_error import eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
+from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome
 from topoq.sim.scenario import Scenario
+from topoq.sim.summary import summarize
 
 ACTOR = "simulation"
 """Who the scenario's submissions, cancels and node marks are by, in the audit log."""
@@ -229,59 +234,213 @@ class ControlledRun:
 def run_through_controller(scenario: Scenario) -> ControlledRun:
     """The scenario through the real controller on a virtual clock, to its last event (or
     ``until_s``)."""
-    clock = VirtualClock()
-    store = ReplayStore()
-    store.save_nodes(scenario.nodes, actor=ACTOR, now=0.0)
-    store.save_policy(scenario.policy, actor=ACTOR, now=0.0)
-    exit_codes = {
-        event.action.spec.id: event.action.exit_codes
-        for event in scenario.events
-        if isinstance(event.action, Submit)
-    }
-    executor = SimulatedExecutor(clock, exit_codes, scenario.stop_delay_s)
-    controller = Controller(store, executor, scenario.topology, clock=clock)
-    pending = list(reversed(scenario.events))  # popped from the end: the earliest first
-    steps = 0
-    while True:
-        due = [
-            at
-            for at in (
-                pending[-1].at_s if pending else None,
-                executor.next_at(),
-                _time_rule(controller, store, clock.now),
+    run = _Driver(scenario)
+    run.run()
+    return ControlledRun(run.store.jobs(include_finished=True), run.steps, run.store.cycles)
+
+
+def simulate_through_controller(scenario: Scenario) -> SimulationResult:
+    """The scenario through the real controller, reported as ``topoq simulate`` reports a
+    run (``sim.engine.SimulationResult``): the decision log is written from what the
+    controller's steps decided and stored (its cycles' decisions, the executor's reports it
+    applied) and the scenario's events as a user made them."""
+    run = _Driver(scenario, DecisionLog())
+    run.run()
+    return run.result()
+
+
+class _Driver:
+    """One run: the controller, its ports, the virtual clock and the scenario's events."""
+
+    def __init__(self, scenario: Scenario, log: DecisionLog | None = None) -> None:
+        self.scenario = scenario
+        self.clock = clock = VirtualClock()
+        self.store = store = ReplayStore()
+        store.save_nodes(scenario.nodes, actor=ACTOR, now=0.0)
+        store.save_policy(scenario.policy, actor=ACTOR, now=0.0)
+        exit_codes = {
+            event.action.spec.id: event.action.exit_codes
+            for event in scenario.events
+            if isinstance(event.action, Submit)
+        }
+        self.executor = SimulatedExecutor(clock, exit_codes, scenario.stop_delay_s)
+        self.controller = Controller(store, self.executor, scenario.topology, clock=clock)
+        self.log = log
+        self.steps = 0
+        self.cycles = 0
+        """Steps whose decisions a cycle (or arrivals taken without one) reached."""
+
+    def run(self) -> None:
+        scenario, clock, executor = self.scenario, self.clock, self.executor
+        pending = list(reversed(scenario.events))  # popped from the end: the earliest first
+        visits = 0  # in a row at the same instant: a time rule that stays due is a livelock
+        while True:
+            due = [
+                at
+                for at in (
+                    pending[-1].at_s if pending else None,
+                    executor.next_at(),
+                    _time_rule(self.controller, self.store, clock.now),
+                )
+                if at is not None
+            ]
+            if not due:
+                break
+            at = max(min(due), clock.now)
+            if scenario.until_s is not None and at > scenario.until_s:
+                clock.now = scenario.until_s
+                break
+            visits = visits + 1 if at == clock.now else 0
+            if visits > MAX_STEPS_PER_INSTANT:
+                raise RuntimeError(f"the controller did not settle at t={at} s")
+            clock.now = at
+            while pending and pending[-1].at_s <= at:
+                self._apply(pending.pop())
+            self._steps_until_settled(at)
+
+    def _steps_until_settled(self, at: float) -> None:
+        """Step the controller at ``at`` until a step changes nothing and no report is due."""
+        for _ in range(MAX_STEPS_PER_INSTANT):
+            before = dict(self.store.unfinished) if self.log is not None else {}
+            report = self.controller.step()
+            self.steps += 1
+            if report.decided_by is not StepDecision.UNCHANGED:
+                self.cycles += 1
+            if self.log is not None:
+                self._log_step(report, before)
+            result = report.result
+            moved = (
+                report.events
+                or report.timed_out
+                or result.admissions
+                or result.preemptions
+                or result.requeues
+                or result.cancellations
             )
-            if at is not None
-        ]
-        if not due:
-            break
-        at = max(min(due), clock.now)
-        if scenario.until_s is not None and at > scenario.until_s:
-            break
-        clock.now = at
-        while pending and pending[-1].at_s <= at:
-            _apply(controller, pending.pop())
-        steps += _steps_until_settled(controller, executor, at)
-    return ControlledRun(store.jobs(include_finished=True), steps, store.cycles)
+            due = self.executor.next_at()
+            if not moved and (due is None or due > at):
+                return
+        raise RuntimeError(f"the controller did not settle at t={at} s")
 
+    def _apply(self, event: ScenarioEvent) -> None:
+        """A scenario event as a user (or the cluster) makes it, and its log entry."""
+        action, intake, now = event.action, self.controller.intake, self.clock.now
+        entry: LogEntry | None
+        if isinstance(action, Submit):
+            spec = action.spec
+            intake.submit(spec, actor=ACTOR)
+            entry = LogEntry(now, Decision.SUBMIT, spec.id, spec.team, gpus=spec.workload.gpus)
+        elif isinstance(action, Cancel):
+            entry = self._cancel(action.job)
+        elif isinstance(action, Hold | Release):
+            held = isinstance(action, Hold)
+            intake.set_held(action.job, held, actor=ACTOR)
+            job = self.store.job(action.job)
+            entry = LogEntry(now, Decision.HOLD if held else Decision.RELEASE, job.id, job.team)
+        else:
+            failed = isinstance(action, FailNode)
+            intake.mark_node(str(action.node), ready=not failed, actor=ACTOR)
+            decision = Decision.NODE_FAILED if failed else Decision.NODE_RECOVERED
+            entry = LogEntry(now, decision, node=action.node)
+        if self.log is not None:
+            self.log.add(entry)
 
-def _steps_until_settled(controller: Controller, executor: SimulatedExecutor, at: float) -> int:
-    """Step the controller at ``at`` until a step changes nothing and no report is due; the
-    steps it took."""
-    for steps in range(1, MAX_STEPS_PER_INSTANT + 1):
-        report = controller.step()
-        result = report.result
-        moved = (
-            report.events
-            or report.timed_out
-            or result.admissions
-            or result.preemptions
-            or result.requeues
-            or result.cancellations
+    def _cancel(self, job_id: JobId) -> LogEntry:
+        job = self.store.job(job_id)
+        entry = LogEntry(self.clock.now, Decision.CANCEL, job.id, job.team)
+        if job.phase.finished:
+            message = f"the job already ended ({job.phase.value}); nothing to cancel"
+            return replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message)
+        self.controller.intake.cancel(job_id, actor=ACTOR)
+        cancelled = Outcome.CANCELLED_BY_USER.value
+        return replace(entry, reason=cancelled, message="cancelled by the user")
+
+    def _log_step(self, report: StepReport, before: Mapping[JobId, JobView]) -> None:
+        """The entries of what one step stored: the executor's reports, the jobs past their
+        time limit, then its cycle's decisions."""
+        assert self.log is not None
+        log, now = self.log, self.clock.now
+        for event in report.events:
+            self._log_report(event, before)
+        for job_id in report.timed_out:
+            job = self.store.job(job_id)
+            moved = _change_after(before.get(job_id), job)
+            entry = LogEntry(now, Decision.FAIL, job_id, job.team)
+            reason = FailureReason.TIME_LIMIT_REACHED.value
+            log.add(replace(entry, reason=reason, message=moved.cause if moved else None))
+        if report.decided_by is not StepDecision.UNCHANGED:
+            named = {job: self.store.job(job) for job in _named(report.result)}
+            log.cycle(now, report.result, {**before, **named})
+
+    def _log_report(self, event: ExecutorEvent, before: Mapping[JobId, JobView]) -> None:
+        assert self.log is not None
+        log, job_id = self.log, event.job
+        if job_id is None or event.kind not in _LOGGED_REPORTS:
+            return
+        job = self.store.job(job_id)
+        moved = _change_after(before.get(job_id), job)
+        if moved is None:
+            return  # stale: the run was stopped, cancelled or requeued meanwhile
+        if event.kind is ExecutorEventKind.STOPPED:
+            log.add(LogEntry(event.at_s, Decision.STOPPED, job_id, job.team, message=moved.cause))
+        elif moved.phase is JobPhase.SUCCEEDED:
+            reason = Outcome.SUCCEEDED.value
+            log.add(LogEntry(event.at_s, Decision.FINISH, job_id, job.team, reason))
+        else:
+            decision = Decision.RETRY if moved.phase is JobPhase.PENDING else Decision.FAIL
+            reason = Outcome.EXIT_CODE.value
+            log.add(LogEntry(event.at_s, decision, job_id, job.team, reason, moved.cause))
+
+    def result(self) -> SimulationResult:
+        """What ``sim.engine.Simulation.run`` reports, from the store and the log."""
+        assert self.log is not None
+        scenario, log, now = self.scenario, self.log, self.clock.now
+        capacity = sum(node.allocatable.amount(NVIDIA_GPU) for node in scenario.nodes)
+        entries = tuple(log.entries)
+        summary = summarize(entries, scenario.policy, capacity_gpus=capacity, end_s=now)
+        pending, running = [], []
+        for job in self.store.unfinished.values():
+            if job.phase is JobPhase.PENDING:
+                last = log.last_waits.get(job.id)
+                reason = last.reason.value if last else None
+                message = last.message if last else None
+                pending.append(LeftPending(job.id, job.team, reason, message))
+            elif job.phase is JobPhase.RUNNING:
+                running.append(job.id)
+        every = self.store.jobs(include_finished=True)
+        return SimulationResult(
+            scenario.name,
+            entries,
+            summary,
+            tuple(pending),
+            tuple(running),
+            now,
+            self.cycles,
+            tuple(scenario.warnings),
+            eta_error(entries),
+            nodes=tuple(scenario.nodes),
+            pod_sets={job_id: job.spec.workload.pod_sets for job_id, job in every.items()},
         )
-        due = executor.next_at()
-        if not moved and (due is None or due > at):
-            return steps
-    raise RuntimeError(f"the controller did not settle at t={at} s")
+
+
+_LOGGED_REPORTS = (ExecutorEventKind.EXITED, ExecutorEventKind.STOPPED)
+
+
+def _change_after(before: JobView | None, after: JobView) -> PhaseChange | None:
+    """The first change of ``after`` since ``before`` (None: none, a stale report)."""
+    known = len(before.history) if before is not None else 0
+    return after.history[known] if len(after.history) > known else None
+
+
+def _named(result: CycleResult) -> set[JobId]:
+    """The jobs a cycle's decisions name."""
+    return {
+        *(requeue.job for requeue in result.requeues),
+        *(cancel.job for cancel in result.cancellations),
+        *(preempt.victim for preempt in result.preemptions),
+        *(preempt.for_job for preempt in result.preemptions),
+        *(admit.job for admit in result.admissions),
+    }
 
 
 def _time_rule(controller: Controller, store: ReplayStore, now: float) -> float | None:
@@ -296,18 +455,3 @@ def _time_rule(controller: Controller, store: ReplayStore, now: float) -> float 
     if policy is None or not store.unfinished:
         return None
     return next_time_rule_change(store.unfinished.values(), now, policy)
-
-
-def _apply(controller: Controller, event: ScenarioEvent) -> None:
-    """A scenario event as a user (or the cluster) makes it."""
-    action, intake = event.action, controller.intake
-    if isinstance(action, Submit):
-        intake.submit(action.spec, actor=ACTOR)
-    elif isinstance(action, Cancel):
-        job = controller.store.job(action.job)
-        if not job.phase.finished:
-            intake.cancel(action.job, actor=ACTOR)
-    elif isinstance(action, Hold | Release):
-        intake.set_held(action.job, isinstance(action, Hold), actor=ACTOR)
-    else:
-        intake.mark_node(str(action.node), ready=not isinstance(action, FailNode), actor=ACTOR)

@@ -50,14 +50,17 @@ class Parking:
             return snapshot.now  # expected starts and backfill move with time
         return next_time_rule_change(snapshot.jobs, snapshot.now, snapshot.policy)
 
-    def guard_passes_next(self) -> float | None:
-        """The first instant after the snapshot's at which a ready job (pending, not held, not
-        blocked: the jobs lined up) passes the starvation guard — when a cycle on these jobs
+    def guard_passes_next(self, after: float) -> float | None:
+        """The first instant after ``after`` at which a ready job (pending, not held, not
+        blocked: the jobs lined up) passes the starvation guard: when a cycle on these jobs
         may next decide otherwise because of the guard (a held or blocked job's turn does not
         come, so its guard passing changes nothing). None: none will, or the guard is off.
-        Told by the lineup the cycle kept and the jobs that arrived since without a cycle,
-        not by a pass over every job; a job that went may still be counted (never later than
-        the truth). Raises ``LookupError`` when no lineup was kept."""
+        ``after`` is the instant of the snapshot the parking was handed back for, which may
+        be later than its own: jobs whose guard passed in between went (a snapshot with one
+        that stayed gets no parking back), so only what comes after it counts. Told by the
+        lineup the cycle kept and the jobs that arrived since without a cycle, not by a pass
+        over every job; a job that went may still be counted (never later than the truth).
+        Raises ``LookupError`` when no lineup was kept."""
         snapshot, carried = self.snapshot, self.carried
         guard = snapshot.policy.starvation_guard_s
         if guard <= 0:
@@ -65,10 +68,9 @@ class Parking:
         lineup = carried.lineup
         if lineup is None:
             raise LookupError("no lineup was kept")
-        now = snapshot.now
-        times = [lineup.next_guard_passing(now)]
+        times = [lineup.next_guard_passing(after)]
         times += [facts.waiting_since + guard for facts, _ in carried.arrived]
-        return min((at for at in times if at is not None and at > now), default=None)
+        return min((at for at in times if at is not None and at > after), default=None)
 
     def same_rules(self, snapshot: Snapshot) -> bool:
         """Whether ``snapshot`` has the parked cycle's tree, flavor label and policy: only then

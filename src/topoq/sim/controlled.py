@@ -24,7 +24,7 @@ cycle (docs/simulate.md, "How fast"). That is the next slice.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from topoq.core.starvation import next_time_rule_change
@@ -75,6 +75,9 @@ class ReplayStore(MemoryRecords):
         self.finished: dict[JobId, JobView] = {}
         self.cycles = 0
         """Cycles whose decisions were stored."""
+        self.replaced: dict[JobId, JobView] = {}
+        """The view each job had before it was first saved since ``replaced`` was emptied
+        (what a step found, for its log)."""
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
@@ -111,6 +114,9 @@ class ReplayStore(MemoryRecords):
         self, changed: Sequence[JobView], *, now: float, decisions: CycleResult | None = None
     ) -> None:
         for view in changed:
+            before = self.unfinished.get(view.id)
+            if before is not None:
+                self.replaced.setdefault(view.id, before)
             if view.phase.finished:
                 self.unfinished.pop(view.id, None)
                 self.finished[view.id] = view
@@ -301,13 +307,13 @@ class _Driver:
     def _steps_until_settled(self, at: float) -> None:
         """Step the controller at ``at`` until a step changes nothing and no report is due."""
         for _ in range(MAX_STEPS_PER_INSTANT):
-            before = dict(self.store.unfinished) if self.log is not None else {}
+            self.store.replaced.clear()
             report = self.controller.step()
             self.steps += 1
             if report.decided_by is not StepDecision.UNCHANGED:
                 self.cycles += 1
             if self.log is not None:
-                self._log_step(report, before)
+                self._log_step(report, _Found(self.store))
             result = report.result
             moved = (
                 report.events
@@ -369,8 +375,7 @@ class _Driver:
             reason = FailureReason.TIME_LIMIT_REACHED.value
             log.add(replace(entry, reason=reason, message=moved.cause if moved else None))
         if report.decided_by is not StepDecision.UNCHANGED:
-            named = {job: self.store.job(job) for job in _named(report.result)}
-            log.cycle(now, report.result, {**before, **named})
+            log.cycle(now, report.result, _Stored(self.store))
 
     def _log_report(self, event: ExecutorEvent, before: Mapping[JobId, JobView]) -> None:
         assert self.log is not None
@@ -432,15 +437,32 @@ def _change_after(before: JobView | None, after: JobView) -> PhaseChange | None:
     return after.history[known] if len(after.history) > known else None
 
 
-def _named(result: CycleResult) -> set[JobId]:
-    """The jobs a cycle's decisions name."""
-    return {
-        *(requeue.job for requeue in result.requeues),
-        *(cancel.job for cancel in result.cancellations),
-        *(preempt.victim for preempt in result.preemptions),
-        *(preempt.for_job for preempt in result.preemptions),
-        *(admit.job for admit in result.admissions),
-    }
+class _Stored(Mapping[JobId, JobView]):
+    """Every job as the store holds it now, looked up one at a time (the log asks for the few
+    a cycle names)."""
+
+    def __init__(self, store: ReplayStore) -> None:
+        self._store = store
+
+    def __getitem__(self, job: JobId) -> JobView:
+        try:
+            return self._store.job(job)
+        except UnknownJob:
+            raise KeyError(job) from None
+
+    def __iter__(self) -> Iterator[JobId]:
+        return iter({**self._store.unfinished, **self._store.finished})
+
+    def __len__(self) -> int:
+        return len(self._store.unfinished) + len(self._store.finished)
+
+
+class _Found(_Stored):
+    """Every job as the step found it: the views it replaced, else as stored now."""
+
+    def __getitem__(self, job: JobId) -> JobView:
+        before = self._store.replaced.get(job)
+        return before if before is not None else super().__getitem__(job)
 
 
 def _time_rule(controller: Controller, store: ReplayStore, now: float) -> float | None:

@@ -23,6 +23,7 @@ from dataclasses import replace
 import pytest
 
 from tests.sim.conftest import SCENARIOS
+from topoq.core.cycle import PlacementMode
 from topoq.domain.job import Allocation, JobId, JobPhase
 from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
@@ -171,19 +172,23 @@ def test_every_preemption_makes_room_its_preemptor_takes() -> None:
     assert [(at, job) for at, job in preemptions if at not in starts[JobId(job)]] == []
 
 
+@pytest.mark.parametrize("placement", list(PlacementMode))
 @pytest.mark.parametrize("name", AGREEING)
-def test_the_decision_log_through_the_controller_is_the_simulators(name: str) -> None:
+def test_the_decision_log_through_the_controller_is_the_simulators(
+    name: str, placement: PlacementMode
+) -> None:
     """``simulate_through_controller`` writes ``topoq simulate``'s decision log from what the
     controller's steps stored: line for line the simulator's own on every shipped example but
     one. In ``starving-gang.yaml`` the server steps again at an instant once the gangs it
     started report started, and that cycle finds the big gang's reason already changed (a
     small job admitted in the first cycle took the team's quota); the simulator's shell learns
     it at the next instant. Every other entry — each submission, admission, start, eviction,
-    end and every other wait — is the same."""
+    end and every other wait — is the same. So under each placement mode the simulator
+    compares (the baselines' placements through the same controller)."""
     scenario = load_scenario(SCENARIOS / name)
-    own = Simulation(scenario).run()
-    controlled = simulate_through_controller(scenario)
-    if name != "starving-gang.yaml":
+    own = Simulation(scenario, None, placement).run()
+    controlled = simulate_through_controller(scenario, placement)
+    if name != "starving-gang.yaml" or placement is PlacementMode.FIRST_FIT:
         assert controlled.log_lines() == own.log_lines()
         assert controlled.summary == own.summary
     else:

@@ -34,7 +34,14 @@ from enum import StrEnum
 from functools import partial
 from typing import Protocol
 
-from topoq.core.cycle import JobsByPhase, Parking, PhaseIndex, Snapshot, schedule_with_parking
+from topoq.core.cycle import (
+    JobsByPhase,
+    Parking,
+    PhaseIndex,
+    PlacementMode,
+    Snapshot,
+    schedule_with_parking,
+)
 from topoq.core.fair_share import (
     TeamUsage,
     kept_half_life_s,
@@ -193,11 +200,15 @@ class Controller:
         commands: Commands | None = None,
         environment: Environment | None = None,
         metrics: ControlPlaneMetricsLike | None = None,
+        placement: PlacementMode = PlacementMode.TOPOQ,
     ) -> None:
         self.store = store
         self.executor = executor
         self.topology = topology
         self.clock = clock
+        self.placement = placement
+        """How its cycles place gangs: topoq's way on a server; a baseline's when the
+        simulator compares placement modes through the controller (ADR 0014)."""
         self.commands = commands or pod_set_commands
         self.environment = environment
         self.metrics = metrics
@@ -289,6 +300,7 @@ class Controller:
             policy,
             upstream_phases=upstream,
             fair_share_usage=shares_of(usage),
+            placement=self.placement,
             by_phase=sorted_out,  # the very jobs above, sorted out once for the whole step
         )
         result, parking = self._decide(snapshot, report)

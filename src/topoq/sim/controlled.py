@@ -27,6 +27,7 @@ import heapq
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
+from topoq.core.cycle import PlacementMode
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import FailureReason, JobId, JobPhase, JobSpec, JobView, PhaseChange
@@ -245,12 +246,15 @@ def run_through_controller(scenario: Scenario) -> ControlledRun:
     return ControlledRun(run.store.jobs(include_finished=True), run.steps, run.store.cycles)
 
 
-def simulate_through_controller(scenario: Scenario) -> SimulationResult:
+def simulate_through_controller(
+    scenario: Scenario, placement: PlacementMode = PlacementMode.TOPOQ
+) -> SimulationResult:
     """The scenario through the real controller, reported as ``topoq simulate`` reports a
     run (``sim.engine.SimulationResult``): the decision log is written from what the
     controller's steps decided and stored (its cycles' decisions, the executor's reports it
-    applied) and the scenario's events as a user made them."""
-    run = _Driver(scenario, DecisionLog())
+    applied) and the scenario's events as a user made them. ``placement``: how the
+    controller's cycles place gangs (a baseline's, to compare)."""
+    run = _Driver(scenario, DecisionLog(), placement)
     run.run()
     return run.result()
 
@@ -258,7 +262,12 @@ def simulate_through_controller(scenario: Scenario) -> SimulationResult:
 class _Driver:
     """One run: the controller, its ports, the virtual clock and the scenario's events."""
 
-    def __init__(self, scenario: Scenario, log: DecisionLog | None = None) -> None:
+    def __init__(
+        self,
+        scenario: Scenario,
+        log: DecisionLog | None = None,
+        placement: PlacementMode = PlacementMode.TOPOQ,
+    ) -> None:
         self.scenario = scenario
         self.clock = clock = VirtualClock()
         self.store = store = ReplayStore()
@@ -270,7 +279,9 @@ class _Driver:
             if isinstance(event.action, Submit)
         }
         self.executor = SimulatedExecutor(clock, exit_codes, scenario.stop_delay_s)
-        self.controller = Controller(store, self.executor, scenario.topology, clock=clock)
+        self.controller = Controller(
+            store, self.executor, scenario.topology, clock=clock, placement=placement
+        )
         self.log = log
         self.steps = 0
         self.cycles = 0

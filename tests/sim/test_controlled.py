@@ -82,9 +82,10 @@ def test_the_controller_starts_and_ends_every_job_as_the_simulator_does(name: st
 
 
 def test_at_scale_the_controller_starts_every_job_as_the_simulator_does() -> None:
-    """The first 3,000 s of fair-share-at-scale (the whole run agrees too, at ~3 minutes):
-    after admitting a job past the starvation guard the simulator cycles again at the same
-    instant, as a server steps again once the gang reports started (t=1,015 s, 1,330 s)."""
+    """The first 3,000 s of fair-share-at-scale (the whole run agrees too, at ~3 minutes), job
+    by job and line for line in the decision log: after admitting a job past the starvation
+    guard the simulator cycles again at the same instant, as a server steps again once the
+    gang reports started (t=1,015 s, 1,330 s)."""
     scenario = load_scenario(SCENARIOS / "fair-share-at-scale.yaml")
     until = 3000.0
     scenario = replace(
@@ -102,6 +103,9 @@ def test_at_scale_the_controller_starts_every_job_as_the_simulator_does() -> Non
     }
     assert {job: at for job, at in controller_starts.items() if at} == starts
     assert starts["speech-0115"] == [1015.0]
+    logged = simulate_through_controller(scenario)  # and so the whole decision log
+    assert logged.log_lines() == simulated.log_lines()
+    assert logged.summary == simulated.summary
 
 
 def test_a_starving_job_the_guard_started_is_not_preempted_for_fair_share() -> None:

@@ -245,11 +245,10 @@ class JobView:
                 return change.at_s
         return self.spec.submitted_at
 
-    @cached_property
+    @property
     def attempt(self) -> int:
         """How many times the job has been admitted: the number of its current (or last)
-        attempt, as the executor counts them (cached: the controller asks it of every gang it
-        started, every step)."""
+        attempt, as the executor counts them."""
         return sum(1 for change in self.history if change.phase is JobPhase.ADMITTED)
 
     @property

@@ -3,6 +3,7 @@ after a cycle whose decisions were dropped because it raced a user's change."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -11,10 +12,11 @@ import pytest
 import topoq.engine.controller as controller_module
 from topoq.core.cycle import Parking, Snapshot
 from topoq.domain.decisions import CycleResult
+from topoq.domain.job import JobId
 from topoq.engine.controller import Controller
 from topoq.engine.ports import ConcurrentUpdate, ExecutorEventKind
 from topoq.store import open_store
-from topoq.testing.fakes import ScriptedExecutor
+from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 
@@ -56,3 +58,34 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
     assert handed[1] is None, "after a dropped cycle: afresh again"
     assert handed[2] is returned[1], "then the stored cycle's parking"
     assert len(handed) == 3
+
+
+def test_a_queue_settles_again_after_a_waiting_job_left_before_its_guard_passed() -> None:
+    """The starvation guard's next passing comes from the lineup the last cycle kept, whose
+    heap may still hold a job that left: once that job's time is past, the controller takes
+    the parked cycle back and settles again (it found the guard due at every step while the
+    time asked was the parked cycle's own)."""
+    nodes, spec = gpu_cluster([1, 2, 4])
+    store, executor, now = MemoryStore(), ScriptedExecutor(), [0.0]
+    store.save_nodes(nodes, actor="t", now=0)
+    store.save_policy(
+        replace(policy(team("a", 8, borrow_gpus=0)), starvation_guard_s=100),
+        actor="t",
+        now=0,
+    )
+    c = Controller(store, executor, spec, clock=lambda: now[0])
+    c.intake.submit(job("a-run", "a", 1).spec, actor="alice")  # the team's whole quota
+    c.intake.submit(job("w-first", "a", 1).spec, actor="alice")
+    assert c.step().started == ["a-run"]
+    executor.report(ExecutorEventKind.STARTED, "a-run")
+    now[0] = 50.0
+    c.intake.submit(job("w-later", "a", 1, at=50.0).spec, actor="alice")
+    c.step()
+    now[0] = 60.0
+    c.intake.cancel(JobId("w-first"), actor="alice")  # its guard would pass at 100
+    c.step()
+    assert c.step().settled
+    now[0] = 120.0  # past "w-first"'s time, before "w-later"'s (150)
+    c.step()  # the time "w-first" left behind is due: the parked cycle is taken back
+    assert c.step().settled
+    assert c.time_rule_due() == 150.0

@@ -54,7 +54,6 @@ from topoq.core.inventory_merge import merged_inventory
 from topoq.core.lifecycle import advance, cycle_moves
 from topoq.core.quota import QuotaBook
 from topoq.core.starvation import next_time_rule_change
-from topoq.core.team_holdings import TeamHoldings
 from topoq.core.time_limits import failed_by_limit, overdue
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
@@ -76,6 +75,7 @@ from topoq.engine.ports import (
     StoreUnavailable,
     UnknownJob,
 )
+from topoq.engine.team_holdings import TeamHoldings
 from topoq.engine.tree_cache import TreeCache
 from topoq.engine.upstream import upstream_phases
 
@@ -181,10 +181,10 @@ def _time_rules_change(
     if policy.starvation_guard_s <= 0:
         return limits
     try:
-        if parking is None:
-            raise LookupError("no cycle parked")
-        guard = parking.guard_passes_next(now)
-    except LookupError:
+        guard = parking.guard_passes_next(now) if parking is not None else None
+    except LookupError:  # no lineup kept
+        parking = None
+    if parking is None:
         return next_time_rule_change(after.jobs.values(), now, policy)
     return min((at for at in (limits, guard) if at is not None), default=None)
 

@@ -35,7 +35,6 @@ from topoq.core.cycle.by_phase import PhaseIndex
 from topoq.core.cycle.preempting import started_starving
 from topoq.core.fair_share import TeamUsage, kept_half_life_s, shares_of, usage_at
 from topoq.core.lifecycle import advance, apply_cycle
-from topoq.core.team_holdings import TeamHoldings
 from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
@@ -47,6 +46,7 @@ from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.workload import PodSetSpec
 from topoq.engine.outcomes import moved_by
 from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
+from topoq.engine.team_holdings import TeamHoldings
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, StartCost, json_lines

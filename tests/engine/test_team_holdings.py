@@ -6,10 +6,10 @@ from __future__ import annotations
 from topoq.core.cycle import Snapshot, schedule
 from topoq.core.fair_share import held_fractions
 from topoq.core.lifecycle import advance, apply_cycle
-from topoq.core.team_holdings import TeamHoldings
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.governance import ClusterPolicy
 from topoq.domain.job import JobId, JobPhase, JobView
+from topoq.engine.team_holdings import TeamHoldings
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 

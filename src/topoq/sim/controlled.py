@@ -25,13 +25,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Collection, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from topoq.core.cycle import PlacementMode
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
-from topoq.domain.job import FailureReason, JobId, JobPhase, JobSpec, JobView, PhaseChange
-from topoq.domain.quantity import NVIDIA_GPU
+from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.engine.controller import Controller, StepDecision, StepReport
 from topoq.engine.memory_records import MemoryRecords
 from topoq.engine.ports import (
@@ -43,12 +42,10 @@ from topoq.engine.ports import (
     GangLaunch,
     UnknownJob,
 )
-from topoq.sim.engine import LeftPending, SimulationResult
-from topoq.sim.eta_error import eta_error
+from topoq.sim.engine import SimulationResult, simulation_result
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
-from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome
+from topoq.sim.log import Decision, DecisionLog, LogEntry, cancel_entry
 from topoq.sim.scenario import Scenario
-from topoq.sim.summary import summarize
 
 ACTOR = "simulation"
 """Who the scenario's submissions, cancels and node marks are by, in the audit log."""
@@ -364,13 +361,9 @@ class _Driver:
 
     def _cancel(self, job_id: JobId) -> LogEntry:
         job = self.store.job(job_id)
-        entry = LogEntry(self.clock.now, Decision.CANCEL, job.id, job.team)
-        if job.phase.finished:
-            message = f"the job already ended ({job.phase.value}); nothing to cancel"
-            return replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message)
-        self.controller.intake.cancel(job_id, actor=ACTOR)
-        cancelled = Outcome.CANCELLED_BY_USER.value
-        return replace(entry, reason=cancelled, message="cancelled by the user")
+        if not job.phase.finished:
+            self.controller.intake.cancel(job_id, actor=ACTOR)
+        return cancel_entry(self.clock.now, job)
 
     def _log_step(self, report: StepReport, before: Mapping[JobId, JobView]) -> None:
         """The entries of what one step stored: the executor's reports, the jobs past their
@@ -382,9 +375,7 @@ class _Driver:
         for job_id in report.timed_out:
             job = self.store.job(job_id)
             moved = _change_after(before.get(job_id), job)
-            entry = LogEntry(now, Decision.FAIL, job_id, job.team)
-            reason = FailureReason.TIME_LIMIT_REACHED.value
-            log.add(replace(entry, reason=reason, message=moved.cause if moved else None))
+            log.timed_out(now, job, moved.cause if moved else None)
         if report.decided_by is not StepDecision.UNCHANGED:
             log.cycle(now, report.result, _Stored(self.store))
 
@@ -398,44 +389,22 @@ class _Driver:
         if moved is None:
             return  # stale: the run was stopped, cancelled or requeued meanwhile
         if event.kind is ExecutorEventKind.STOPPED:
-            log.add(LogEntry(event.at_s, Decision.STOPPED, job_id, job.team, message=moved.cause))
-        elif moved.phase is JobPhase.SUCCEEDED:
-            reason = Outcome.SUCCEEDED.value
-            log.add(LogEntry(event.at_s, Decision.FINISH, job_id, job.team, reason))
+            log.victim_stopped(event.at_s, job, moved.cause)
         else:
-            decision = Decision.RETRY if moved.phase is JobPhase.PENDING else Decision.FAIL
-            reason = Outcome.EXIT_CODE.value
-            log.add(LogEntry(event.at_s, decision, job_id, job.team, reason, moved.cause))
+            log.run_ended(event.at_s, job, moved.phase, moved.cause)
 
     def result(self) -> SimulationResult:
         """What ``sim.engine.Simulation.run`` reports, from the store and the log."""
         assert self.log is not None
-        scenario, log, now = self.scenario, self.log, self.clock.now
-        capacity = sum(node.allocatable.amount(NVIDIA_GPU) for node in scenario.nodes)
-        entries = tuple(log.entries)
-        summary = summarize(entries, scenario.policy, capacity_gpus=capacity, end_s=now)
-        pending, running = [], []
-        for job in self.store.unfinished.values():
-            if job.phase is JobPhase.PENDING:
-                last = log.last_waits.get(job.id)
-                reason = last.reason.value if last else None
-                message = last.message if last else None
-                pending.append(LeftPending(job.id, job.team, reason, message))
-            elif job.phase is JobPhase.RUNNING:
-                running.append(job.id)
-        every = self.store.jobs(include_finished=True)
-        return SimulationResult(
-            scenario.name,
-            entries,
-            summary,
-            tuple(pending),
-            tuple(running),
-            now,
+        store = self.store
+        return simulation_result(
+            self.scenario,
+            self.log,
+            store.unfinished.values(),
+            store.jobs(include_finished=True).values(),
+            self.clock.now,
             self.cycles,
-            tuple(scenario.warnings),
-            eta_error(entries),
-            nodes=tuple(scenario.nodes),
-            pod_sets={job_id: job.spec.workload.pod_sets for job_id, job in every.items()},
+            self.scenario.warnings,
         )
 
 

@@ -25,7 +25,7 @@ and the cycle's ``Parking`` is handed to the next.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -39,7 +39,7 @@ from topoq.core.time_limits import failed_by_limit, time_limit_of
 from topoq.core.tree import TopologyTree, build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.governance import TeamName
-from topoq.domain.job import Allocation, FailureReason, JobId, JobPhase, JobView
+from topoq.domain.job import Allocation, JobId, JobPhase, JobView
 from topoq.domain.node import NodeName, NodeSpec
 from topoq.domain.placement import placement_best_span
 from topoq.domain.quantity import NVIDIA_GPU
@@ -49,7 +49,7 @@ from topoq.engine.ports import ExecutorEvent, ExecutorEventKind
 from topoq.engine.team_holdings import TeamHoldings
 from topoq.sim.eta_error import EtaError, eta_error
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
-from topoq.sim.log import Decision, DecisionLog, LogEntry, Outcome, StartCost, json_lines
+from topoq.sim.log import Decision, DecisionLog, LogEntry, StartCost, cancel_entry, json_lines
 from topoq.sim.network import NetworkModel, NetworkState, default_communication_share
 from topoq.sim.scenario import Scenario, load_scenario
 from topoq.sim.summary import Summary, summarize
@@ -462,9 +462,7 @@ class Simulation:
             failed = failed_by_limit(job, self.now, self.scenario.policy)
             if failed is not None:
                 self._store(failed)
-                entry = LogEntry(self.now, Decision.FAIL, job_id, job.team)
-                reason = FailureReason.TIME_LIMIT_REACHED.value
-                self.log.add(replace(entry, reason=reason, message=failed.history[-1].cause))
+                self.log.timed_out(self.now, job, failed.history[-1].cause)
                 return
         codes = self._exit_codes[job_id]
         code = codes[min(job.failures, len(codes) - 1)]
@@ -474,25 +472,13 @@ class Simulation:
         slowdown = None
         if pace is not None and pace.runtime_s > 0:  # the run's slow-down over its whole run
             slowdown = (self.now - pace.started_s) / pace.runtime_s
-        if moved.phase is JobPhase.SUCCEEDED:
-            reason = Outcome.SUCCEEDED.value
-            self.log.add(
-                LogEntry(self.now, Decision.FINISH, job_id, job.team, reason, slowdown=slowdown)
-            )
-            return
-        decision = Decision.RETRY if moved.phase is JobPhase.PENDING else Decision.FAIL
-        message = moved.history[-1].cause
-        reason = Outcome.EXIT_CODE.value
-        self.log.add(
-            LogEntry(self.now, decision, job_id, job.team, reason, message, slowdown=slowdown)
-        )
+        self.log.run_ended(self.now, job, moved.phase, moved.history[-1].cause, slowdown)
 
     def _victim_stopped(self, job_id: JobId, attempt: int) -> None:
         job = self._job(job_id)
         moved = self._report(job, ExecutorEventKind.STOPPED, attempt=attempt)
         if moved is not None:
-            entry = LogEntry(self.now, Decision.STOPPED, job_id, job.team)
-            self.log.add(replace(entry, message=moved.history[-1].cause))
+            self.log.victim_stopped(self.now, job, moved.history[-1].cause)
 
     def _report(
         self,
@@ -544,48 +530,59 @@ class Simulation:
 
     def _cancel(self, job_id: JobId) -> None:
         job = self._job(job_id)
-        entry = LogEntry(self.now, Decision.CANCEL, job_id, job.team)
-        if job.phase.finished:
-            message = f"the job already ended ({job.phase.value}); nothing to cancel"
-            self.log.add(replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message))
-            return
-        self._store(advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled"))
-        self._stop_run(job_id)
-        self.log.add(
-            replace(entry, reason=Outcome.CANCELLED_BY_USER.value, message="cancelled by the user")
-        )
+        self.log.add(cancel_entry(self.now, job))
+        if not job.phase.finished:
+            self._store(advance(job, JobPhase.CANCELLED, now=self.now, cause="cancelled"))
+            self._stop_run(job_id)
 
     # --- the result -----------------------------------------------------------------
     def _result(self) -> SimulationResult:
-        capacity = sum(node.allocatable.amount(NVIDIA_GPU) for node in self.scenario.nodes)
-        entries = tuple(self.log.entries)
-        summary = summarize(entries, self.scenario.policy, capacity_gpus=capacity, end_s=self.now)
-        pending = []
-        for job in self.unfinished.values():
-            if job.phase is JobPhase.PENDING:
-                last = self.log.last_waits.get(job.id)
-                reason = last.reason.value if last else None
-                pending.append(
-                    LeftPending(job.id, job.team, reason, last.message if last else None)
-                )
-        running = tuple(j.id for j in self.unfinished.values() if j.phase is JobPhase.RUNNING)
-        return SimulationResult(
-            self.scenario.name,
-            entries,
-            summary,
-            tuple(pending),
-            running,
+        return simulation_result(
+            self.scenario,
+            self.log,
+            self.unfinished.values(),
+            [*self.finished.values(), *self.unfinished.values()],
             self.now,
             self.cycles,
-            tuple(self._warnings),
-            eta_error(entries),
-            nodes=tuple(self.scenario.nodes),
-            pod_sets={
-                job.id: job.spec.workload.pod_sets
-                for jobs in (self.finished, self.unfinished)
-                for job in jobs.values()
-            },
+            self._warnings,
         )
+
+
+def simulation_result(
+    scenario: Scenario,
+    log: DecisionLog,
+    unfinished: Iterable[JobView],
+    every: Iterable[JobView],
+    end_s: float,
+    cycles: int,
+    warnings: Iterable[str],
+) -> SimulationResult:
+    """What a run reports, from its log and its jobs as they ended (``unfinished``: those
+    still pending, running or stopping; ``every``: every job submitted)."""
+    capacity = sum(node.allocatable.amount(NVIDIA_GPU) for node in scenario.nodes)
+    entries = tuple(log.entries)
+    summary = summarize(entries, scenario.policy, capacity_gpus=capacity, end_s=end_s)
+    pending, running = [], []
+    for job in unfinished:
+        if job.phase is JobPhase.PENDING:
+            last = log.last_waits.get(job.id)
+            reason = last.reason.value if last else None
+            pending.append(LeftPending(job.id, job.team, reason, last.message if last else None))
+        elif job.phase is JobPhase.RUNNING:
+            running.append(job.id)
+    return SimulationResult(
+        scenario.name,
+        entries,
+        summary,
+        tuple(pending),
+        tuple(running),
+        end_s,
+        cycles,
+        tuple(warnings),
+        eta_error(entries),
+        nodes=tuple(scenario.nodes),
+        pod_sets={job.id: job.spec.workload.pod_sets for job in every},
+    )
 
 
 def decided_jobs(result: CycleResult) -> set[JobId]:

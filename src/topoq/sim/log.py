@@ -33,7 +33,7 @@ from topoq.core.tree import natural_key
 from topoq.domain.decisions import CycleResult, Diagnostic, PendingReason
 from topoq.domain.governance import TeamName
 from topoq.domain.gpu_share import gpu_number, gpus_held
-from topoq.domain.job import Allocation, JobId, JobView
+from topoq.domain.job import Allocation, FailureReason, JobId, JobPhase, JobView
 from topoq.domain.quantity import NVIDIA_GPU
 
 
@@ -172,6 +172,33 @@ class DecisionLog:
         if entry.job is not None and entry.decision is not Decision.WAIT:
             self._forget_wait(entry.job)
 
+    def run_ended(
+        self,
+        now: float,
+        job: JobView,
+        phase: JobPhase,
+        cause: str,
+        slowdown: float | None = None,
+    ) -> None:
+        """A run that ran to its end, as its exit code moved the job to ``phase`` (``cause``:
+        the move's): finished, retried or failed."""
+        if phase is JobPhase.SUCCEEDED:
+            reason = Outcome.SUCCEEDED.value
+            self.add(LogEntry(now, Decision.FINISH, job.id, job.team, reason, slowdown=slowdown))
+            return
+        decision = Decision.RETRY if phase is JobPhase.PENDING else Decision.FAIL
+        reason = Outcome.EXIT_CODE.value
+        self.add(LogEntry(now, decision, job.id, job.team, reason, cause, slowdown=slowdown))
+
+    def timed_out(self, now: float, job: JobView, cause: str | None) -> None:
+        """A running job failed at its time limit."""
+        reason = FailureReason.TIME_LIMIT_REACHED.value
+        self.add(LogEntry(now, Decision.FAIL, job.id, job.team, reason, cause))
+
+    def victim_stopped(self, now: float, job: JobView, cause: str) -> None:
+        """A victim's pods are gone and it is requeued (``cause``: its move's)."""
+        self.add(LogEntry(now, Decision.STOPPED, job.id, job.team, message=cause))
+
     def _remember_wait(self, diagnostic: Diagnostic) -> None:
         self._forget_wait(diagnostic.job)
         self._waiting[diagnostic.job] = diagnostic
@@ -283,6 +310,17 @@ class DecisionLog:
             )
         )
         self._remember_wait(diagnostic)
+
+
+def cancel_entry(now: float, job: JobView) -> LogEntry:
+    """The entry of a user's cancel of ``job`` as it stands (a job that ended already has
+    nothing to cancel)."""
+    entry = LogEntry(now, Decision.CANCEL, job.id, job.team)
+    if job.phase.finished:
+        message = f"the job already ended ({job.phase.value}); nothing to cancel"
+        return replace(entry, reason=Outcome.ALREADY_FINISHED.value, message=message)
+    cancelled = Outcome.CANCELLED_BY_USER.value
+    return replace(entry, reason=cancelled, message="cancelled by the user")
 
 
 def _says_the_same(logged: Diagnostic, diagnostic: Diagnostic) -> bool:

@@ -134,6 +134,17 @@ def test_topoq_simulate_refuses_a_bad_network_file_naming_the_field(tmp_path: Pa
     assert several.returncode == 2 and "--trace" in several.stderr
 
 
+def test_a_scenario_under_the_cost_model_writes_its_log_as_json_lines() -> None:
+    """A gang slowed by contention logs its slow-down as a plain number: the model works it
+    out from numpy's domain sizes, and ``-o jsonl`` once failed on the numpy float with a
+    traceback."""
+    ran = topoq("simulate", SCENARIOS / "starving-borrower.yaml", "--cost-model", "-o", "jsonl")
+    assert ran.returncode == 0, ran.stderr
+    log = [json.loads(line) for line in ran.stdout.splitlines()]
+    slowed = [entry["slowdown"] for entry in log if entry.get("slowdown", 1.0) > 1.0]
+    assert slowed and all(isinstance(slowdown, float) for slowdown in slowed)
+
+
 def test_the_placement_option_offers_every_placement_mode() -> None:
     assert [option.value for option in PlacementOption] == [mode.value for mode in PlacementMode]
 

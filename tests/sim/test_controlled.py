@@ -16,29 +16,32 @@ job past the guard, so the two agree."""
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Iterator
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from tests.sim.conftest import SCENARIOS
+from tests.sim.conftest import SCENARIOS, WriteScenario, submit
 from topoq.core.cycle import PlacementMode
 from topoq.domain.job import Allocation, JobId, JobPhase
 from topoq.domain.placement import PlacementResult
 from topoq.domain.resources import Resources
+from topoq.engine.controller import StepReport
 from topoq.engine.ports import ExecutorEventKind, GangLaunch
-from topoq.sim.controlled import (
-    SimulatedExecutor,
-    VirtualClock,
-    run_through_controller,
-    simulate_through_controller,
-)
+from topoq.sim import controlled
+from topoq.sim.controlled import _Driver, run_through_controller, simulate_through_controller
 from topoq.sim.engine import Simulation
-from topoq.sim.log import Decision, Outcome
+from topoq.sim.executor import SimulatedExecutor, VirtualClock
+from topoq.sim.log import Decision, DecisionLog, Outcome
+from topoq.sim.network import NetworkModel, Stage
 from topoq.sim.scenario import load_scenario
+from topoq.sim.traces import Trace, TraceFormat, TraceJob, cluster_of, read_trace, trace_scenario
 from topoq.testing.governance import job
 
+ITP_SAMPLE = Path(__file__).parent / "traces" / "itp-sample.csv"
 STARTED, EXITED = ExecutorEventKind.STARTED, ExecutorEventKind.EXITED
 STOPPED, NODE_LOST = ExecutorEventKind.STOPPED, ExecutorEventKind.NODE_LOST
 
@@ -212,3 +215,97 @@ def test_the_decision_log_through_the_controller_is_the_simulators(
     assert controlled.left_pending == own.left_pending
     assert controlled.still_running == own.still_running
     assert controlled.end_s == own.end_s
+
+
+# --- the cost model, interval steps and progress through the controller --------------------
+
+BLOCK_UPLINKS_4_TO_1 = NetworkModel(stages=(Stage(5.0), Stage(10.0, 4.0), Stage(20.0, 8.0)))
+"""Blocks' uplinks oversubscribed 4:1, so that gangs spread over two blocks contend."""
+
+CONTENDING = [
+    TraceJob("a", "t", 0.0, 1000.0, 12 * 8, 2),  # 12 nodes: one block
+    TraceJob("x", "t", 0.0, 5000.0, 12 * 8, 3),  # 12 nodes: the other block
+    TraceJob("b", "t", 1.0, 1000.0, 8 * 8, 4),  # 8 nodes: 4 left in each block, spread
+    TraceJob("c", "t", 1100.0, 400.0, 2 * 8, 5),  # spread too: b slows while it runs
+    TraceJob("d", "t", 1200.0, 3000.0, 16 * 8, 6),  # waits for room
+]
+
+
+@pytest.mark.parametrize("placement", list(PlacementMode))
+def test_under_the_cost_model_the_controller_paces_runs_as_the_simulator_does(
+    placement: PlacementMode,
+) -> None:
+    """The simulated executor paces each run by its slow-down and moves its end when a gang
+    sharing its uplinks starts or stops; the log — every start's slow-down and best span, every
+    finish's slow-down over its whole run — is the simulator's own."""
+    trace = Trace("contending", TraceFormat.SYNTHETIC, tuple(CONTENDING), {"t": 32})
+    scenario = trace_scenario(trace, cluster_of(32))
+    own = Simulation(scenario, BLOCK_UPLINKS_4_TO_1, placement).run()
+    controlled = simulate_through_controller(scenario, placement, BLOCK_UPLINKS_4_TO_1)
+    assert controlled.log_lines() == own.log_lines()
+    finishes = {e.job: e for e in controlled.log if e.decision is Decision.FINISH}
+    assert finishes[JobId("b")].slowdown is not None and finishes[JobId("b")].slowdown > 1.0
+    starts = [e for e in controlled.log if e.decision is Decision.START]
+    assert all(isinstance(e.slowdown, float) for e in starts)  # a plain float: JSON, compared
+    plain = simulate_through_controller(scenario, placement)
+    b_ends = {e.job: e.t for e in plain.log if e.decision is Decision.FINISH}
+    assert finishes[JobId("b")].t > b_ends[JobId("b")]  # it ran longer than its trace says
+
+
+def test_the_itp_sample_under_the_cost_model_is_logged_as_the_simulator_logs_it() -> None:
+    scenario = trace_scenario(read_trace(ITP_SAMPLE), cluster_of(32))
+    for placement in (PlacementMode.TOPOQ, PlacementMode.FIRST_FIT):
+        own = Simulation(scenario, BLOCK_UPLINKS_4_TO_1, placement).run()
+        controlled = simulate_through_controller(scenario, placement, BLOCK_UPLINKS_4_TO_1)
+        assert controlled.log_lines() == own.log_lines()
+
+
+def test_a_scenario_interval_steps_the_controller_while_jobs_wait_and_events_are_to_come(
+    write_scenario: WriteScenario,
+) -> None:
+    path = write_scenario(
+        [
+            {"at": 0, "submit": submit("huge", pods=20)},
+            {"at": 0, "submit": submit("ok")},
+            {"at": 35, "submit": submit("later")},
+        ],
+        cycle_interval_s=10,
+    )
+    scenario = load_scenario(path)
+    steps_at: list[float] = []
+    driver = _Driver(scenario, DecisionLog())
+    step = driver.controller.step
+
+    def stepping() -> StepReport:
+        steps_at.append(driver.clock.now)
+        return step()
+
+    driver.controller.step = stepping  # type: ignore[method-assign]
+    driver.run()
+    instants = sorted(set(steps_at))
+    # every 10 s while "huge" waits and something is to come: "ok" ends at 600 s, "later" at
+    # 635 s, and the step on the interval already due at 640 s is the last
+    assert instants == sorted({*(10.0 * k for k in range(65)), 35.0, 635.0})
+    result = driver.result()
+    assert result.end_s == 640.0
+    own = Simulation(scenario).run()
+    assert result.left_pending == own.left_pending
+    assert [e for e in result.log if e.decision is not Decision.WAIT] == [
+        e for e in own.log if e.decision is not Decision.WAIT
+    ]
+
+
+def test_a_long_run_through_the_controller_tells_its_progress(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(controlled, "PROGRESS_EVERY_CYCLES", 10)  # a short run, told often
+    scenario = load_scenario(SCENARIOS / "fair-share.yaml")
+    told: list[tuple[float, int]] = []
+    result = simulate_through_controller(
+        scenario, progress=lambda at, cycles: told.append((at, cycles))
+    )
+    assert result.cycles // 10 - 1 <= len(told) <= result.cycles // 10
+    assert len(told) > 3
+    assert [at for at, _ in told] == sorted(at for at, _ in told)
+    assert all(later - earlier >= 10 for (_, earlier), (_, later) in itertools.pairwise(told))
+    assert 0 < told[-1][0] <= result.end_s

@@ -1,29 +1,27 @@
-"""A scenario run by the real controller (``topoq.engine.controller``) on a virtual clock: the
-first slice of issue 14 §1, "one shell around the core".
+"""A scenario run by the real controller (``topoq.engine.controller``) on a virtual clock:
+issue 14 §1, "one shell around the core".
 
-``topoq simulate`` runs its own shell around the core (``sim.engine``). This one runs a
-scenario through the very controller a ``topoq server`` runs, through its ports: a
+This runs a scenario through the very controller a ``topoq server`` runs, through its ports: a
 :class:`ReplayStore` (in memory, unfinished jobs apart from finished ones), a
-:class:`SimulatedExecutor` (a gang starts at once, runs for its run time and exits with the
-scenario's exit code; a victim stops after the scenario's stop delay, within the grace period;
-a failed node loses its gangs) and a :class:`VirtualClock`. The scenario's events go in as a
-user's would: submissions, cancels, holds and releases through the controller's ``Intake``,
-failed and recovered nodes as ``topoq nodes`` marks them.
+``sim.executor.SimulatedExecutor`` (a gang starts at once, runs for its run time — paced by
+the cost model when there is one — and exits with the scenario's exit code; a victim stops
+after the scenario's stop delay, within the grace period; a failed node loses its gangs) and a
+``sim.executor.VirtualClock``. The scenario's events go in as a user's would: submissions,
+cancels, holds and releases through the controller's ``Intake``, failed and recovered nodes as
+``topoq nodes`` marks them.
 
 At each instant (a scenario event, an executor report, a time rule coming due: a time limit,
-the starvation guard) the driver steps the controller until a step changes nothing more at
-that instant. What it returns is every job as the store ends with it — histories the server
-would have written — so that a test can hold ``sim.engine``'s decisions against the
-controller's on the same scenario (``tests/sim/test_controlled.py``).
-
-It is not yet what ``topoq simulate`` runs: the controller reads and writes its store at every
-step, and the replay of a long trace depends on the simulator's own shell being cheap per
-cycle (docs/simulate.md, "How fast"). That is the next slice.
+the starvation guard; a step on the scenario's ``cycle_interval_s`` while jobs wait) the driver
+steps the controller until a step changes nothing more at that instant.
+``simulate_through_controller`` reports the run as ``topoq simulate`` does, its decision log
+written from what the steps stored; ``run_through_controller`` returns every job as the store
+ends with it — histories the server would have written — so that a test can hold
+``sim.engine``'s decisions against the controller's on the same scenario
+(``tests/sim/test_controlled.py``).
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -31,36 +29,27 @@ from topoq.core.cycle import PlacementMode
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
+from topoq.domain.placement import placement_best_span
 from topoq.engine.controller import Controller, StepDecision, StepReport
 from topoq.engine.memory_records import MemoryRecords
 from topoq.engine.ports import (
     AuditEntry,
     DuplicateJob,
-    ExecutorCapabilities,
     ExecutorEvent,
     ExecutorEventKind,
-    GangLaunch,
     UnknownJob,
 )
-from topoq.sim.engine import SimulationResult, simulation_result
+from topoq.sim.engine import PROGRESS_EVERY_CYCLES, Progress, SimulationResult, simulation_result
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
-from topoq.sim.log import Decision, DecisionLog, LogEntry, cancel_entry
+from topoq.sim.executor import SimulatedExecutor, VirtualClock
+from topoq.sim.log import Decision, DecisionLog, LogEntry, StartCost, cancel_entry
+from topoq.sim.network import NetworkModel
 from topoq.sim.scenario import Scenario
 
 ACTOR = "simulation"
 """Who the scenario's submissions, cancels and node marks are by, in the audit log."""
 MAX_STEPS_PER_INSTANT = 100
 """Steps at one instant before the run stops as a livelock."""
-
-
-class VirtualClock:
-    """The controller's clock: the simulated time, moved by the driver only."""
-
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class ReplayStore(MemoryRecords):
@@ -76,6 +65,8 @@ class ReplayStore(MemoryRecords):
         self.replaced: dict[JobId, JobView] = {}
         """The view each job had before it was first saved since ``replaced`` was emptied
         (what a step found, for its log)."""
+        self.pending: set[JobId] = set()
+        """The pending jobs (held ones too): whether an interval tick has anything to do."""
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
@@ -84,6 +75,7 @@ class ReplayStore(MemoryRecords):
             raise DuplicateJob(f"job {spec.id} was already submitted")
         view = JobView(spec, history=(PhaseChange(now, JobPhase.PENDING, "submitted"),))
         self.unfinished[spec.id] = view
+        self.pending.add(spec.id)
         if audit is not None:
             self.audit_rows.append(audit)
         return view
@@ -120,110 +112,12 @@ class ReplayStore(MemoryRecords):
                 self.finished[view.id] = view
             else:
                 self.unfinished[view.id] = view
+            if view.phase is JobPhase.PENDING:
+                self.pending.add(view.id)
+            else:
+                self.pending.discard(view.id)
         if decisions is not None:
             self.cycles += 1
-
-
-@dataclass
-class _Run:
-    attempt: int
-    nodes: frozenset[str]
-
-
-class SimulatedExecutor:
-    """Runs gangs on the virtual clock: STARTED at once, EXITED after the job's run time with
-    the exit code of that run (a job's ``exit_codes``: one per run that runs to its end, the
-    last repeating), STOPPED ``stop_delay_s`` after a stop (never later than the grace
-    period), NODE_LOST for a failed node's gangs."""
-
-    capabilities = ExecutorCapabilities(
-        "simulated", runs_real_processes=False, can_fail_nodes=True, captures_logs=False
-    )
-
-    def __init__(
-        self,
-        clock: VirtualClock,
-        exit_codes: Mapping[JobId, tuple[int, ...]],
-        stop_delay_s: float = 0.0,
-    ) -> None:
-        self.clock = clock
-        self.exit_codes = exit_codes
-        self.stop_delay_s = stop_delay_s
-        self._runs: dict[JobId, _Run] = {}
-        self._ended: dict[JobId, int] = {}
-        """How many runs of each job ran to their end (and so which exit code is next)."""
-        self._due: list[tuple[float, int, ExecutorEvent]] = []
-        self._made = 0
-
-    def _report(self, at_s: float, event: ExecutorEvent) -> None:
-        heapq.heappush(self._due, (at_s, self._made, event))
-        self._made += 1
-
-    def next_at(self) -> float | None:
-        """When the next report is due (None: none)."""
-        return self._due[0][0] if self._due else None
-
-    def start(self, launch: GangLaunch) -> None:
-        job, now = launch.job.id, self.clock()
-        self._runs[job] = _Run(launch.attempt, frozenset(launch.allocation.resources_on_node))
-        self._report(now, ExecutorEvent(ExecutorEventKind.STARTED, now, job, launch.attempt))
-        codes = self.exit_codes.get(job, (0,))
-        code = codes[min(self._ended.get(job, 0), len(codes) - 1)]
-        ends = now + (launch.job.runtime_s or 0.0)
-        exited = ExecutorEvent(ExecutorEventKind.EXITED, ends, job, launch.attempt, exit_code=code)
-        self._report(ends, exited)
-
-    def cancel(self, job: JobId) -> None:
-        self._runs.pop(job, None)
-
-    def cancel_all(self, jobs: Sequence[JobId]) -> None:
-        for job in jobs:
-            self.cancel(job)
-
-    def stop(self, job: JobId, grace_s: float) -> None:
-        run = self._runs.pop(job, None)
-        at = self.clock() + min(self.stop_delay_s, grace_s)
-        attempt = run.attempt if run is not None else 0
-        self._report(at, ExecutorEvent(ExecutorEventKind.STOPPED, at, job, attempt))
-
-    def poll(self) -> list[ExecutorEvent]:
-        now, events = self.clock(), []
-        while self._due and self._due[0][0] <= now:
-            event = heapq.heappop(self._due)[2]
-            if event.kind is ExecutorEventKind.STOPPED or event.kind is ExecutorEventKind.NODE_LOST:
-                events.append(event)
-                continue
-            job = event.job
-            run = self._runs.get(job) if job is not None else None
-            if job is None or run is None or run.attempt != event.attempt:
-                continue  # the run was stopped, cancelled or lost meanwhile
-            if event.kind is ExecutorEventKind.EXITED:
-                del self._runs[job]
-                self._ended[job] = self._ended.get(job, 0) + 1
-            events.append(event)
-        return events
-
-    def fail_node(self, node: str) -> None:
-        now = self.clock()
-        for job, run in list(self._runs.items()):
-            if node in run.nodes:
-                del self._runs[job]
-        self._report(now, ExecutorEvent(ExecutorEventKind.NODE_LOST, now, node=node))
-
-    def recover_node(self, node: str) -> None:
-        """Nothing to undo: a node marked healthy takes gangs again."""
-
-    def logs(self, job: JobId, pod: int | None = None) -> str:
-        return ""
-
-    def close(self) -> None:
-        self._runs.clear()
-
-    def inventory_changes(self) -> None:
-        return None
-
-    def adopt(self, holding: Mapping[JobId, int]) -> set[JobId]:
-        return set()
 
 
 @dataclass(frozen=True)
@@ -244,15 +138,20 @@ def run_through_controller(scenario: Scenario) -> ControlledRun:
 
 
 def simulate_through_controller(
-    scenario: Scenario, placement: PlacementMode = PlacementMode.TOPOQ
+    scenario: Scenario,
+    placement: PlacementMode = PlacementMode.TOPOQ,
+    network: NetworkModel | None = None,
+    progress: Progress | None = None,
 ) -> SimulationResult:
     """The scenario through the real controller, reported as ``topoq simulate`` reports a
     run (``sim.engine.SimulationResult``): the decision log is written from what the
     controller's steps decided and stored (its cycles' decisions, the executor's reports it
     applied) and the scenario's events as a user made them. ``placement``: how the
-    controller's cycles place gangs (a baseline's, to compare)."""
-    run = _Driver(scenario, DecisionLog(), placement)
-    run.run()
+    controller's cycles place gangs (a baseline's, to compare); ``network``: the cost model
+    that paces runs (None: a gang runs for its run time wherever it lands); ``progress``:
+    told the simulated time and the cycles so far every ``PROGRESS_EVERY_CYCLES`` cycles."""
+    run = _Driver(scenario, DecisionLog(), placement, network)
+    run.run(progress)
     return run.result()
 
 
@@ -264,18 +163,26 @@ class _Driver:
         scenario: Scenario,
         log: DecisionLog | None = None,
         placement: PlacementMode = PlacementMode.TOPOQ,
+        network: NetworkModel | None = None,
     ) -> None:
         self.scenario = scenario
         self.clock = clock = VirtualClock()
         self.store = store = ReplayStore()
         store.save_nodes(scenario.nodes, actor=ACTOR, now=0.0)
         store.save_policy(scenario.policy, actor=ACTOR, now=0.0)
-        exit_codes = {
-            event.action.spec.id: event.action.exit_codes
-            for event in scenario.events
-            if isinstance(event.action, Submit)
-        }
-        self.executor = SimulatedExecutor(clock, exit_codes, scenario.stop_delay_s)
+        submits = [event.action for event in scenario.events if isinstance(event.action, Submit)]
+        self.executor = SimulatedExecutor(
+            clock,
+            {submit.spec.id: submit.exit_codes for submit in submits},
+            scenario.stop_delay_s,
+            network=network,
+            tree=lambda: self.controller.trees.tree(store.nodes()),
+            shares={
+                submit.spec.id: submit.communication_share
+                for submit in submits
+                if submit.communication_share is not None
+            },
+        )
         self.controller = Controller(
             store, self.executor, scenario.topology, clock=clock, placement=placement
         )
@@ -283,18 +190,25 @@ class _Driver:
         self.steps = 0
         self.cycles = 0
         """Steps whose decisions a cycle (or arrivals taken without one) reached."""
+        self._tick_at: float | None = None
+        """The next step on the scenario's interval (``cycle_interval_s``), while jobs wait."""
 
-    def run(self) -> None:
+    def run(self, progress: Progress | None = None) -> None:
         scenario, clock, executor = self.scenario, self.clock, self.executor
         pending = list(reversed(scenario.events))  # popped from the end: the earliest first
         visits = 0  # in a row at the same instant: a time rule that stays due is a livelock
+        told = 0
         while True:
+            if progress is not None and self.cycles - told >= PROGRESS_EVERY_CYCLES:
+                told = self.cycles
+                progress(clock.now, self.cycles)
             due = [
                 at
                 for at in (
                     pending[-1].at_s if pending else None,
                     executor.next_at(),
                     _time_rule(self.controller, self.store, clock.now),
+                    self._tick_at,
                 )
                 if at is not None
             ]
@@ -308,9 +222,22 @@ class _Driver:
             if visits > MAX_STEPS_PER_INSTANT:
                 raise RuntimeError(f"the controller did not settle at t={at} s")
             clock.now = at
+            if self._tick_at is not None and self._tick_at <= at:
+                self._tick_at = None
             while pending and pending[-1].at_s <= at:
                 self._apply(pending.pop())
             self._steps_until_settled(at)
+            self._next_tick(bool(pending))
+
+    def _next_tick(self, events_left: bool) -> None:
+        """The next step on the scenario's interval, while jobs wait and something else is
+        still to come (a scenario event, an executor's report): a server steps on its
+        interval, and a step alone changes nothing but the teams' fair-share usage."""
+        interval = self.scenario.cycle_interval_s
+        if interval is None or self._tick_at is not None or not self.store.pending:
+            return
+        if events_left or self.executor.next_at() is not None:
+            self._tick_at = (self.clock.now // interval + 1) * interval
 
     def _steps_until_settled(self, at: float) -> None:
         """Step the controller at ``at`` until a step changes nothing and no report is due."""
@@ -377,7 +304,21 @@ class _Driver:
             moved = _change_after(before.get(job_id), job)
             log.timed_out(now, job, moved.cause if moved else None)
         if report.decided_by is not StepDecision.UNCHANGED:
-            log.cycle(now, report.result, _Stored(self.store))
+            log.cycle(now, report.result, _Stored(self.store), self._start_costs(report.result))
+
+    def _start_costs(self, result: CycleResult) -> dict[JobId, StartCost]:
+        """How each gang the cycle admitted started under the cost model: its slow-down once
+        every one of them started, and the fewest domains per level the free capacity
+        allowed it (its placement's ``best_span``)."""
+        if self.executor.network is None:
+            return {}
+        return {
+            admit.job: StartCost(
+                self.executor.slowdown(admit.job),
+                placement_best_span(admit.allocation.placement),
+            )
+            for admit in result.admissions
+        }
 
     def _log_report(self, event: ExecutorEvent, before: Mapping[JobId, JobView]) -> None:
         assert self.log is not None
@@ -391,7 +332,8 @@ class _Driver:
         if event.kind is ExecutorEventKind.STOPPED:
             log.victim_stopped(event.at_s, job, moved.cause)
         else:
-            log.run_ended(event.at_s, job, moved.phase, moved.cause)
+            slowdown = self.executor.run_slowdowns.pop(job_id, None)
+            log.run_ended(event.at_s, job, moved.phase, moved.cause, slowdown)
 
     def result(self) -> SimulationResult:
         """What ``sim.engine.Simulation.run`` reports, from the store and the log."""

@@ -163,7 +163,9 @@ class NetworkState:
             carried = self._sizes[level][domain] / self._stages[level].oversubscription
             contention[level] = max(contention[level], self._asked[(level, domain)] / carried)
         spent = self._time_s(running.gpus_on_a_node, running.members, contention)
-        return max(1.0, (1 - running.share) + running.share * spent / running.tight_s)
+        # a Python float: the sizes it is worked out from are numpy's, and the log's JSON and
+        # its comparisons want a plain number
+        return float(max(1.0, (1 - running.share) + running.share * spent / running.tight_s))
 
     # --- the formula -----------------------------------------------------------------
     def _spread(self, nodes: IntArray) -> tuple[list[int], list[tuple[int, int, int]]]:

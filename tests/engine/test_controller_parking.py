@@ -12,8 +12,8 @@ import pytest
 import topoq.engine.controller as controller_module
 from topoq.core.cycle import Parking, Snapshot
 from topoq.domain.decisions import CycleResult
-from topoq.domain.job import JobId
-from topoq.engine.controller import Controller
+from topoq.domain.job import JobId, JobPhase
+from topoq.engine.controller import Controller, StepDecision
 from topoq.engine.ports import ConcurrentUpdate, ExecutorEventKind
 from topoq.store import open_store
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
@@ -43,6 +43,7 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
         c = Controller(store, executor, spec, clock=lambda: next(clock))
         c.intake.submit(job("j1", "a", 1).spec, actor="alice")
         c.intake.submit(job("j2", "a", 1).spec, actor="alice")
+        c.intake.submit(job("too-big", "a", 8).spec, actor="alice")  # waits: the cycles run
         real_save = store.save_jobs
 
         def raced_once(*args: Any, **kwargs: Any) -> None:
@@ -89,3 +90,78 @@ def test_a_queue_settles_again_after_a_waiting_job_left_before_its_guard_passed(
     c.step()  # the time "w-first" left behind is due: the parked cycle is taken back
     assert c.step().settled
     assert c.time_rule_due() == 150.0
+
+
+def test_with_no_job_waiting_a_step_runs_no_cycle_and_keeps_the_parking(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A cycle with nothing waiting and no node failed could decide nothing: jobs ending on a
+    cluster with an empty queue cost no cycle (``StepDecision.NOTHING_WAITS``), and the next
+    cycle gets the last one's parking. A node that fails makes the next step cycle, and that
+    cycle places its lost gang again."""
+    handed: list[Parking | None] = []
+    returned: list[Parking] = []
+    real = controller_module.schedule_with_parking
+
+    def recording(snapshot: Snapshot, parking: Parking | None = None) -> tuple[CycleResult, Any]:
+        handed.append(parking)
+        result, parked = real(snapshot, parking)
+        returned.append(parked)
+        return result, parked
+
+    monkeypatch.setattr(controller_module, "schedule_with_parking", recording)
+    nodes, spec = gpu_cluster([4, 4, 4])
+    store, executor, now = MemoryStore(), ScriptedExecutor(), [0.0]
+    store.save_nodes(nodes, actor="t", now=0)
+    store.save_policy(policy(team("a", 64)), actor="t", now=0)
+    c = Controller(store, executor, spec, clock=lambda: now[0])
+    for name in ("j1", "j2"):
+        c.intake.submit(job(name, "a", 4).spec, actor="alice")
+    assert c.step().started == ["j1", "j2"]
+    assert len(handed) == 1
+    executor.report(ExecutorEventKind.STARTED, "j1")
+    executor.report(ExecutorEventKind.STARTED, "j2")
+    now[0] = 10.0
+    report = c.step()
+    assert report.decided_by is StepDecision.NOTHING_WAITS
+    assert len(handed) == 1, "nothing waits: no cycle"
+    executor.report(ExecutorEventKind.EXITED, "j1", exit_code=0)
+    now[0] = 20.0
+    assert c.step().decided_by is StepDecision.NOTHING_WAITS
+    assert store.job(JobId("j1")).phase is JobPhase.SUCCEEDED
+    c.intake.submit(job("j3", "a", 4).spec, actor="alice")
+    assert c.step().started == ["j3"]
+    assert handed[1] is returned[0], "the next cycle gets the last cycle's parking"
+    executor.report(ExecutorEventKind.STARTED, "j3")
+    node = next(iter(store.job(JobId("j2")).allocation.nodes))  # type: ignore[union-attr]
+    c.intake.mark_node(node, ready=False, actor="admin")
+    report = c.step()
+    assert report.decided_by is StepDecision.CYCLE, "a failed node: the cycle runs"
+    # the executor reported the gang lost (requeued), and the cycle placed it elsewhere
+    assert [admit.job for admit in report.result.admissions] == ["j2"]
+    assert node not in report.result.admissions[0].allocation.nodes
+
+
+class _SilentOnLostNodes(ScriptedExecutor):
+    """An executor that does not report the gangs of a failed node (as one whose node
+    agent died with it): only the cycle, seeing the node failed, requeues them."""
+
+    def fail_node(self, node: str) -> None:
+        self.failed_nodes.append(node)
+
+
+def test_with_no_job_waiting_a_node_marked_failed_still_has_its_gang_requeued() -> None:
+    nodes, spec = gpu_cluster([4, 4, 4])
+    store, executor, now = MemoryStore(), _SilentOnLostNodes(), [0.0]
+    store.save_nodes(nodes, actor="t", now=0)
+    store.save_policy(policy(team("a", 64)), actor="t", now=0)
+    c = Controller(store, executor, spec, clock=lambda: now[0])
+    c.intake.submit(job("j1", "a", 4).spec, actor="alice")
+    assert c.step().started == ["j1"]
+    executor.report(ExecutorEventKind.STARTED, "j1")
+    assert c.step().decided_by is StepDecision.NOTHING_WAITS
+    node = next(iter(store.job(JobId("j1")).allocation.nodes))  # type: ignore[union-attr]
+    c.intake.mark_node(node, ready=False, actor="admin")
+    report = c.step()
+    assert report.decided_by is StepDecision.CYCLE
+    assert [requeue.job for requeue in report.result.requeues] == ["j1"]

@@ -43,14 +43,23 @@ class TimeLimitReached:
     """The history entry of its move to FAILED (starts with ``TIME_LIMIT_REACHED``)."""
 
 
+def running_deadline(policy: ClusterPolicy, job: JobView) -> float | None:
+    """When a running job reaches its time limit (its start plus its limit); None for a job
+    not running or without a limit."""
+    limit = time_limit_of(policy, job)
+    if job.phase is not JobPhase.RUNNING or limit is None or job.started_at is None:
+        return None
+    return job.started_at + limit
+
+
 def overdue(jobs: Iterable[JobView], now: float, policy: ClusterPolicy) -> list[TimeLimitReached]:
     """The running jobs whose start plus time limit is at or before ``now``."""
     reached = []
     for job in jobs:
-        limit = time_limit_of(policy, job)
-        if job.phase is not JobPhase.RUNNING or limit is None or job.started_at is None:
-            continue
-        if job.started_at + limit <= now:
+        deadline = running_deadline(policy, job)
+        if deadline is not None and deadline <= now:
+            limit = time_limit_of(policy, job)
+            assert limit is not None  # a deadline comes from a limit
             reached.append(TimeLimitReached(job.id, time_limit_cause(limit)))
     return reached
 

@@ -54,7 +54,7 @@ from topoq.core.inventory_merge import merged_inventory
 from topoq.core.lifecycle import advance, cycle_moves
 from topoq.core.quota import QuotaBook
 from topoq.core.starvation import next_time_rule_change
-from topoq.core.time_limits import failed_by_limit, overdue
+from topoq.core.time_limits import failed_by_limit, overdue, running_deadline
 from topoq.core.tree import TopologyTree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.errors import TopoqError
@@ -115,6 +115,10 @@ class StepDecision(StrEnum):
     cycle, without a cycle (``core.cycle.arrivals``)."""
     UNCHANGED = "unchanged"
     """Nothing that decides anything changed: the last decisions stand."""
+    NOTHING_WAITS = "nothing_waits"
+    """No job waits and no node failed since the last cycle: a cycle could decide nothing
+    (it admits, preempts, cancels and explains only waiting jobs, and requeues only the gangs
+    of a node that failed), so none ran. Jobs ending on a cluster with an empty queue."""
 
 
 @dataclass
@@ -170,14 +174,33 @@ class _JobsAfter:
     holders: Mapping[JobId, JobView]
 
 
+@dataclass
+class _ViewsSeen:
+    """What the controller worked out of the views it read, kept while a job's view is the
+    one read: a view never changes, so the same view is not worked out again each step."""
+
+    booked: dict[JobId, tuple[JobView, int]] = field(default_factory=dict)
+    """The view of each gang it started last found booked at that attempt
+    (``Controller._stop_unbooked``; counting a view's attempt walks its history)."""
+    deadlines: dict[JobId, tuple[JobView, float | None]] = field(default_factory=dict)
+    """Each holder's view and when it reaches its time limit under ``deadlines_under``."""
+    deadlines_under: ClusterPolicy | None = None
+    next_deadline: float | None = None
+    """The first of them after the last step's instant (None: none)."""
+
+
 def _time_rules_change(
-    policy: ClusterPolicy, after: _JobsAfter, parking: Parking | None, now: float
+    policy: ClusterPolicy,
+    limits: float | None,
+    after: _JobsAfter,
+    parking: Parking | None,
+    now: float,
 ) -> float | None:
     """When a time rule next changes what a cycle that moved no job decided: a running job
-    reaching its time limit (the holders, a few), or a ready job passing the starvation guard
-    — told by the lineup the cycle kept (``Parking.guard_passes_next``), else found in a pass
-    over every job (pending jobs enter the time rules only through the guard)."""
-    limits = next_time_rule_change(after.holders.values(), now, policy)
+    reaching its time limit (``limits``: the first after ``now`` among the holders), or a
+    ready job passing the starvation guard — told by the lineup the cycle kept
+    (``Parking.guard_passes_next``), else found in a pass over every job (pending jobs enter
+    the time rules only through the guard)."""
     if policy.starvation_guard_s <= 0:
         return limits
     try:
@@ -216,6 +239,7 @@ class Controller:
         self.intake = Intake(store, clock)
         self._launched: dict[JobId, int] = {}
         """The attempt of each gang this controller started and has not stopped."""
+        self._seen = _ViewsSeen()
         self._stopping: set[JobId] = set()
         """Victims the executor was asked to stop (``Executor.stop``) and not yet stopped."""
         self._failed_nodes: set[str] | None = None
@@ -251,6 +275,8 @@ class Controller:
         self._phases = PhaseIndex()
         """The unfinished jobs of the last read, sorted out by phase: each step's read brings
         it up to date by the views that changed (``PhaseIndex.synced``)."""
+        self._cycled_on: TopologyTree | None = None
+        """The tree the last cycle ran on."""
         self._parking: Parking | None = None
         """What the last committed cycle parked, handed to the next cycle (None at the start
         and after a step that failed or raced another writer: the next cycle starts afresh)."""
@@ -331,11 +357,23 @@ class Controller:
         self._save_usage(now, changed=bool(changed))
         return report
 
-    def _decide(self, snapshot: Snapshot, report: StepReport) -> tuple[CycleResult, Parking]:
+    def _decide(self, snapshot: Snapshot, report: StepReport) -> tuple[CycleResult, Parking | None]:
         """The cycle's decisions on ``snapshot`` (in ``report`` too, with how they were
         reached), and what it parked; the controller keeps that again once it is stored."""
         before, self._parking = self._parking, None
+        jobs = snapshot.by_phase
+        if (
+            jobs is not None
+            and not (jobs.ready or jobs.held or jobs.dependents)
+            and snapshot.tree is self._cycled_on
+        ):
+            # every holder was found whole on this very tree by the last cycle, or admitted
+            # onto it; the parking goes to the next cycle as it was (the simulator's shell
+            # skips such cycles alike)
+            report.decided_by = StepDecision.NOTHING_WAITS
+            return CycleResult(), before
         result, parking = schedule_with_parking(snapshot, before)
+        self._cycled_on = snapshot.tree
         report.result = result
         if parking is not before:
             report.decided_by = StepDecision.CYCLE if parking.cycled else StepDecision.ARRIVALS
@@ -353,7 +391,7 @@ class Controller:
             jobs = self.store.jobs()
             sorted_out = self._phases.synced(jobs)
         self._stop_unbooked(sorted_out.holding, report)
-        if self._stop_victims(sorted_out.holding, policy.preemption_grace_s, now, report):
+        if self._stop_victims(sorted_out.preempting, policy.preemption_grace_s, now, report):
             jobs = self.store.jobs()  # a victim past its grace period was requeued
             sorted_out = self._phases.synced(jobs)
         return jobs, sorted_out
@@ -375,7 +413,11 @@ class Controller:
             self._settled = None
             return
         self._settled = inputs
-        self._settled_until = _time_rules_change(inputs.policy, after, self._parking, now)
+        # the holders' first deadline after now, found when the step looked for those past it
+        # (the holders it read: the cycle moved none, and a job failed at its limit had its
+        # deadline at or before now)
+        limits = self._seen.next_deadline
+        self._settled_until = _time_rules_change(inputs.policy, limits, after, self._parking, now)
         self._settled_at = now
         self._settled_waiting = bool(result.diagnostics)
 
@@ -506,7 +548,7 @@ class Controller:
         store first, so that ``_stop_unbooked`` then stops its pods (and tries again while
         that fails). Whether any job failed. ``holders``: the jobs that hold capacity (only a
         running job has a time limit that runs)."""
-        for reached in overdue(holders.values(), now, policy):
+        for reached in overdue(self._past_deadline(holders, now, policy), now, policy):
             # read again: it may have moved meanwhile (ended, cancelled, requeued)
             moved = self._change_job(
                 reached.job, lambda job: failed_by_limit(job, now, policy), now=now
@@ -515,16 +557,56 @@ class Controller:
                 report.timed_out.append(reached.job)
         return bool(report.timed_out)
 
+    def _past_deadline(
+        self, holders: Mapping[JobId, JobView], now: float, policy: ClusterPolicy
+    ) -> list[JobView]:
+        """The holders whose time limit is reached at ``now``, each view's deadline worked out
+        once (a view never changes; the memo is dropped when the policy changes); the first
+        deadline after ``now`` is kept for the settled shortcut (``_remember_cycle``)."""
+        seen_views = self._seen
+        memo = seen_views.deadlines
+        if policy is not seen_views.deadlines_under and policy != seen_views.deadlines_under:
+            memo = seen_views.deadlines = {}
+            seen_views.deadlines_under = policy
+        reached = []
+        next_deadline: float | None = None
+        for job_id, job in holders.items():
+            seen = memo.get(job_id)
+            if seen is None or seen[0] is not job:
+                seen = memo[job_id] = (job, running_deadline(policy, job))
+            deadline = seen[1]
+            if deadline is None:
+                continue
+            if deadline <= now:
+                reached.append(job)
+            elif next_deadline is None or deadline < next_deadline:
+                next_deadline = deadline
+        seen_views.next_deadline = next_deadline
+        if len(memo) > 2 * len(holders):
+            seen_views.deadlines = {job: memo[job] for job in holders if job in memo}
+        return reached
+
     def _stop_unbooked(self, holders: Mapping[JobId, JobView], report: StepReport) -> None:
         """Stop the pods of every gang this controller started that the store no longer books
         at that attempt (``holders``: the jobs that hold capacity): cancelled, drained or
         requeued by a user (the API only writes the store), or ended while its pods linger. A
         stop that fails is tried again next step."""
         unbooked = []
+        known = self._seen.booked
         for job_id, attempt in self._launched.items():
             job = holders.get(job_id)
-            if job is None or job.attempt != attempt:
+            if job is None:
                 unbooked.append(job_id)
+                continue
+            seen = known.get(job_id)
+            if seen is not None and seen[0] is job and seen[1] == attempt:
+                continue  # this very view was found booked at this attempt
+            if job.attempt != attempt:  # (counting its attempt walks its history)
+                unbooked.append(job_id)
+            else:
+                known[job_id] = (job, attempt)
+        if len(known) > 2 * len(self._launched):
+            self._seen.booked = {job: known[job] for job in self._launched if job in known}
         if not unbooked:
             return
         try:
@@ -538,17 +620,18 @@ class Controller:
             report.cancelled.append(job_id)
 
     def _stop_victims(
-        self, holders: Mapping[JobId, JobView], grace_s: float, now: float, report: StepReport
+        self, preempting: Iterable[JobView], grace_s: float, now: float, report: StepReport
     ) -> bool:
-        """Every PREEMPTING job (among ``holders``, the jobs that hold capacity) is being
+        """Every PREEMPTING job (``preempting``, as the step's read sorted them out) is being
         stopped: ask the executor again where asking failed, and requeue a victim still there
         ``GRACE_MARGIN_S`` past its grace period once the executor killed its pods (``cancel``
         returns when they are gone; one that fails is tried again at the next step). Whether
         one was requeued. This runs every step, settled or not, so a deadline is never slept
         past."""
         requeued = False
-        self._stopping &= {job.id for job in holders.values() if job.phase is JobPhase.PREEMPTING}
-        for job in holders.values():
+        victims = tuple(preempting)
+        self._stopping &= {job.id for job in victims}
+        for job in victims:
             since = job.preempting_since
             if since is None:
                 continue

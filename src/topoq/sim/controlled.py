@@ -245,7 +245,7 @@ class _Driver:
             self.store.replaced.clear()
             report = self.controller.step()
             self.steps += 1
-            if report.decided_by is not StepDecision.UNCHANGED:
+            if report.decided_by in DECIDING:
                 self.cycles += 1
             if self.log is not None:
                 self._log_step(report, _Found(self.store))
@@ -303,7 +303,7 @@ class _Driver:
             job = self.store.job(job_id)
             moved = _change_after(before.get(job_id), job)
             log.timed_out(now, job, moved.cause if moved else None)
-        if report.decided_by is not StepDecision.UNCHANGED:
+        if report.decided_by in DECIDING:
             log.cycle(now, report.result, _Stored(self.store), self._start_costs(report.result))
 
     def _start_costs(self, result: CycleResult) -> dict[JobId, StartCost]:
@@ -350,6 +350,8 @@ class _Driver:
         )
 
 
+DECIDING = (StepDecision.CYCLE, StepDecision.ARRIVALS)
+"""How the steps whose decisions a cycle reached (or arrivals taken without one) decided."""
 _LOGGED_REPORTS = (ExecutorEventKind.EXITED, ExecutorEventKind.STOPPED)
 
 

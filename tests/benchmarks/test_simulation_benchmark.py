@@ -13,6 +13,7 @@ import pytest
 from benchmarks.cycle import REPO, extract
 from benchmarks.simulation import (
     BASELINE_REVISION,
+    CONTROLLER,
     SCENARIO,
     TRACE_BASELINE,
     TraceRun,
@@ -50,3 +51,16 @@ def test_a_trace_replayed_by_today_and_by_the_first_trace_reader_decides_the_sam
     today = run_child("today", None, sample, None, trace)
     assert today.jobs == baseline.jobs == 30 and today.log_digest == baseline.log_digest
     assert "target:" in verdicts([baseline, today], trace)[1]
+
+
+def test_today_through_the_controller_is_tabled_beside_the_simulators_shell() -> None:
+    """``--through-controller``: the same scenario through the server's controller, in a child
+    of its own, deciding what the simulator's shell decides."""
+    today = run_child("today", None, SCENARIO, 60.0)
+    controlled = run_child("today", None, SCENARIO, 60.0, None, CONTROLLER)
+    assert controlled.revision == "today, controller"
+    assert (controlled.jobs, controlled.simulated_s) == (today.jobs, today.simulated_s)
+    assert controlled.log_digest == today.log_digest
+    assert 0 < controlled.schedule_s <= controlled.total_s
+    said = verdicts([today, controlled])
+    assert said[0].startswith("through the controller: the same log as the simulator's shell")

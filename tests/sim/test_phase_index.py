@@ -19,6 +19,7 @@ from topoq.core.tree import build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobView
 from topoq.sim import engine
+from topoq.sim.controlled import ReplayStore
 from topoq.sim.scenario import load_scenario
 from topoq.testing.governance import job
 
@@ -181,3 +182,55 @@ def test_an_index_tells_what_came_and_went_among_the_ready_since_each_earlier_re
             assert read.ready is now.ready  # nothing changed: the very same ready jobs
     assert changes_now.since(other.sorted_out().ready_changes.made_from) is None  # type: ignore[union-attr]
     assert changes_now.since(None) is None
+
+
+_WRITTEN_PHASES = (*_PHASES, JobPhase.SUCCEEDED)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.lists(
+                st.tuples(st.integers(0, 11), st.sampled_from(_WRITTEN_PHASES), st.booleans()),
+                max_size=6,
+            ),
+            st.sampled_from(("synced", "plain", "skipped")),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_an_index_synced_with_reads_that_tell_their_changes_sorts_out_each_read(
+    steps: list[tuple[list[tuple[int, JobPhase, bool]], str]],
+) -> None:
+    """The simulator's store tells each read of its unfinished jobs which were written since
+    its read before (``TellingRead``); an index that synced that read takes those only. A read
+    the index did not sync (another reader's), or one handed as a plain dict, makes the next
+    one compared in full. Every synced read is sorted out as a pass over it would be, and the
+    ready jobs' changes agree with the reads'."""
+    store, index = ReplayStore(), PhaseIndex()
+    made: list[JobsByPhase] = []
+    for writes, how in steps:
+        for number, phase, held in writes:
+            job_id = JobId(f"j{number}")
+            if job_id in store.finished:
+                continue  # a finished job is never written again
+            if job_id not in store.unfinished:
+                store.add_job(job(job_id, "team", 1).spec, actor="t", now=0.0)
+            view = replace(store.job(job_id), phase=phase, held=held)
+            store.save_jobs([view], now=0.0)
+        read = store.jobs()
+        if how == "skipped":
+            continue
+        sorted_out = index.synced(read if how == "synced" else dict(read))
+        assert _alike(sorted_out, JobsByPhase(read.values()))
+        made.append(sorted_out)
+    for earlier in made:
+        assert made[-1].ready_changes is not None and earlier.ready_changes is not None
+        told = made[-1].ready_changes.since(earlier.ready_changes.made_from)
+        if told is not None:
+            came, went = told
+            before = _ids(earlier.ready)
+            assert _ids(came) == _ids(made[-1].ready) - before
+            assert _ids(went) == before - _ids(made[-1].ready)

@@ -26,6 +26,7 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from topoq.core.cycle import PlacementMode
+from topoq.core.cycle.by_phase import TellingRead
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
@@ -67,6 +68,10 @@ class ReplayStore(MemoryRecords):
         (what a step found, for its log)."""
         self.pending: set[JobId] = set()
         """The pending jobs (held ones too): whether an interval tick has anything to do."""
+        self._written: dict[JobId, None] = {}
+        """The jobs written since the last read of the unfinished ones, in order."""
+        self._read: object = None
+        """The mark of that read (``TellingRead``)."""
 
     def add_job(
         self, spec: JobSpec, *, actor: str, now: float, audit: AuditEntry | None = None
@@ -76,12 +81,23 @@ class ReplayStore(MemoryRecords):
         view = JobView(spec, history=(PhaseChange(now, JobPhase.PENDING, "submitted"),))
         self.unfinished[spec.id] = view
         self.pending.add(spec.id)
+        self._written[spec.id] = None
         if audit is not None:
             self.audit_rows.append(audit)
         return view
 
     def jobs(self, *, include_finished: bool = False) -> dict[JobId, JobView]:
-        return {**self.unfinished, **self.finished} if include_finished else dict(self.unfinished)
+        """Every job, or the unfinished ones as a read that tells which changed since the
+        read before (``TellingRead``: the controller's index takes those, not every job)."""
+        if include_finished:
+            return {**self.unfinished, **self.finished}
+        unfinished, written = self.unfinished, self._written
+        changed = [unfinished[job] for job in written if job in unfinished]
+        gone = [job for job in written if job not in unfinished]
+        mark = object()
+        read = TellingRead(unfinished, self._read, mark, changed, gone)
+        self._read, self._written = mark, {}
+        return read
 
     def holding_jobs(self) -> dict[JobId, JobView]:
         return {k: v for k, v in self.unfinished.items() if v.phase.holds_capacity}
@@ -107,6 +123,7 @@ class ReplayStore(MemoryRecords):
             before = self.unfinished.get(view.id)
             if before is not None:
                 self.replaced.setdefault(view.id, before)
+            self._written[view.id] = None
             if view.phase.finished:
                 self.unfinished.pop(view.id, None)
                 self.finished[view.id] = view

@@ -66,6 +66,27 @@ class ReadyChanges:
         return tuple(came.values()), tuple(went.values())
 
 
+class TellingRead(dict[JobId, JobView]):
+    """A store's read of its unfinished jobs that also tells what changed since its read
+    before (``since``, a mark the store gave that read; ``until``: this one's): the views
+    written since (``changed``, unfinished now) and the ids no longer read (``gone``). An
+    index that synced the read marked ``since`` takes the changes instead of comparing every
+    job (``PhaseIndex.synced``); any other reader uses it as the dict it is."""
+
+    __slots__ = ("changed", "gone", "since", "until")
+
+    def __init__(
+        self,
+        jobs: Mapping[JobId, JobView],
+        since: object,
+        until: object,
+        changed: Sequence[JobView],
+        gone: Sequence[JobId],
+    ) -> None:
+        super().__init__(jobs)
+        self.since, self.until, self.changed, self.gone = since, until, changed, gone
+
+
 class JobsByPhase:
     """Jobs sorted out: those that hold capacity (by id), and of them those being preempted;
     the pending ones not held by a user (``ready``, until dependencies block some) and those
@@ -128,6 +149,7 @@ class PhaseIndex:
         "_came",
         "_generation",
         "_parts",
+        "_read",
         "_ready",
         "_steps",
         "_synced",
@@ -149,17 +171,33 @@ class PhaseIndex:
         self._steps: deque[tuple[int, tuple[JobView, ...], tuple[JobView, ...]]] = deque(
             maxlen=READY_CHANGES_KEPT
         )
-        self._synced: tuple[dict[JobId, JobView], frozenset[int]] = ({}, frozenset())
+        self._synced: tuple[dict[JobId, JobView], frozenset[int]] | None = ({}, frozenset())
         """The jobs of the last ``synced`` and the ``id``s of those very views (the dict
-        keeps them alive, so the ids stay theirs)."""
+        keeps them alive, so the ids stay theirs); None when that read told its changes."""
+        self._read: object = None
+        """The mark of the last read synced, when its store gave one (``TellingRead``)."""
 
     def synced(self, jobs: Mapping[JobId, JobView]) -> JobsByPhase:
         """``JobsByPhase`` of ``jobs`` — a shell's read of all its unfinished jobs — with the
         index brought up to date from the last read: a view never changes, so only views not
         read last time are stored and only ids no longer read are forgotten, both found by
         set operations in C. A read that changed a few jobs costs those, not a sort of every
-        job (the controller's step)."""
-        before, before_ids = self._synced
+        job (the controller's step). A read that tells what changed since the read synced
+        last (``TellingRead``) costs only those, not even a pass in C."""
+        if isinstance(jobs, TellingRead) and jobs.since is self._read and jobs.since is not None:
+            # the store told what changed since the read synced last: those jobs only
+            for gone in jobs.gone:
+                self.forget(gone)
+            for job in jobs.changed:
+                self.store(job)
+            self._read, self._synced = jobs.until, None
+            return self.sorted_out()
+        if self._synced is None:  # the last read was told: the index's parts are what it had
+            holding, ready, held = self._parts[:3]
+            before = {**holding, **ready, **held}
+            before_ids = frozenset(map(id, before.values()))
+        else:
+            before, before_ids = self._synced
         views = jobs.values()
         ids = frozenset(map(id, views))
         for gone in before.keys() - jobs.keys():
@@ -169,6 +207,7 @@ class PhaseIndex:
             for job in compress(views, map(came.__contains__, map(id, views))):
                 self.store(job)
         self._synced = (dict(jobs), ids)
+        self._read = jobs.until if isinstance(jobs, TellingRead) else None
         return self.sorted_out()
 
     def store(self, job: JobView) -> None:

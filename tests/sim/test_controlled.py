@@ -309,3 +309,17 @@ def test_a_long_run_through_the_controller_tells_its_progress(
     assert [at for at, _ in told] == sorted(at for at, _ in told)
     assert all(later - earlier >= 10 for (_, earlier), (_, later) in itertools.pairwise(told))
     assert 0 < told[-1][0] <= result.end_s
+
+
+def test_a_run_that_does_not_settle_at_an_instant_stops_there_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rather than loop, or end in a traceback: here one step per instant is allowed, and the
+    first admission needs a second (its gang reports started)."""
+    monkeypatch.setattr(controlled, "MAX_STEPS_PER_INSTANT", 1)
+    result = simulate_through_controller(load_scenario(SCENARIOS / "priority.yaml"))
+    assert result.end_s == 0.0
+    assert any(
+        warning.startswith("stopped at 0 s: 1 steps at that instant without settling")
+        for warning in result.warnings
+    )

@@ -50,7 +50,7 @@ from topoq.sim.scenario import Scenario
 ACTOR = "simulation"
 """Who the scenario's submissions, cancels and node marks are by, in the audit log."""
 MAX_STEPS_PER_INSTANT = 100
-"""Steps at one instant before the run stops as a livelock."""
+"""Steps at one instant before the run stops there with a warning (a livelock)."""
 
 
 class ReplayStore(MemoryRecords):
@@ -207,6 +207,7 @@ class _Driver:
         self.steps = 0
         self.cycles = 0
         """Steps whose decisions a cycle (or arrivals taken without one) reached."""
+        self.warnings: list[str] = list(scenario.warnings)
         self._tick_at: float | None = None
         """The next step on the scenario's interval (``cycle_interval_s``), while jobs wait."""
 
@@ -237,14 +238,24 @@ class _Driver:
                 break
             visits = visits + 1 if at == clock.now else 0
             if visits > MAX_STEPS_PER_INSTANT:
-                raise RuntimeError(f"the controller did not settle at t={at} s")
+                self._stopped(at, "a time rule came due again and again")
+                return
             clock.now = at
             if self._tick_at is not None and self._tick_at <= at:
                 self._tick_at = None
             while pending and pending[-1].at_s <= at:
                 self._apply(pending.pop())
-            self._steps_until_settled(at)
+            if not self._steps_until_settled(at):
+                self._stopped(at, "steps kept moving jobs")
+                return
             self._next_tick(bool(pending))
+
+    def _stopped(self, at: float, why: str) -> None:
+        """The run ends at ``at``, with a warning, rather than loop there for ever."""
+        self.warnings.append(
+            f"stopped at {at:g} s: {MAX_STEPS_PER_INSTANT} steps at that instant without "
+            f"settling ({why})"
+        )
 
     def _next_tick(self, events_left: bool) -> None:
         """The next step on the scenario's interval, while jobs wait and something else is
@@ -256,8 +267,9 @@ class _Driver:
         if events_left or self.executor.next_at() is not None:
             self._tick_at = (self.clock.now // interval + 1) * interval
 
-    def _steps_until_settled(self, at: float) -> None:
-        """Step the controller at ``at`` until a step changes nothing and no report is due."""
+    def _steps_until_settled(self, at: float) -> bool:
+        """Step the controller at ``at`` until a step changes nothing and no report is due;
+        whether that came within ``MAX_STEPS_PER_INSTANT`` steps."""
         for _ in range(MAX_STEPS_PER_INSTANT):
             self.store.replaced.clear()
             report = self.controller.step()
@@ -277,8 +289,8 @@ class _Driver:
             )
             due = self.executor.next_at()
             if not moved and (due is None or due > at):
-                return
-        raise RuntimeError(f"the controller did not settle at t={at} s")
+                return True
+        return False
 
     def _apply(self, event: ScenarioEvent) -> None:
         """A scenario event as a user (or the cluster) makes it, and its log entry."""
@@ -363,7 +375,7 @@ class _Driver:
             store.jobs(include_finished=True).values(),
             self.clock.now,
             self.cycles,
-            self.scenario.warnings,
+            self.warnings,
         )
 
 

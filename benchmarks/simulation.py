@@ -8,7 +8,7 @@
     python -m benchmarks.simulation --markdown
     python -m benchmarks.simulation --trace ../shared/traces/philly_2017/philly_jobs_sia.csv.gz
     python -m benchmarks.simulation --trace FILE --limit 20000 --nodes 128
-    python -m benchmarks.simulation --through-controller --baseline none
+    python -m benchmarks.simulation --baseline c3cf13d  # against the simulator's own shell
 
 **A trace** instead (``--trace``: a Philly 2017 or ITP 2021 file, ``topoq.sim.traces``): its
 jobs (``--limit``: the first N by arrival) on the cluster and policy derived from it, or on
@@ -20,10 +20,10 @@ does; the baseline defaults to ``TRACE_BASELINE``, the first revision that read 
 submitting an 8-GPU job of 300 s every 5 s on 64 nodes), or any scenario file; ``--until`` keeps
 the events up to that time and ends the run there.
 
-**Through the controller** (``--through-controller``): today's code also runs the scenario
-through the server's controller on a virtual clock (``sim.controlled.simulate_through_controller``,
-issue 14 §1), in a child of its own; its row's ``schedule`` is the cycles the controller's steps
-ran, and the verdict says whether its log is the simulator's shell's and what it costs beside it.
+**Since the simulator runs the server's controller** (issue 14 §1): a run is
+``Simulation.run``, the controller's steps on a virtual clock, and ``schedule`` is the cycles
+those steps ran. ``--baseline c3cf13d``, the last revision with the simulator's own shell
+around the core, compares the two shells on the same scenario: both must log the same.
 
 **Measured**, in CPU seconds of the child process: the whole run (``Simulation.run``: every
 cycle, the decision log, the summary; reading the scenario file is not counted), and the part
@@ -68,8 +68,8 @@ TARGET_S = 30.0
 TRACE_BASELINE = "0dc51eb"
 """The first revision that replayed traces (before the cycle's per-holder passes were cut)."""
 TRACE_TARGET_S = 60.0
-CONTROLLER = "controller"
-"""The shell that runs a scenario through the server's controller (``--through-controller``)."""
+OWN_SHELL_REVISION = "c3cf13d"
+"""The last revision whose simulator ran a shell of its own around the core."""
 CYCLE_FUNCTIONS = ("schedule_with_parking", "schedule")
 """What the simulator may call a cycle through, newest first."""
 
@@ -100,35 +100,26 @@ class TraceRun:
 
 
 def measure(
-    revision: str,
-    path: Path,
-    until_s: float | None,
-    trace: TraceRun | None = None,
-    shell: str = "simulator",
+    revision: str, path: Path, until_s: float | None, trace: TraceRun | None = None
 ) -> Measured:
-    """One run on the code importable here (in the child process); ``shell``: the
-    simulator's own, or the server's controller (``sim.controlled``)."""
+    """One run on the code importable here (in the child process)."""
     scenario = load_scenario(path) if trace is None else _trace_scenario(path, trace)
     if until_s is not None:
         events = tuple(event for event in scenario.events if event.at_s <= until_s)
         scenario = replace(scenario, events=events, until_s=until_s)
     spent = [0.0]
-    if shell == CONTROLLER:
-        from topoq.engine import controller  # noqa: PLC0415  (today's code only)
-        from topoq.sim import controlled  # noqa: PLC0415
+    # the cycles a run calls: through the simulator's own shell (a revision before it ran the
+    # controller), else through the controller's step
+    timed_in: Any = engine
+    if not any(hasattr(engine, name) for name in CYCLE_FUNCTIONS):
+        from topoq.engine import controller  # noqa: PLC0415  (a revision that has one)
 
-        timed_in: Any = controller
-        revision = f"{revision}, {CONTROLLER}"
-    else:
-        timed_in = engine
+        timed_in = controller
     name = next(name for name in CYCLE_FUNCTIONS if hasattr(timed_in, name))
     setattr(timed_in, name, _timed(getattr(timed_in, name), spent))
     logging.disable(logging.WARNING)  # the controller logs every job's end
     began = time.process_time()
-    if shell == CONTROLLER:
-        result = controlled.simulate_through_controller(scenario)
-    else:
-        result = engine.Simulation(scenario).run()
+    result = engine.Simulation(scenario).run()
     total = time.process_time() - began
     digest = hashlib.sha256("\n".join(result.log_lines()).encode()).hexdigest()
     return Measured(
@@ -178,10 +169,8 @@ def run_child(
     path: Path,
     until_s: float | None,
     trace: TraceRun | None = None,
-    shell: str = "simulator",
 ) -> Measured:
     arguments = ["--scenario", str(path)] if trace is None else ["--trace", str(path)]
-    arguments += ["--shell", shell]
     if until_s is not None:
         arguments += ["--until", str(until_s)]
     if trace is not None and trace.limit is not None:
@@ -192,24 +181,15 @@ def run_child(
 
 
 def run(
-    baseline: str,
-    path: Path,
-    until_s: float | None,
-    trace: TraceRun | None = None,
-    *,
-    through_controller: bool = False,
+    baseline: str, path: Path, until_s: float | None, trace: TraceRun | None = None
 ) -> list[Measured]:
-    """The baseline revision's run (unless it is "none"), then today's, each in a child;
-    ``through_controller``: today's through the server's controller too."""
+    """The baseline revision's run (unless it is "none"), then today's, each in a child."""
     with tempfile.TemporaryDirectory(prefix="topoq-simulation-baseline-") as scratch:
         sources = [] if baseline == "none" else [(baseline, extract(baseline, Path(scratch)))]
-        rows = [
+        return [
             run_child(revision, source, path, until_s, trace)
             for revision, source in [*sources, ("today", None)]
         ]
-        if through_controller:
-            rows.append(run_child("today", None, path, until_s, trace, CONTROLLER))
-        return rows
 
 
 _HEADINGS = (
@@ -262,21 +242,13 @@ def verdicts(rows: Sequence[Measured], trace: TraceRun | None = None) -> list[st
     """Whether the revisions decided the same, the simulator's own speed-up, and the target."""
     lines = []
     today = next((row for row in rows if row.revision == "today"), None)
-    baseline = next((row for row in rows if not row.revision.startswith("today")), None)
-    controlled = next((row for row in rows if row.revision == f"today, {CONTROLLER}"), None)
+    baseline = next((row for row in rows if row.revision != "today"), None)
     if today is not None and baseline is not None:
         same = "the same log" if today.log_digest == baseline.log_digest else "DIFFERENT logs"
         speed = f"{baseline.own_s / today.own_s:.1f}x" if today.own_s > 0 else "-"
         lines.append(
             f"{same} as {baseline.revision}; the simulator's own work {speed} cheaper "
             f"({baseline.own_s:.2f} s -> {today.own_s:.2f} s)"
-        )
-    if today is not None and controlled is not None:
-        same = "the same log" if controlled.log_digest == today.log_digest else "DIFFERENT logs"
-        ratio = controlled.total_s / today.total_s if today.total_s > 0 else 0.0
-        lines.append(
-            f"through the controller: {same} as the simulator's shell, {ratio:.2f}x its CPU "
-            f"({today.total_s:.2f} s -> {controlled.total_s:.2f} s)"
         )
     if today is not None:
         target = TARGET_S if trace is None else TRACE_TARGET_S
@@ -303,23 +275,16 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--quick", action="store_true", help=f"--until {QUICK_UNTIL_S:g}")
     parser.add_argument("--baseline", help='a git revision, or "none"')
     parser.add_argument("--markdown", action="store_true")
-    parser.add_argument(
-        "--through-controller",
-        action="store_true",
-        help="also run today's code through the server's controller (sim.controlled)",
-    )
     parser.add_argument("--child", metavar="REVISION", help=argparse.SUPPRESS)
-    parser.add_argument("--shell", default="simulator", help=argparse.SUPPRESS)
     options = parser.parse_args(argv)
     until_s = QUICK_UNTIL_S if options.quick and options.until is None else options.until
     trace = None if options.trace is None else TraceRun(options.limit, options.nodes)
     path = (options.scenario if options.trace is None else options.trace).resolve()
     if options.child:
-        measured = measure(options.child, path, until_s, trace, options.shell)
-        print(json.dumps(asdict(measured)))
+        print(json.dumps(asdict(measure(options.child, path, until_s, trace))))
         return
     baseline = options.baseline or (BASELINE_REVISION if trace is None else TRACE_BASELINE)
-    rows = run(baseline, path, until_s, trace, through_controller=options.through_controller)
+    rows = run(baseline, path, until_s, trace)
     print(table(rows, markdown=options.markdown) + "\n".join(verdicts(rows, trace)))
 
 

@@ -1,7 +1,8 @@
-"""The simulator hands each cycle its unfinished jobs sorted out by phase (``PhaseIndex``,
-``Snapshot.by_phase``) instead of the cycle sorting out every job: on every shipped example
-scenario (holds, dependencies, preemptions with stop delays, failed nodes, retries), each
-cycle's index holds the very jobs of its snapshot, sorted out as a pass over them would."""
+"""The controller the simulator runs hands each cycle its unfinished jobs sorted out by phase
+(``PhaseIndex``, ``Snapshot.by_phase``) instead of the cycle sorting out every job: on every
+shipped example scenario (holds, dependencies, preemptions with stop delays, failed nodes,
+retries), each cycle's index holds the very jobs of its snapshot, sorted out as a pass over
+them would."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from topoq.core.cycle.by_phase import READY_CHANGES_KEPT, JobsByPhase, PhaseInde
 from topoq.core.tree import build_tree
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import Dependency, DependencyKind, JobId, JobPhase, JobView
-from topoq.sim import engine
+from topoq.engine import controller as controller_module
 from topoq.sim.controlled import ReplayStore
+from topoq.sim.engine import Simulation
 from topoq.sim.scenario import load_scenario
 from topoq.testing.governance import job
 
@@ -54,7 +56,7 @@ def test_every_cycle_is_handed_its_snapshots_jobs_sorted_out(
     if scenario.until_s is None or scenario.until_s > 2000:  # the long one: its first part
         events = tuple(event for event in scenario.events if event.at_s <= 2000)
         scenario = replace(scenario, events=events, until_s=2000.0)
-    schedule = engine.schedule_with_parking
+    schedule = controller_module.schedule_with_parking
     checked = []
 
     def checking(snapshot: Snapshot, parking: Parking | None = None) -> tuple[CycleResult, Parking]:
@@ -63,8 +65,8 @@ def test_every_cycle_is_handed_its_snapshots_jobs_sorted_out(
         checked.append(snapshot.now)
         return schedule(snapshot, parking)
 
-    monkeypatch.setattr(engine, "schedule_with_parking", checking)
-    engine.Simulation(scenario).run()
+    monkeypatch.setattr(controller_module, "schedule_with_parking", checking)
+    Simulation(scenario).run()
     assert checked
 
 

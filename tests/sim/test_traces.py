@@ -26,7 +26,7 @@ from topoq.domain.gpu_share import GPU_SHARING_LABEL
 from topoq.domain.node import HOSTNAME_LABEL
 from topoq.domain.quantity import NVIDIA_GPU
 from topoq.domain.resources import Resources
-from topoq.sim import engine
+from topoq.sim import controlled
 from topoq.sim.engine import Simulation
 from topoq.sim.log import Decision
 from topoq.sim.traces import (
@@ -203,7 +203,7 @@ def test_the_derived_cluster_holds_the_largest_job(tmp_path: Path) -> None:
 
 
 def test_a_long_run_tells_its_progress(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(engine, "PROGRESS_EVERY_CYCLES", 10)
+    monkeypatch.setattr(controlled, "PROGRESS_EVERY_CYCLES", 10)
     told: list[tuple[float, int]] = []
     result = Simulation(trace_scenario(read_trace(ITP))).run(lambda s, c: told.append((s, c)))
     assert len(told) >= result.cycles // 10 - 1 and told  # every 10 cycles

@@ -368,8 +368,8 @@ class Controller:
             and snapshot.tree is self._cycled_on
         ):
             # every holder was found whole on this very tree by the last cycle, or admitted
-            # onto it; the parking goes to the next cycle as it was (the simulator's shell
-            # skips such cycles alike)
+            # onto it; the parking goes to the next cycle as it was (the simulator's old shell
+            # skipped such cycles alike)
             report.decided_by = StepDecision.NOTHING_WAITS
             return CycleResult(), before
         result, parking = schedule_with_parking(snapshot, before)

@@ -1,8 +1,9 @@
-"""Scenario simulation: the same core, a virtual clock and a simulated executor.
+"""Scenario simulation: the server's controller on a virtual clock, with an in-memory store
+and a simulated executor.
 
-``run_scenario(path)`` reads a scenario file (:mod:`topoq.sim.scenario`), runs it
-(:mod:`topoq.sim.engine`) and returns the decision log (:mod:`topoq.sim.log`) and the summary
-per team (:mod:`topoq.sim.summary`).
+``run_scenario(path)`` reads a scenario file (:mod:`topoq.sim.scenario`), runs it through the
+controller (:mod:`topoq.sim.engine`, :mod:`topoq.sim.controlled`) and returns the decision
+log (:mod:`topoq.sim.log`) and the summary per team (:mod:`topoq.sim.summary`).
 """
 
 from __future__ import annotations

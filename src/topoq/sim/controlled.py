@@ -27,8 +27,10 @@ from dataclasses import dataclass
 
 from topoq.core.cycle import PlacementMode
 from topoq.core.cycle.by_phase import TellingRead
+from topoq.core.fair_share import TeamUsage
 from topoq.core.starvation import next_time_rule_change
 from topoq.domain.decisions import CycleResult
+from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobPhase, JobSpec, JobView, PhaseChange
 from topoq.domain.placement import placement_best_span
 from topoq.engine.controller import Controller, StepDecision, StepReport
@@ -40,11 +42,11 @@ from topoq.engine.ports import (
     ExecutorEventKind,
     UnknownJob,
 )
-from topoq.sim.engine import PROGRESS_EVERY_CYCLES, Progress, SimulationResult, simulation_result
 from topoq.sim.events import Cancel, FailNode, Hold, Release, ScenarioEvent, Submit
 from topoq.sim.executor import SimulatedExecutor, VirtualClock
 from topoq.sim.log import Decision, DecisionLog, LogEntry, StartCost, cancel_entry
 from topoq.sim.network import NetworkModel
+from topoq.sim.result import PROGRESS_EVERY_CYCLES, Progress, SimulationResult, simulation_result
 from topoq.sim.scenario import Scenario
 
 ACTOR = "simulation"
@@ -170,6 +172,17 @@ def simulate_through_controller(
     run = _Driver(scenario, DecisionLog(), placement, network)
     run.run(progress)
     return run.result()
+
+
+def simulated_run(
+    scenario: Scenario,
+    log: DecisionLog,
+    placement: PlacementMode = PlacementMode.TOPOQ,
+    network: NetworkModel | None = None,
+) -> _Driver:
+    """A run of ``scenario`` through the controller, writing its decision log to ``log``:
+    ``run(progress)`` it, then ask it its ``result()`` (``sim.engine.Simulation``)."""
+    return _Driver(scenario, log, placement, network)
 
 
 class _Driver:
@@ -363,6 +376,12 @@ class _Driver:
         else:
             slowdown = self.executor.run_slowdowns.pop(job_id, None)
             log.run_ended(event.at_s, job, moved.phase, moved.cause, slowdown)
+
+    def fair_share_usage(self) -> dict[TeamName, TeamUsage]:
+        """Each team's decayed fair-share usage as of the last step (as a server saves it
+        when it stops)."""
+        self.controller.save_fair_share_usage()
+        return self.store.fair_share_usage()
 
     def result(self) -> SimulationResult:
         """What ``sim.engine.Simulation.run`` reports, from the store and the log."""

@@ -40,7 +40,7 @@ from topoq.engine.ports import ExecutorEventKind, GangLaunch
 from topoq.sim import controlled
 from topoq.sim.controlled import (
     ControlledRun,
-    _Driver,
+    ScenarioRun,
     run_through_controller,
     simulate_through_controller,
 )
@@ -289,7 +289,7 @@ def test_a_scenario_interval_steps_the_controller_while_jobs_wait_and_events_are
     )
     scenario = load_scenario(path)
     steps_at: list[float] = []
-    driver = _Driver(scenario, DecisionLog())
+    driver = ScenarioRun(scenario, DecisionLog())
     step = driver.controller.step
 
     def stepping() -> StepReport:

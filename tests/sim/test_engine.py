@@ -12,7 +12,7 @@ from tests.sim.conftest import SCENARIOS, WriteScenario, entries, first, submit
 from tests.sim.test_traces import ITP
 from topoq.domain.errors import InvalidInputError
 from topoq.sim import SimulationResult, run_scenario
-from topoq.sim.controlled import simulated_run
+from topoq.sim.controlled import ScenarioRun
 from topoq.sim.engine import Simulation
 from topoq.sim.log import DecisionLog
 from topoq.sim.scenario import Scenario, load_scenario
@@ -255,7 +255,7 @@ def test_a_gang_requeued_after_a_node_failure_restarts_in_its_own_block() -> Non
 def _cycling_always(scenario: Scenario) -> tuple[SimulationResult, int, dict[str, object]]:
     """The run as it was before a step with nothing waiting ran no cycle: its result, its
     cycles and the teams' usage as it ended."""
-    driver = simulated_run(scenario, DecisionLog())
+    driver = ScenarioRun(scenario, DecisionLog())
     controller = driver.controller
     decide = controller._decide
 

@@ -151,7 +151,7 @@ class ControlledRun:
 def run_through_controller(scenario: Scenario) -> ControlledRun:
     """The scenario through the real controller on a virtual clock, to its last event (or
     ``until_s``)."""
-    run = _Driver(scenario)
+    run = ScenarioRun(scenario)
     run.run()
     return ControlledRun(run.store.jobs(include_finished=True), run.steps, run.store.cycles)
 
@@ -169,24 +169,15 @@ def simulate_through_controller(
     controller's cycles place gangs (a baseline's, to compare); ``network``: the cost model
     that paces runs (None: a gang runs for its run time wherever it lands); ``progress``:
     told the simulated time and the cycles so far every ``PROGRESS_EVERY_CYCLES`` cycles."""
-    run = _Driver(scenario, DecisionLog(), placement, network)
+    run = ScenarioRun(scenario, DecisionLog(), placement, network)
     run.run(progress)
     return run.result()
 
 
-def simulated_run(
-    scenario: Scenario,
-    log: DecisionLog,
-    placement: PlacementMode = PlacementMode.TOPOQ,
-    network: NetworkModel | None = None,
-) -> _Driver:
-    """A run of ``scenario`` through the controller, writing its decision log to ``log``:
-    ``run(progress)`` it, then ask it its ``result()`` (``sim.engine.Simulation``)."""
-    return _Driver(scenario, log, placement, network)
-
-
-class _Driver:
-    """One run: the controller, its ports, the virtual clock and the scenario's events."""
+class ScenarioRun:
+    """One run of a scenario through the controller: the controller, its ports, the virtual
+    clock and the scenario's events. ``run(progress)`` it once, then ask it its ``result()``
+    (``sim.engine.Simulation``); with a ``log``, the decision log is written to it."""
 
     def __init__(
         self,

@@ -21,7 +21,7 @@ from pathlib import Path
 from topoq.core.cycle import PlacementMode
 from topoq.core.fair_share import TeamUsage
 from topoq.domain.governance import TeamName
-from topoq.sim.controlled import simulated_run
+from topoq.sim.controlled import ScenarioRun
 from topoq.sim.log import DecisionLog
 from topoq.sim.network import NetworkModel
 from topoq.sim.result import (
@@ -72,7 +72,7 @@ class Simulation:
     def run(self, progress: Progress | None = None) -> SimulationResult:
         """The whole run; ``progress(simulated_s, cycles)`` is told every
         ``PROGRESS_EVERY_CYCLES`` cycles (a long replay's progress bar)."""
-        driver = simulated_run(self.scenario, self.log, self.placement, self.network)
+        driver = ScenarioRun(self.scenario, self.log, self.placement, self.network)
         driver.run(progress)
         self.cycles = driver.cycles
         self.fair_share_usage = driver.fair_share_usage()

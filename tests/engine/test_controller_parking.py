@@ -20,9 +20,11 @@ from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
 
-def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _record_parkings(
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[list[Parking | None], list[Parking]]:
+    """The parking the controller hands each cycle, and the one each cycle returns, as lists
+    filled while the test runs."""
     handed: list[Parking | None] = []
     returned: list[Parking] = []
     real = controller_module.schedule_with_parking
@@ -34,6 +36,13 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
         return result, parked
 
     monkeypatch.setattr(controller_module, "schedule_with_parking", recording)
+    return handed, returned
+
+
+def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handed, returned = _record_parkings(monkeypatch)
     nodes, spec = gpu_cluster([1, 2, 4])
     with open_store(None, tmp_path) as store:
         store.save_nodes(nodes, actor="t", now=0)
@@ -99,17 +108,7 @@ def test_with_no_job_waiting_a_step_runs_no_cycle_and_keeps_the_parking(
     cluster with an empty queue cost no cycle (``StepDecision.NOTHING_WAITS``), and the next
     cycle gets the last one's parking. A node that fails makes the next step cycle, and that
     cycle places its lost gang again."""
-    handed: list[Parking | None] = []
-    returned: list[Parking] = []
-    real = controller_module.schedule_with_parking
-
-    def recording(snapshot: Snapshot, parking: Parking | None = None) -> tuple[CycleResult, Any]:
-        handed.append(parking)
-        result, parked = real(snapshot, parking)
-        returned.append(parked)
-        return result, parked
-
-    monkeypatch.setattr(controller_module, "schedule_with_parking", recording)
+    handed, returned = _record_parkings(monkeypatch)
     nodes, spec = gpu_cluster([4, 4, 4])
     store, executor, now = MemoryStore(), ScriptedExecutor(), [0.0]
     store.save_nodes(nodes, actor="t", now=0)

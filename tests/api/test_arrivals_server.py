@@ -41,11 +41,17 @@ def listed_reason(admin: httpx.Client, job: str) -> str | None:
     return next((row["reason"] for row in rows if row["id"] == job), None)
 
 
-def steps_taken_by_arrivals(admin: httpx.Client) -> float:
+def steps_decided_by(admin: httpx.Client, how: str) -> float:
+    """``topoq_steps_total{decided_by=how}`` from the server's ``/metrics``."""
     root = str(admin.base_url).rstrip("/").removesuffix("/api/v1")
     text = httpx.get(f"{root}/metrics", timeout=5).text
-    found = re.search(r'^topoq_steps_total\{decided_by="arrivals"\} (\S+)$', text, re.MULTILINE)
+    pattern = rf'^topoq_steps_total\{{decided_by="{how}"\}} (\S+)$'
+    found = re.search(pattern, text, re.MULTILINE)
     return float(found.group(1)) if found else 0.0
+
+
+def steps_taken_by_arrivals(admin: httpx.Client) -> float:
+    return steps_decided_by(admin, "arrivals")
 
 
 def test_a_sweep_to_a_full_team_waits_as_a_cycle_says_and_starts_in_its_turns(
@@ -74,3 +80,18 @@ def test_a_sweep_to_a_full_team_waits_as_a_cycle_says_and_starts_in_its_turns(
         assert wait_for(lambda n=name: phase(admin, n), lambda p: p == "running") == "running"
     assert phase(admin, SWEEP[4]) == "pending"
     assert stored_wait(admin, SWEEP[4])["reason"] == "BORROW_LIMIT_REACHED"
+
+
+def test_with_the_queue_empty_a_job_ending_costs_no_cycle_and_frees_its_room(
+    admin: httpx.Client,
+) -> None:
+    """After the sweep: with nothing waiting, a running job cancelled is a step that runs no
+    cycle (``decided_by="nothing_waits"``), and a job submitted next starts on its room."""
+    assert admin.post(f"/jobs/{SWEEP[4]}/cancel").status_code in (200, 202)
+    wait_for(lambda: phase(admin, SWEEP[4]), lambda p: p == "cancelled")
+    before = steps_decided_by(admin, "nothing_waits")
+    assert admin.post(f"/jobs/{SWEEP[0]}/cancel").status_code in (200, 202)
+    wait_for(lambda: phase(admin, SWEEP[0]), lambda p: p == "cancelled")
+    skipped = wait_for(lambda: steps_decided_by(admin, "nothing_waits"), lambda n: n > before)
+    assert skipped > before
+    run_unconstrained(admin, "nlp-after", 1)  # the cycle runs again once a job waits

@@ -276,7 +276,7 @@ class Controller:
         """The unfinished jobs of the last read, sorted out by phase: each step's read brings
         it up to date by the views that changed (``PhaseIndex.synced``)."""
         self._cycled_on: TopologyTree | None = None
-        """The tree the last cycle ran on."""
+        """The tree the last cycle whose decisions were stored ran on."""
         self._parking: Parking | None = None
         """What the last committed cycle parked, handed to the next cycle (None at the start
         and after a step that failed or raced another writer: the next cycle starts afresh)."""
@@ -342,6 +342,10 @@ class Controller:
                 report.conflicted = True
                 return report
         self._parking = parking
+        if report.decided_by is not StepDecision.NOTHING_WAITS:
+            # its decisions are stored (a cycle that raced a user's change stored none, and
+            # a lost gang it would requeue is looked for again)
+            self._cycled_on = tree
         write_events(log, cycle_events(result, jobs, moves, policy))  # as stored
         after = _JobsAfter({**jobs, **moves}, holding({**holders, **moves}))
         self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
@@ -373,7 +377,6 @@ class Controller:
             report.decided_by = StepDecision.NOTHING_WAITS
             return CycleResult(), before
         result, parking = schedule_with_parking(snapshot, before)
-        self._cycled_on = snapshot.tree
         report.result = result
         if parking is not before:
             report.decided_by = StepDecision.CYCLE if parking.cycled else StepDecision.ARRIVALS

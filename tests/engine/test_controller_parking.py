@@ -149,7 +149,9 @@ class _SilentOnLostNodes(ScriptedExecutor):
         self.failed_nodes.append(node)
 
 
-def test_with_no_job_waiting_a_node_marked_failed_still_has_its_gang_requeued() -> None:
+def _one_gang_running_then_its_node_failed() -> tuple[Controller, MemoryStore]:
+    """A controller whose one gang, j1, runs with nothing waiting (a step that ran no cycle),
+    then has its node marked failed; its executor reports nothing of it."""
     nodes, spec = gpu_cluster([4, 4, 4])
     store, executor, now = MemoryStore(), _SilentOnLostNodes(), [0.0]
     store.save_nodes(nodes, actor="t", now=0)
@@ -161,6 +163,11 @@ def test_with_no_job_waiting_a_node_marked_failed_still_has_its_gang_requeued() 
     assert c.step().decided_by is StepDecision.NOTHING_WAITS
     node = next(iter(store.job(JobId("j1")).allocation.nodes))  # type: ignore[union-attr]
     c.intake.mark_node(node, ready=False, actor="admin")
+    return c, store
+
+
+def test_with_no_job_waiting_a_node_marked_failed_still_has_its_gang_requeued() -> None:
+    c, _ = _one_gang_running_then_its_node_failed()
     report = c.step()
     assert report.decided_by is StepDecision.CYCLE
     assert [requeue.job for requeue in report.result.requeues] == ["j1"]
@@ -170,17 +177,7 @@ def test_a_lost_gang_whose_requeue_raced_a_user_is_requeued_at_the_next_step() -
     """The cycle that requeues a failed node's gang raced a user's change, so nothing was
     stored; with nothing waiting, the next step must still cycle (the tree it would skip on is
     that of a cycle whose decisions were stored)."""
-    nodes, spec = gpu_cluster([4, 4, 4])
-    store, executor, now = MemoryStore(), _SilentOnLostNodes(), [0.0]
-    store.save_nodes(nodes, actor="t", now=0)
-    store.save_policy(policy(team("a", 64)), actor="t", now=0)
-    c = Controller(store, executor, spec, clock=lambda: now[0])
-    c.intake.submit(job("j1", "a", 4).spec, actor="alice")
-    assert c.step().started == ["j1"]
-    executor.report(ExecutorEventKind.STARTED, "j1")
-    c.step()
-    node = next(iter(store.job(JobId("j1")).allocation.nodes))  # type: ignore[union-attr]
-    c.intake.mark_node(node, ready=False, actor="admin")
+    c, store = _one_gang_running_then_its_node_failed()
     real_save = store.save_jobs
 
     def raced_once(*args: Any, **kwargs: Any) -> None:

@@ -41,8 +41,14 @@ from rich.console import Console
 from rich.table import Table
 
 from benchmarks.api_server import cpu_s
-from topoq.testbeds.daemons import recorded
-from topoq.testbeds.kubernetes import BedShape, KubernetesBed, Ports, bring_up, tear_down
+from topoq.testbeds.daemons import BedError, check_alive, recorded
+from topoq.testbeds.kubernetes import (
+    CONTROL_PLANE,
+    BedShape,
+    KubernetesBed,
+    bring_up,
+    tear_down,
+)
 from topoq.testing.server import RunningServer, api_process_ids, running_server
 
 GPUS_PER_POD = 2
@@ -51,6 +57,8 @@ TEAM = "bench"
 LOWEST_LAYER = "topology.k8s.aws/network-node-layer-3"
 BED_TIMEOUT_S = 900.0
 RUN_TIMEOUT_S = 1800.0
+STALL_CHECK_S = 5.0
+"""How often a wait looks whether the bed's control plane is still up."""
 CREATE_THREADS = 16
 SUBMIT_THREADS = 8
 
@@ -80,6 +88,8 @@ class Run:
 class WatchUntil:
     """Watches one kind of object from a thread of its own until ``expected`` of them have
     been counted (``_saw`` says which count); ``first_at`` is when the first one was."""
+
+    what = "objects"
 
     def __init__(self, list_call: Callable[..., Any], expected: int, *args: Any, **selectors: str):
         self._list, self._args, self._selectors = list_call, args, selectors
@@ -117,8 +127,18 @@ class WatchUntil:
                 if self._stop.is_set():
                     return
 
-    def wait(self, timeout_s: float) -> bool:
-        return self.done.wait(timeout_s)
+    def wait(self, bed: KubernetesBed, timeout_s: float = RUN_TIMEOUT_S) -> None:
+        """Until every expected object has been counted. A ``DaemonExited`` as soon as a
+        daemon of the bed's control plane is found gone (no pod would ever come), and a
+        ``BedError`` saying how many were seen at ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while not self.done.wait(min(STALL_CHECK_S, max(0.0, deadline - time.monotonic()))):
+            check_alive(bed.directory, CONTROL_PLANE)
+            if time.monotonic() >= deadline:
+                raise BedError(
+                    f"{self._counted} of {self.expected} {self.what} after {timeout_s:.0f} s",
+                    hint=f"see the logs in {bed.directory}",
+                )
 
     def stop(self) -> None:
         self._stop.set()
@@ -126,6 +146,8 @@ class WatchUntil:
 
 class BoundWatch(WatchUntil):
     """The pods of a label selector, once bound: their nodes and labels."""
+
+    what = "pods bound"
 
     def __init__(self, core: Any, selector: str, expected: int) -> None:
         self.nodes: dict[str, str] = {}
@@ -199,7 +221,7 @@ def kube_scheduler_run(bed: KubernetesBed, pods: int, gang: int) -> Run:
                 names,
             )
         )
-    watcher.wait(RUN_TIMEOUT_S)
+    watcher.wait(bed)
     wall = time.monotonic() - began
     watcher.stop()
     return Run(
@@ -299,7 +321,7 @@ def topoq_run(bed: KubernetesBed, pods: int, gang: int, directory: Path, rates: 
 
         with ThreadPoolExecutor(SUBMIT_THREADS) as pool:
             list(pool.map(submit, range(len(sizes))))
-        watcher.wait(RUN_TIMEOUT_S)
+        watcher.wait(bed)
         wall = time.monotonic() - began
         watcher.stop()
         api_cpu = sum(cpu_s(pid) for pid in server_pids(server)[1:]) - api_before
@@ -374,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
         directory = Path(work)
         print(f"bringing up {args.nodes} KWOK nodes…", flush=True)
         bed = bring_up(
-            directory / "bed", BedShape(args.nodes, 3), ports=Ports.free(), timeout_s=BED_TIMEOUT_S
+            directory / "bed", BedShape(args.nodes, 3), ports="free", timeout_s=BED_TIMEOUT_S
         )
         try:
             runs = [kube_scheduler_run(bed, args.pods, args.gang)]

@@ -43,7 +43,6 @@ from benchmarks.kubernetes_scale import (
     BED_TIMEOUT_S,
     GPUS_PER_POD,
     LOWEST_LAYER,
-    RUN_TIMEOUT_S,
     TEAM,
     BoundWatch,
     WatchUntil,
@@ -51,7 +50,7 @@ from benchmarks.kubernetes_scale import (
     topoq_server,
 )
 from topoq.testbeds.daemons import kill_daemon, recorded
-from topoq.testbeds.kubernetes import BedShape, KubernetesBed, Ports, bring_up, tear_down
+from topoq.testbeds.kubernetes import BedShape, KubernetesBed, bring_up, tear_down
 
 NAMESPACE = TEAM
 """The team's namespace, and its queue's name (as ``topoq policy export --to kueue`` names)."""
@@ -89,6 +88,8 @@ class Admissions:
 
 class AdmittedWatch(WatchUntil):
     """When each Job of the benchmark is first seen unsuspended."""
+
+    what = "Jobs admitted"
 
     def __init__(self, batch: Any, expected: int) -> None:
         self.at: dict[str, float] = {}
@@ -209,8 +210,8 @@ def admit(
                 range(jobs),
             )
         )
-    admitted.wait(RUN_TIMEOUT_S)
-    bound.wait(RUN_TIMEOUT_S)
+    admitted.wait(bed)
+    bound.wait(bed)
     ended = time.monotonic()
     admitted.stop()
     bound.stop()
@@ -307,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
             directory / "bed",
             BedShape(args.nodes, 3),
             kueue=True,
-            ports=Ports.free(),
+            ports="free",
             timeout_s=BED_TIMEOUT_S,
         )
         try:

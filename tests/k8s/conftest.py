@@ -20,7 +20,6 @@ from topoq.testbeds.kubernetes import (
     ASSETS_ENV,
     BedShape,
     KubernetesBed,
-    Ports,
     bring_up,
     node_documents,
     tear_down,
@@ -81,7 +80,7 @@ def objects_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kubernetes
     assets = assets_or_skip()
     directory = tmp_path_factory.mktemp("k8s-objects-bed")
     try:
-        yield bring_up(directory, BedShape(8, 3), assets=assets, ports=Ports.free())
+        yield bring_up(directory, BedShape(8, 3), assets=assets, ports="free")
     finally:
         tear_down(directory)
 

@@ -17,7 +17,6 @@ from topoq.executors.kubernetes.executor import KubernetesExecutor
 from topoq.executors.kubernetes.manifests import job_selector
 from topoq.testbeds.kubernetes import (
     BedShape,
-    Ports,
     bring_up,
     node_documents,
     restart_apiserver,
@@ -27,9 +26,8 @@ from topoq.testing.governance import gpu_cluster
 
 
 def test_a_gang_outlives_an_api_server_restart_and_its_end_is_seen(tmp_path: Path) -> None:
-    ports = Ports.free()
     directory = tmp_path / "bed"
-    bed = bring_up(directory, BedShape(1, 1), assets=assets_or_skip(), ports=ports)
+    bed = bring_up(directory, BedShape(1, 1), assets=assets_or_skip(), ports="free")
     try:
         core = client.CoreV1Api(bed.api_client())
         nodes, _ = gpu_cluster(SHAPE)

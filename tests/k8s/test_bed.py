@@ -6,8 +6,12 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -15,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from tests.k8s.conftest import BED_NODES, assets_or_skip
-from topoq.testbeds.daemons import BedError, recorded, start_time
+from topoq.testbeds.daemons import BedError, DaemonExited, recorded, start_time
 from topoq.testbeds.kubernetes import (
     ASSETS_ENV,
     BedShape,
@@ -122,6 +126,69 @@ def test_down_stops_exactly_the_processes_it_started(
     # the session's bed was left alone
     assert len(client.CoreV1Api(k8s_bed.api_client()).list_node().items) == BED_NODES
     assert tear_down(directory) == []
+
+
+@contextmanager
+def bound_not_listening(port: int) -> Iterator[None]:
+    """Another program's socket bound to ``port`` without listening yet: a connection to the
+    port is refused (so it looks free), but a daemon cannot bind it."""
+    taker = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        taker.bind(("127.0.0.1", port))
+        yield
+    finally:
+        taker.close()
+
+
+def test_a_daemon_that_cannot_bind_its_port_is_an_error_at_once_and_nothing_stays_up(
+    k8s_bed: KubernetesBed, tmp_path: Path
+) -> None:
+    """CI once saw the controller manager exit at start ("address already in use") and the
+    bed come up without it: no Job controller, no pods, a benchmark waiting half an hour."""
+    ports = Ports.free()
+    directory = tmp_path / "taken"
+    began = time.monotonic()
+    with (
+        bound_not_listening(ports.controller_manager),
+        pytest.raises(DaemonExited) as exited,
+    ):
+        bring_up(directory, BedShape(2, 1), assets=assets_or_skip(), ports=ports)
+    assert time.monotonic() - began < 60  # not the 120 s deadline
+    assert exited.value.port_taken
+    assert "controller-manager" in str(exited.value)
+    assert f"127.0.0.1:{ports.controller_manager}" in str(exited.value)  # the log's own line
+    assert recorded(directory) == {}  # etcd and the API server were stopped again
+
+
+def test_free_ports_are_picked_again_when_one_is_taken_after_the_choice(
+    k8s_bed: KubernetesBed, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first = Ports.free()
+    choices = iter([first])
+    choose = Ports.free
+    monkeypatch.setattr(Ports, "free", classmethod(lambda cls: next(choices, None) or choose()))
+    directory = tmp_path / "picked-again"
+    with bound_not_listening(first.scheduler):
+        bed = bring_up(directory, BedShape(2, 1), assets=assets_or_skip(), ports="free")
+    try:
+        assert bed.ports != first
+        assert set(recorded(directory)) == {
+            "etcd",
+            "apiserver",
+            "controller-manager",
+            "scheduler",
+            "kwok",
+        }
+        assert len(client.CoreV1Api(bed.api_client()).list_node().items) == 2
+        assert "address already in use" in (directory / "scheduler.log").read_text()
+    finally:
+        tear_down(directory)
+
+
+def test_free_ports_are_distinct() -> None:
+    for _ in range(50):
+        ports = Ports.free()
+        assert len(set(vars(ports).values())) == len(vars(ports))
 
 
 def test_without_the_programs_the_cli_says_where_to_get_them(tmp_path: Path) -> None:

@@ -26,6 +26,19 @@ class BedError(InvalidInputError):
     """A test bed that cannot be brought up or down; the message says what to do."""
 
 
+class DaemonExited(BedError):
+    """A daemon of the bed exited while it was being waited on (or was found gone)."""
+
+    def __init__(self, message: str, *, hint: str | None = None, port_taken: bool = False):
+        super().__init__(message, hint=hint)
+        self.port_taken = port_taken
+        """Its log says a port it was to listen on was taken (another choice of ports helps)."""
+
+
+PORT_TAKEN = "address already in use"
+LOG_TAIL_LINES = 5
+
+
 @dataclass(frozen=True)
 class Daemon:
     name: str
@@ -165,6 +178,65 @@ EPHEMERAL_RANGE_FILE = Path("/proc/sys/net/ipv4/ip_local_port_range")
 LOWEST_FREE_PORT = 20000
 
 
+def exited(daemon: Daemon, log: Path) -> DaemonExited:
+    """The error for ``daemon`` having exited: the last lines of its log, and whether they say
+    its port was taken."""
+    try:
+        lines = log.read_text(errors="replace").splitlines()
+    except OSError:
+        lines = []
+    tail = [line.strip()[:300] for line in lines[-LOG_TAIL_LINES:]]
+    shown = "; last lines of its log: " + " | ".join(tail) if tail else ""
+    return DaemonExited(
+        f"{daemon.name} (pid {daemon.pid}) exited{shown}",
+        hint=f"see {log}",
+        port_taken=any(PORT_TAKEN in line for line in tail),
+    )
+
+
+def wait_for_daemon(
+    daemon: Daemon, ready: Callable[[], bool], deadline: float, what: str, log: Path
+) -> None:
+    """``wait_until`` ``ready()``, but a ``DaemonExited`` at once when ``daemon`` exits
+    meanwhile, instead of waiting for the deadline on a program that is gone."""
+
+    def ready_or_gone() -> bool:
+        return not is_alive(daemon) or ready()
+
+    wait_until(ready_or_gone, deadline, what, log)
+    if not is_alive(daemon):
+        raise exited(daemon, log)
+
+
+def check_alive(directory: Path, names: Sequence[str]) -> None:
+    """A ``DaemonExited`` for the first of the recorded daemons ``names`` that has exited."""
+    daemons = recorded(directory)
+    for name in names:
+        daemon = daemons.get(name)
+        if daemon is not None and not is_alive(daemon):
+            raise exited(daemon, directory / f"{name}.log")
+
+
+def free_listen_ports(count: int) -> list[int]:
+    """``count`` distinct loopback ports nothing listens on (``free_listen_port``'s rule):
+    each probe is held bound until all are chosen, so that no port is chosen twice."""
+    held: list[socket.socket] = []
+    try:
+        while len(held) < count:
+            port = free_listen_port()
+            probe = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                probe.close()
+                continue
+            held.append(probe)
+        return [probe.getsockname()[1] for probe in held]
+    finally:
+        for probe in held:
+            probe.close()
+
+
 def free_listen_port(tries: int = 200) -> int:
     """A loopback port nothing listens on, below the kernel's ephemeral range: a server on an
     ephemeral port that restarts can find it taken by a client's outgoing connection (even
@@ -203,12 +275,15 @@ def check_ports_free(ports: Mapping[str, int], what: str) -> None:
 
 
 def wait_until(ready: Callable[[], bool], deadline: float, what: str, log: Path | None) -> None:
-    """Return once ``ready()`` is true (an exception counts as not yet), else a ``BedError``
-    at ``deadline`` (``time.monotonic``) that names ``what`` it waited for and the log to read."""
+    """Return once ``ready()`` is true (an exception counts as not yet, except a ``BedError``,
+    which ``ready`` raises to give up), else a ``BedError`` at ``deadline``
+    (``time.monotonic``) that names ``what`` it waited for and the log to read."""
     while True:
         try:
             if ready():
                 return
+        except BedError:
+            raise
         except Exception:  # not ready yet: asked again until the deadline
             pass
         if time.monotonic() > deadline:

@@ -27,7 +27,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from kubernetes import client
@@ -40,14 +40,17 @@ from topoq.domain.topology import TopologySpec
 from topoq.testbeds.certificates import write_key_pair, write_serving_certificate
 from topoq.testbeds.daemons import (
     BedError,
+    DaemonExited,
+    check_alive,
     check_ports_free,
-    free_listen_port,
+    free_listen_ports,
     is_alive,
     kill_daemon,
     read_bed_record,
     recorded,
     start_daemon,
     stop_daemons,
+    wait_for_daemon,
     wait_until,
 )
 from topoq.testbeds.kwok_stages import bed_stages
@@ -77,6 +80,10 @@ KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
 """Where Kueue reads its metrics serving certificate when it manages no certificates itself."""
 KUEUE_FRAMEWORKS = ("batch/job", "pod")
 STOP_ORDER = (("kueue",), ("kwok", "scheduler", "controller-manager"), ("apiserver",), ("etcd",))
+CONTROL_PLANE = ("etcd", "apiserver", "controller-manager", "scheduler", "kwok")
+"""The bed's daemons that run for as long as the bed does (Kueue may be stopped on purpose)."""
+BRING_UP_ATTEMPTS = 3
+"""Tries on fresh free ports when a daemon found its port taken (``ports="free"``)."""
 MAX_NETWORK_LEVELS = 3
 """HyperPod's network layers: ``topology.k8s.aws/network-node-layer-1..3``."""
 
@@ -98,7 +105,7 @@ class Ports:
     def free(cls) -> Ports:
         """Loopback ports nothing listens on now (below the ephemeral range, so that a
         restarted API server gets its port back), for a second bed beside the default one."""
-        return cls(*(free_listen_port() for _ in cls.__dataclass_fields__))
+        return cls(*free_listen_ports(len(cls.__dataclass_fields__)))
 
     def control_plane(self) -> dict[str, int]:
         return {
@@ -243,16 +250,18 @@ def bring_up(
     *,
     kueue: bool = False,
     assets: Path | str | None = None,
-    ports: Ports | None = None,
+    ports: Ports | Literal["free"] | None = None,
     apiserver_flags: Sequence[str] = (),
     timeout_s: float = 120.0,
 ) -> KubernetesBed:
     """Start the bed in ``directory`` (made if missing; it must hold no running bed) and
-    return it once every node is Ready (and Kueue, when asked, is ready with its webhooks).
-    On any failure, what was started is stopped again before the error is raised."""
+    return it once every daemon answers its health check and every node is Ready (and Kueue,
+    when asked, is ready with its webhooks). A daemon that exits meanwhile is an error at
+    once, with the end of its log. ``ports="free"`` picks free loopback ports, and picks again
+    (up to ``BRING_UP_ATTEMPTS`` times) when a daemon found one taken after all, as another
+    program may bind a port between its choice and its use. On any failure, what was started
+    is stopped again before the error is raised."""
     shape = shape or BedShape()
-    ports = ports or Ports()
-    nodes, topology = shape.cluster()
     programs = find_assets(assets, kueue=kueue)
     directory = directory.expanduser().resolve()
     directory.mkdir(parents=True, exist_ok=True)
@@ -260,6 +269,30 @@ def bring_up(
         raise BedError(
             f"{directory} records a bed already", hint=f"run topoq dev k8s down {directory} first"
         )
+    attempts = BRING_UP_ATTEMPTS if ports == "free" else 1
+    for attempt in range(1, attempts + 1):
+        chosen = Ports.free() if ports == "free" else (ports or Ports())
+        try:
+            return _bring_up_once(
+                directory, shape, kueue, programs, chosen, apiserver_flags, timeout_s
+            )
+        except DaemonExited as error:
+            if not error.port_taken or attempt == attempts:
+                raise
+            shutil.rmtree(directory / "etcd-data", ignore_errors=True)  # a bed that never ran
+    raise AssertionError("unreachable")  # the last attempt returns or raises
+
+
+def _bring_up_once(
+    directory: Path,
+    shape: BedShape,
+    kueue: bool,
+    programs: Path,
+    ports: Ports,
+    apiserver_flags: Sequence[str],
+    timeout_s: float,
+) -> KubernetesBed:
+    nodes, topology = shape.cluster()
     check_ports_free(ports.control_plane() | (ports.kueue() if kueue else {}), "control plane")
     deadline = time.monotonic() + timeout_s
     try:
@@ -269,6 +302,7 @@ def bring_up(
         _create_nodes(bed, nodes, deadline)
         if kueue:
             _start_kueue(bed, programs, deadline)
+        check_alive(directory, CONTROL_PLANE)
     except BaseException:
         tear_down(directory)
         raise
@@ -328,7 +362,7 @@ def _start_control_plane(
     binaries = assets / "bin"
     etcd_url = f"http://127.0.0.1:{ports.etcd_client}"
     peer_url = f"http://127.0.0.1:{ports.etcd_peer}"
-    start_daemon(
+    etcd = start_daemon(
         directory,
         "etcd",
         [
@@ -342,7 +376,9 @@ def _start_control_plane(
             "--listen-metrics-urls=",
         ],
     )
-    wait_until(lambda: _http_ok(f"{etcd_url}/health"), deadline, "etcd", directory / "etcd.log")
+    wait_for_daemon(
+        etcd, lambda: _http_ok(f"{etcd_url}/health"), deadline, "etcd", directory / "etcd.log"
+    )
     write_key_pair(directory / "sa.key", directory / "sa.pub")
     admin_token, topoq_token = secrets.token_hex(16), secrets.token_hex(16)
     tokens = directory / "tokens.csv"
@@ -366,10 +402,11 @@ def _start_control_plane(
         *apiserver_flags,
     ]
     (directory / "apiserver.argv").write_text(json.dumps(argv))
-    start_daemon(directory, "apiserver", argv)
+    apiserver = start_daemon(directory, "apiserver", argv)
     server = f"https://127.0.0.1:{ports.apiserver}"
     ca_file = certificates / "apiserver.crt"
-    wait_until(
+    wait_for_daemon(
+        apiserver,
         lambda: _api_ready(server, ca_file, admin_token),
         deadline,
         "the API server to be ready",
@@ -378,7 +415,7 @@ def _start_control_plane(
     kubeconfig = directory / "kubeconfig"
     kubeconfig.write_text(_kubeconfig(server, ca_file, "admin", admin_token))
     kubeconfig.chmod(0o600)
-    start_daemon(
+    controller_manager = start_daemon(
         directory,
         "controller-manager",
         [
@@ -393,7 +430,7 @@ def _start_control_plane(
             "--controllers=*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route",
         ],
     )
-    start_daemon(
+    scheduler = start_daemon(
         directory,
         "scheduler",
         [
@@ -404,6 +441,17 @@ def _start_control_plane(
             "--leader-elect=false",
         ],
     )
+    for daemon, port in (
+        (controller_manager, ports.controller_manager),
+        (scheduler, ports.scheduler),
+    ):
+        wait_for_daemon(
+            daemon,
+            lambda port=port: _http_ok(f"https://127.0.0.1:{port}/healthz", _SELF_SIGNED),  # type: ignore[misc]
+            deadline,
+            f"{daemon.name} to be healthy",
+            directory / f"{daemon.name}.log",
+        )
     stages = directory / "kwok-stages.yaml"
     stages.write_text(bed_stages(assets))
     start_daemon(
@@ -439,6 +487,7 @@ def _create_nodes(bed: KubernetesBed, nodes: Sequence[NodeSpec], deadline: float
     wanted = set(bed.nodes)
 
     def all_ready() -> bool:
+        check_alive(bed.directory, CONTROL_PLANE)
         listed = core.list_node(label_selector="=".join(BED_NODE_LABEL)).items
         ready = {
             node.metadata.name
@@ -518,13 +567,14 @@ def _start_kueue(bed: KubernetesBed, assets: Path, deadline: float) -> None:
         "KUBECONFIG": str(bed.kubeconfig),
         "KUEUE_NAMESPACE": KUEUE_NAMESPACE,
     }
-    start_daemon(
+    kueue = start_daemon(
         directory,
         "kueue",
         [str(assets / "bin" / "kueue"), f"--config={config_file}", "--zap-log-level=2"],
         environment=environment,
     )
-    wait_until(
+    wait_for_daemon(
+        kueue,
         lambda: _http_ok(f"http://127.0.0.1:{ports.kueue_health}/readyz"),
         deadline,
         "Kueue to be ready",
@@ -617,6 +667,17 @@ def _kubeconfig(server: str, ca_file: Path, user: str, token: str) -> str:
             "current-context": "topoq-bed",
         }
     )
+
+
+def _self_signed() -> ssl.SSLContext:
+    """For the health checks of daemons that serve their own self-signed certificate."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+_SELF_SIGNED = _self_signed()
 
 
 def _http_ok(url: str, context: ssl.SSLContext | None = None, token: str | None = None) -> bool:

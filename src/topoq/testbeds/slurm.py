@@ -36,12 +36,14 @@ from pathlib import Path
 from topoq.discovery.hostlist import compress_hostlist as compress
 from topoq.testbeds.daemons import (
     BedError,
+    check_alive,
     free_listen_port,
     port_in_use,
     read_bed_record,
     recorded,
     start_daemon,
     stop_daemons,
+    wait_for_daemon,
     wait_until,
 )
 
@@ -435,7 +437,7 @@ def _gres_conf(bed: SlurmBed, shape: SlurmShape) -> str:
 def _start(bed: SlurmBed, deadline: float) -> None:
     d = bed.directory
     environment = {**os.environ, **bed.environment}
-    start_daemon(
+    munged = start_daemon(
         d,
         "munged",
         [
@@ -448,14 +450,15 @@ def _start(bed: SlurmBed, deadline: float) -> None:
             f"--log-file={d}/munged-file.log",
         ],
     )
-    wait_until(bed.munge_socket.exists, deadline, "munged", d / "munged.log")
-    start_daemon(
+    wait_for_daemon(munged, bed.munge_socket.exists, deadline, "munged", d / "munged.log")
+    controller = start_daemon(
         d,
         "slurmctld",
         [_program("slurmctld"), "-D", "-c", "-i", "-f", str(bed.slurm_conf)],
         environment=environment,
     )
-    wait_until(
+    wait_for_daemon(
+        controller,
         lambda: "is UP" in run_slurm(bed, ["scontrol", "ping"], check=False).stdout,
         deadline,
         "slurmctld to answer",
@@ -468,7 +471,13 @@ def _start(bed: SlurmBed, deadline: float) -> None:
             [_program("slurmd"), "-D", "-N", name, "-f", str(bed.slurm_conf)],
             environment=environment,
         )
-    wait_until(lambda: _all_idle(bed), deadline, "every node to be idle", d / "slurmctld.log")
+    daemons = ["munged", "slurmctld", *(f"slurmd-{name}" for name in bed.nodes)]
+
+    def all_idle() -> bool:
+        check_alive(d, daemons)  # a daemon gone is an error now, not at the deadline
+        return _all_idle(bed)
+
+    wait_until(all_idle, deadline, "every node to be idle", d / "slurmctld.log")
 
 
 def _program(name: str) -> str:

@@ -96,7 +96,6 @@ def _demo_bed(console: Console, directory: Path, stack: ExitStack) -> Path:
     """A test bed shaped as the demo cluster, stopped (by PID) when the demo ends."""
     from topoq.testbeds.kubernetes import (
         BedShape,
-        Ports,
         bring_up,
         tear_down,
     )
@@ -105,7 +104,7 @@ def _demo_bed(console: Console, directory: Path, stack: ExitStack) -> Path:
         "Bringing up a Kubernetes control plane with 64 KWOK nodes (2 spines × 4 blocks × 8)…"
     )
     shape = BedShape(64, 2, domains=DEMO_BED_SHAPE)
-    bed = bring_up(directory, shape, ports=Ports.free())
+    bed = bring_up(directory, shape, ports="free")
     stack.callback(tear_down, directory)
     return bed.kubeconfig
 

@@ -337,3 +337,26 @@ def test_a_run_that_does_not_settle_at_an_instant_stops_there_with_a_warning(
         warning.startswith("stopped at 0 s: 1 steps at that instant without settling")
         for warning in result.warnings
     )
+
+
+def test_a_restarted_run_gets_its_time_limit_from_its_new_start(
+    write_scenario: WriteScenario,
+) -> None:
+    """A 900 s run limited to 800 s loses its node at 600 s and starts again at once: its
+    limit counts from the new start, so it is failed at 1,400 s, not at 800 s (the first
+    start's) nor never. The controller works a holder's deadline out once per view of it
+    (two other runs keep its memo of deadlines from being trimmed meanwhile)."""
+    path = write_scenario(
+        [
+            {"at": 0, "submit": submit("limited", runtime_s=900, time_limit=800)},
+            {"at": 0, "submit": submit("other-1", runtime_s=3000)},
+            {"at": 0, "submit": submit("other-2", runtime_s=3000)},
+            {"at": 600, "fail_node": "p5-0001"},
+        ]
+    )
+    result = Simulation(load_scenario(path)).run()
+    limited = [e for e in result.log if e.job == "limited"]
+    assert [e.t for e in limited if e.decision is Decision.START] == [0.0, 600.0]
+    end = limited[-1]
+    assert (end.t, end.decision) == (1400.0, Decision.FAIL), result.log_lines()
+    assert "TIME_LIMIT_REACHED" in (end.reason or ""), result.log_lines()

@@ -26,12 +26,14 @@ controller's queue only once stored or found stale: none is lost when a step fai
 from __future__ import annotations
 
 import logging
+import operator
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
+from itertools import compress, repeat
 from typing import Protocol
 
 from topoq.core.cycle import (
@@ -179,14 +181,23 @@ class _ViewsSeen:
     """What the controller worked out of the views it read, kept while a job's view is the
     one read: a view never changes, so the same view is not worked out again each step."""
 
-    booked: dict[JobId, tuple[JobView, int]] = field(default_factory=dict)
-    """The view of each gang it started last found booked at that attempt
+    booked_views: dict[JobId, JobView] = field(default_factory=dict)
+    booked_attempts: dict[JobId, int] = field(default_factory=dict)
+    """The view of each gang it started last found booked, and at which attempt
     (``Controller._stop_unbooked``; counting a view's attempt walks its history)."""
-    deadlines: dict[JobId, tuple[JobView, float | None]] = field(default_factory=dict)
-    """Each holder's view and when it reaches its time limit under ``deadlines_under``."""
+    deadlines: tuple[dict[JobId, JobView], dict[JobId, float | None]] = field(
+        default_factory=lambda: ({}, {})
+    )
+    """Each holder's view, and when it reaches its time limit under ``deadlines_under``."""
     deadlines_under: ClusterPolicy | None = None
     next_deadline: float | None = None
     """The first of them after the last step's instant (None: none)."""
+    not_ready: tuple[tuple[NodeSpec, ...], frozenset[str]] = ((), frozenset())
+    """The node specs last looked at for failed nodes, and the names of those not ready."""
+
+
+_UNSEEN = object()
+"""What a memo of views gives for an id it has none of: never a view, nor None."""
 
 
 def _time_rules_change(
@@ -261,9 +272,6 @@ class Controller:
         """Whether jobs waited after the settled cycle (only then can time change a decision)."""
         self._usage: dict[TeamName, TeamUsage] | None = None
         """Each team's decayed fair-share usage as of the last step (read at the first)."""
-        self._held: dict[TeamName, float] = {}
-        """Each team's borrowed fraction as the last step left the books: what it holds until
-        the next step accounts for the time in between."""
         self._accounted_at: float | None = None
         self._usage_saved: tuple[float, dict[TeamName, TeamUsage]] | None = None
         self._reported_nodes: dict[NodeName, NodeSpec] = {}
@@ -271,7 +279,7 @@ class Controller:
         self._holdings = TeamHoldings()
         """What the teams' running jobs hold, kept from step to step by the views that changed:
         the borrowed fractions fair-share usage accrues at are worked out again only when a
-        team's usage moved."""
+        team's usage moved, and only when usage is kept (``TeamHoldings.left_by_cycle``)."""
         self._phases = PhaseIndex()
         """The unfinished jobs of the last read, sorted out by phase: each step's read brings
         it up to date by the views that changed (``PhaseIndex.synced``)."""
@@ -347,14 +355,13 @@ class Controller:
             # a lost gang it would requeue is looked for again)
             self._cycled_on = tree
         write_events(log, cycle_events(result, jobs, moves, policy))  # as stored
-        after = _JobsAfter({**jobs, **moves}, holding({**holders, **moves}))
+        after = _JobsAfter({**jobs, **moves}, holders_after(holders, moves))
         self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
         self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
         self._apply_events(report)  # the start failures of this dispatch
-        self._holdings.synced(after.holders)
-        self._held = self._holdings.borrowed_fractions(policy, tree)
+        self._holdings.left_by_cycle(after.holders, policy, tree)
         if kept_half_life_s(policy) > 0:
-            for team in self._held:  # known from now on: what they hold counts from now
+            for team in self._holdings.held_fractions():  # known from now on: what they hold
                 usage.setdefault(team, TeamUsage(0.0, now))
         if self.metrics is not None:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
@@ -441,12 +448,13 @@ class Controller:
             self._usage = self.store.fair_share_usage()
             self._usage_saved = (now, dict(self._usage))
         since = now if self._accounted_at is None else self._accounted_at
+        kept = kept_half_life_s(policy)
         self._usage = usage_at(
             self._usage,
-            self._held,
+            self._holdings.held_fractions() if kept > 0 else {},
             since_s=since,
             now_s=now,
-            half_life_s=kept_half_life_s(policy),
+            half_life_s=kept,
         )
         self._accounted_at = now
         return self._usage
@@ -569,24 +577,31 @@ class Controller:
         seen_views = self._seen
         memo = seen_views.deadlines
         if policy is not seen_views.deadlines_under and policy != seen_views.deadlines_under:
-            memo = seen_views.deadlines = {}
+            memo = seen_views.deadlines = ({}, {})
             seen_views.deadlines_under = policy
+        views, deadlines = memo
+        ids, held = list(holders), list(holders.values())
+        for at in compress(  # the views whose deadline is known: no look (in C)
+            range(len(ids)), map(operator.is_not, held, map(views.get, ids, repeat(_UNSEEN)))
+        ):
+            job_id, job = ids[at], held[at]
+            views[job_id], deadlines[job_id] = job, running_deadline(policy, job)
         reached = []
         next_deadline: float | None = None
-        for job_id, job in holders.items():
-            seen = memo.get(job_id)
-            if seen is None or seen[0] is not job:
-                seen = memo[job_id] = (job, running_deadline(policy, job))
-            deadline = seen[1]
-            if deadline is None:
-                continue
+        now_due = list(map(deadlines.__getitem__, ids))
+        for at in compress(range(len(ids)), map(operator.is_not, now_due, repeat(None))):
+            deadline = now_due[at]
+            assert deadline is not None  # (compressed so)
             if deadline <= now:
-                reached.append(job)
+                reached.append(held[at])
             elif next_deadline is None or deadline < next_deadline:
                 next_deadline = deadline
         seen_views.next_deadline = next_deadline
-        if len(memo) > 2 * len(holders):
-            seen_views.deadlines = {job: memo[job] for job in holders if job in memo}
+        if len(views) > 2 * len(holders):
+            seen_views.deadlines = (
+                {job: views[job] for job in holders if job in views},
+                {job: deadlines[job] for job in holders if job in deadlines},
+            )
         return reached
 
     def _stop_unbooked(self, holders: Mapping[JobId, JobView], report: StepReport) -> None:
@@ -595,21 +610,28 @@ class Controller:
         requeued by a user (the API only writes the store), or ended while its pods linger. A
         stop that fails is tried again next step."""
         unbooked = []
-        known = self._seen.booked
-        for job_id, attempt in self._launched.items():
-            job = holders.get(job_id)
-            if job is None:
-                unbooked.append(job_id)
-                continue
-            seen = known.get(job_id)
-            if seen is not None and seen[0] is job and seen[1] == attempt:
-                continue  # this very view was found booked at this attempt
-            if job.attempt != attempt:  # (counting its attempt walks its history)
+        seen = self._seen
+        views, attempts = seen.booked_views, seen.booked_attempts
+        launched = self._launched
+        ids = list(launched)
+        now_held = list(map(holders.get, ids))
+        for at in compress(  # this very view was found booked at this attempt: no look (in C)
+            range(len(ids)),
+            map(
+                operator.or_,
+                map(operator.is_not, now_held, map(views.get, ids, repeat(_UNSEEN))),
+                map(operator.ne, launched.values(), map(attempts.get, ids)),
+            ),
+        ):
+            job_id, job = ids[at], now_held[at]
+            attempt = launched[job_id]
+            if job is None or job.attempt != attempt:  # (counting its attempt walks history)
                 unbooked.append(job_id)
             else:
-                known[job_id] = (job, attempt)
-        if len(known) > 2 * len(self._launched):
-            self._seen.booked = {job: known[job] for job in self._launched if job in known}
+                views[job_id], attempts[job_id] = job, attempt
+        if len(views) > 2 * len(launched):
+            seen.booked_views = {job: views[job] for job in launched if job in views}
+            seen.booked_attempts = {job: attempts[job] for job in launched if job in attempts}
         if not unbooked:
             return
         try:
@@ -653,12 +675,12 @@ class Controller:
                 self._stopping.discard(job.id)
         return requeued
 
-    def _stop_work_on_failed_nodes(self, nodes: Iterable[NodeSpec], report: StepReport) -> None:
+    def _stop_work_on_failed_nodes(self, nodes: Sequence[NodeSpec], report: StepReport) -> None:
         """A node marked failed since the last step has its work stopped by the executor (which
         reports the gangs lost; the cycle requeues them). Nodes already failed when the
         controller started have no work here. A node the executor failed to stop is tried
         again at the next step."""
-        failed = {str(node.name) for node in nodes if not node.ready}
+        failed = self._not_ready(nodes)
         if self._failed_nodes is None:
             self._failed_nodes = failed
             return
@@ -672,6 +694,17 @@ class Controller:
             except Exception as error:  # any executor failure: retried next step
                 self._executor_failed(f"stop the work on node {name}", error, report)
                 self._failed_nodes.discard(name)
+
+    def _not_ready(self, nodes: Sequence[NodeSpec]) -> set[str]:
+        """The names of the nodes that are not ready: the answer for the very same specs is
+        the one before (a spec never changes; a store hands out the same ones while its
+        inventory stands)."""
+        seen = self._seen.not_ready
+        if len(seen[0]) == len(nodes) and all(map(operator.is_, seen[0], nodes)):
+            return set(seen[1])
+        failed = {str(node.name) for node in nodes if not node.ready}
+        self._seen.not_ready = (tuple(nodes), frozenset(failed))
+        return failed
 
     def _return_recovered_nodes(self, stored: Iterable[NodeSpec], report: StepReport) -> None:
         """A node failed at the last step that a user marked healthy since is handed back to
@@ -860,7 +893,18 @@ def _requeued(job: JobView, now: float, cause: str) -> JobView | None:
     return advance(job, JobPhase.PENDING, now=now, cause=cause)
 
 
-def holding(jobs: Mapping[JobId, JobView]) -> dict[JobId, JobView]:
-    """The jobs that hold capacity (admitted, running, preempting): the few every step looks
-    at beside the queue, found in one pass over the jobs."""
-    return {job_id: view for job_id, view in jobs.items() if view.phase in HOLDING_PHASES}
+def holders_after(
+    holders: Mapping[JobId, JobView], moves: Mapping[JobId, JobView]
+) -> Mapping[JobId, JobView]:
+    """The jobs holding capacity (admitted, running, preempting) after ``moves``, from
+    ``holders``, those holding it before: what the moves changed, not a pass over every
+    holder."""
+    if not moves:
+        return holders
+    after = dict(holders)
+    for job_id, view in moves.items():
+        if view.phase in HOLDING_PHASES:
+            after[job_id] = view
+        else:
+            after.pop(job_id, None)
+    return after

@@ -36,6 +36,11 @@ class TeamHoldings:
         )
         """The policy, tree and usage the fractions were last settled for, and those
         fractions."""
+        self._held: dict[TeamName, float] = {}
+        """Each team's borrowed fraction as the last stored cycle left the books
+        (``held_fractions``)."""
+        self._left: tuple[Mapping[JobId, JobView], ClusterPolicy, TopologyTree] | None = None
+        """What the last stored cycle left that ``_held`` does not have yet."""
 
     def store(self, job: JobView) -> None:
         """Take ``job``'s new state: it holds capacity now, or no longer, or still."""
@@ -54,6 +59,26 @@ class TeamHoldings:
         for job_id, view in holders.items():
             if self._jobs.get(job_id) is not view:
                 self.store(view)
+
+    def left_by_cycle(
+        self, holders: Mapping[JobId, JobView], policy: ClusterPolicy, tree: TopologyTree
+    ) -> None:
+        """A stored cycle left these ``holders`` (every job that holds capacity) under
+        ``policy`` on ``tree``; taken when ``held_fractions`` is asked, not before: under
+        first-come sharing no usage is kept and nobody asks (a pass over every holder and
+        the books settled, each step, for nothing)."""
+        self._left = (holders, policy, tree)
+
+    def held_fractions(self) -> dict[TeamName, float]:
+        """``borrowed_fractions`` of what the last stored cycle left (``left_by_cycle``):
+        what each team accrues usage at until the next one."""
+        left = self._left
+        if left is not None:
+            holders, policy, tree = left
+            self.synced(holders)
+            self._held = self.borrowed_fractions(policy, tree)
+            self._left = None
+        return self._held
 
     def _forget(self, job_id: JobId) -> None:
         before = self._jobs.pop(job_id)

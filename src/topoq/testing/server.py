@@ -19,7 +19,8 @@ import httpx
 from topoq.api_workers import SERVING_NAME, SPARE_NAME
 from topoq.executors.local.processes import free_port
 
-STARTUP_TIMEOUT_S = 30.0
+STARTUP_TIMEOUT_S = 90.0
+"""A server answers in a few seconds; CI saw one take over 30 s with both cores busy."""
 STOP_TIMEOUT_S = 20.0
 
 

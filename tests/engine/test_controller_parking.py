@@ -14,7 +14,7 @@ from topoq.core.cycle import Parking, Snapshot
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller, StepDecision
-from topoq.engine.ports import ConcurrentUpdate, ExecutorEventKind
+from topoq.engine.ports import ConcurrentUpdate, ExecutorEventKind, GangLaunch
 from topoq.store import open_store
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
@@ -189,3 +189,37 @@ def test_a_lost_gang_whose_requeue_raced_a_user_is_requeued_at_the_next_step() -
     report = c.step()
     assert report.decided_by is StepDecision.CYCLE
     assert [requeue.job for requeue in report.result.requeues] == ["j1"]
+
+
+def test_a_step_says_when_the_next_one_at_its_instant_would_settle(tmp_path: Path) -> None:
+    """``StepReport.settles_next``: after a step that moved no job and stored nothing after
+    its cycle, the next step at the same instant takes the settled shortcut; after one that
+    started a job, or whose dispatch failed a start (stored after the cycle), it does not."""
+    nodes, spec = gpu_cluster([1, 2, 4])
+    with open_store(None, tmp_path) as store:
+        store.save_nodes(nodes, actor="t", now=0)
+        store.save_policy(policy(team("a", 64)), actor="t", now=0)
+        executor = ScriptedExecutor()
+        c = Controller(store, executor, spec, clock=lambda: 5.0)
+        c.intake.submit(job("j1", "a", 1).spec, actor="alice")
+        c.intake.submit(job("too-big", "a", 8).spec, actor="alice")
+        admitting = c.step()
+        assert admitting.started == ["j1"] and not admitting.settles_next
+        executor.report(ExecutorEventKind.STARTED, "j1")
+        seeing = c.step()  # the report is stored before the cycle, which moves nothing
+        assert seeing.events and not seeing.result.admissions and seeing.settles_next
+        assert c.step().settled, "the step it spared a shell is the settled shortcut"
+        real_start = executor.start
+
+        def refusing(launch: GangLaunch) -> None:
+            if launch.job.id == "j2":
+                raise RuntimeError("the cluster refused the pods")
+            real_start(launch)
+
+        executor.start = refusing  # type: ignore[method-assign]
+        c.intake.submit(job("j2", "a", 1).spec, actor="alice")
+        failing = c.step()
+        assert failing.start_failed == ["j2"] and not failing.settles_next
+        after = c.step()
+        assert not after.settled, "the start failure was stored after the cycle"
+        assert store.job(JobId("j2")).phase is JobPhase.FAILED

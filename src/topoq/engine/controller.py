@@ -148,6 +148,11 @@ class StepReport:
     """Nothing changed since a cycle that changed no job: no cycle ran."""
     decided_by: StepDecision = StepDecision.UNCHANGED
     """How the step's decisions were reached (``StepDecision``)."""
+    settles_next: bool = False
+    """A step at the same instant, with no new report of the executor's and nobody else
+    writing, would take the settled shortcut: this step's cycle moved no job (what it saw
+    of the executor's reports, it saw before the cycle) and nothing was stored after it. A
+    shell that steps until nothing changes (the simulator) need not take that step."""
 
 
 @dataclass(frozen=True)
@@ -357,8 +362,7 @@ class Controller:
         write_events(log, cycle_events(result, jobs, moves, policy))  # as stored
         after = _JobsAfter({**jobs, **moves}, holders_after(holders, moves))
         self._remember_cycle(inputs, result, after, changed=bool(changed), now=now)
-        self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
-        self._apply_events(report)  # the start failures of this dispatch
+        self._carry_out(result, after, tree, policy, report, now)
         self._holdings.left_by_cycle(after.holders, policy, tree)
         if kept_half_life_s(policy) > 0:
             for team in self._holdings.held_fractions():  # known from now on: what they hold
@@ -367,6 +371,28 @@ class Controller:
             self._observe(report, time.perf_counter() - began, after, tree, policy)
         self._save_usage(now, changed=bool(changed))
         return report
+
+    def _carry_out(
+        self,
+        result: CycleResult,
+        after: _JobsAfter,
+        tree: TopologyTree,
+        policy: ClusterPolicy,
+        report: StepReport,
+        now: float,
+    ) -> None:
+        """Dispatch a stored cycle's decisions and store the start failures of that dispatch;
+        say whether the next step at ``now`` would settle (``StepReport.settles_next``)."""
+        seen = len(report.events)
+        self._dispatch(result, after.jobs, tree, report, grace_s=policy.preemption_grace_s)
+        self._apply_events(report)  # the start failures of this dispatch
+        report.settles_next = (
+            self._settled is not None
+            and len(report.events) == seen
+            and not self._unapplied
+            and not report.executor_errors
+            and (self._settled_until is None or self._settled_until > now)
+        )
 
     def _decide(self, snapshot: Snapshot, report: StepReport) -> tuple[CycleResult, Parking | None]:
         """The cycle's decisions on ``snapshot`` (in ``report`` too, with how they were

@@ -292,7 +292,7 @@ class ScenarioRun:
                 or result.cancellations
             )
             due = self.executor.next_at()
-            if not moved and (due is None or due > at):
+            if (not moved or report.settles_next) and (due is None or due > at):
                 return True
         return False
 

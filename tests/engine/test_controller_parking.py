@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 import topoq.engine.controller as controller_module
+from tests.engine.sql_controller import sql_controller
 from topoq.core.cycle import Parking, Snapshot
 from topoq.domain.decisions import CycleResult
 from topoq.domain.job import JobId, JobPhase
 from topoq.engine.controller import Controller, StepDecision
 from topoq.engine.ports import ConcurrentUpdate, ExecutorEventKind, GangLaunch
-from topoq.store import open_store
 from topoq.testing.fakes import MemoryStore, ScriptedExecutor
 from topoq.testing.governance import gpu_cluster, job, policy, team
 
@@ -43,13 +43,8 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     handed, returned = _record_parkings(monkeypatch)
-    nodes, spec = gpu_cluster([1, 2, 4])
-    with open_store(None, tmp_path) as store:
-        store.save_nodes(nodes, actor="t", now=0)
-        store.save_policy(policy(team("a", 64)), actor="t", now=0)
-        executor = ScriptedExecutor()
-        clock = iter(float(t) for t in range(1, 100))
-        c = Controller(store, executor, spec, clock=lambda: next(clock))
+    clock = iter(float(t) for t in range(1, 100))
+    with sql_controller(tmp_path, lambda: next(clock)) as (c, store, executor):
         c.intake.submit(job("j1", "a", 1).spec, actor="alice")
         c.intake.submit(job("j2", "a", 1).spec, actor="alice")
         c.intake.submit(job("too-big", "a", 8).spec, actor="alice")  # waits: the cycles run
@@ -195,12 +190,7 @@ def test_a_step_says_when_the_next_one_at_its_instant_would_settle(tmp_path: Pat
     """``StepReport.settles_next``: after a step that moved no job and stored nothing after
     its cycle, the next step at the same instant takes the settled shortcut; after one that
     started a job, or whose dispatch failed a start (stored after the cycle), it does not."""
-    nodes, spec = gpu_cluster([1, 2, 4])
-    with open_store(None, tmp_path) as store:
-        store.save_nodes(nodes, actor="t", now=0)
-        store.save_policy(policy(team("a", 64)), actor="t", now=0)
-        executor = ScriptedExecutor()
-        c = Controller(store, executor, spec, clock=lambda: 5.0)
+    with sql_controller(tmp_path, lambda: 5.0) as (c, store, executor):
         c.intake.submit(job("j1", "a", 1).spec, actor="alice")
         c.intake.submit(job("too-big", "a", 8).spec, actor="alice")
         admitting = c.step()

@@ -4,14 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tests.engine.sql_controller import sql_controller
 from topoq.discovery.documents import parse_document
 from topoq.discovery.jobfile import workload_from_document
 from topoq.domain.governance import TeamName
 from topoq.domain.job import JobId, JobSpec
-from topoq.engine.controller import Controller
-from topoq.store import open_store
-from topoq.testing.fakes import ScriptedExecutor
-from topoq.testing.governance import gpu_cluster, policy, team
 
 TOPOQ_JOB = """
 apiVersion: topoq.io/v1
@@ -75,12 +72,7 @@ def test_each_format_carries_its_command_and_environment() -> None:
 
 
 def test_commands_survive_the_store_and_reach_the_launch(tmp_path: Path) -> None:
-    nodes, spec = gpu_cluster([1, 2, 4])
-    with open_store(None, tmp_path) as store:
-        store.save_nodes(nodes, actor="t", now=0)
-        store.save_policy(policy(team("a", 64)), actor="t", now=0)
-        executor = ScriptedExecutor()
-        controller = Controller(store, executor, spec, clock=lambda: 1.0)
+    with sql_controller(tmp_path, lambda: 1.0) as (controller, store, executor):
         job = JobSpec(JobId("train"), TeamName("a"), workload(TOPOQ_JOB), 0.0)
         controller.intake.submit(job, actor="alice")
         assert store.job(JobId("train")).spec.workload.pod_sets[0].command[0] == "python"

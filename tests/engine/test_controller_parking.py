@@ -39,6 +39,18 @@ def _record_parkings(
     return handed, returned
 
 
+def _race_the_next_save(store: Any) -> None:
+    """The store's next ``save_jobs`` fails as if a user changed a job while the cycle ran;
+    the ones after it save."""
+    real_save = store.save_jobs
+
+    def raced_once(*args: Any, **kwargs: Any) -> None:
+        store.save_jobs = real_save
+        raise ConcurrentUpdate("a user changed a job while the cycle ran")
+
+    store.save_jobs = raced_once
+
+
 def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -48,13 +60,7 @@ def test_a_cycle_gets_the_last_stored_cycles_parking_and_none_after_a_race(
         c.intake.submit(job("j1", "a", 1).spec, actor="alice")
         c.intake.submit(job("j2", "a", 1).spec, actor="alice")
         c.intake.submit(job("too-big", "a", 8).spec, actor="alice")  # waits: the cycles run
-        real_save = store.save_jobs
-
-        def raced_once(*args: Any, **kwargs: Any) -> None:
-            store.save_jobs = real_save  # type: ignore[method-assign]
-            raise ConcurrentUpdate("a user changed a job while the cycle ran")
-
-        store.save_jobs = raced_once  # type: ignore[method-assign]
+        _race_the_next_save(store)
         assert c.step().conflicted
         assert c.step().started == ["j1", "j2"]
         executor.report(ExecutorEventKind.STARTED, "j1")
@@ -173,13 +179,7 @@ def test_a_lost_gang_whose_requeue_raced_a_user_is_requeued_at_the_next_step() -
     stored; with nothing waiting, the next step must still cycle (the tree it would skip on is
     that of a cycle whose decisions were stored)."""
     c, store = _one_gang_running_then_its_node_failed()
-    real_save = store.save_jobs
-
-    def raced_once(*args: Any, **kwargs: Any) -> None:
-        store.save_jobs = real_save  # type: ignore[method-assign]
-        raise ConcurrentUpdate("a user changed a job while the cycle ran")
-
-    store.save_jobs = raced_once  # type: ignore[method-assign]
+    _race_the_next_save(store)
     assert c.step().conflicted
     report = c.step()
     assert report.decided_by is StepDecision.CYCLE

@@ -33,7 +33,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from functools import partial
-from itertools import compress, repeat
 from typing import Protocol
 
 from topoq.core.cycle import (
@@ -186,23 +185,17 @@ class _ViewsSeen:
     """What the controller worked out of the views it read, kept while a job's view is the
     one read: a view never changes, so the same view is not worked out again each step."""
 
-    booked_views: dict[JobId, JobView] = field(default_factory=dict)
-    booked_attempts: dict[JobId, int] = field(default_factory=dict)
-    """The view of each gang it started last found booked, and at which attempt
+    booked: dict[JobId, tuple[JobView, int]] = field(default_factory=dict)
+    """The view of each gang it started last found booked at that attempt
     (``Controller._stop_unbooked``; counting a view's attempt walks its history)."""
-    deadlines: tuple[dict[JobId, JobView], dict[JobId, float | None]] = field(
-        default_factory=lambda: ({}, {})
-    )
-    """Each holder's view, and when it reaches its time limit under ``deadlines_under``."""
+    deadlines: dict[JobId, tuple[JobView, float | None]] = field(default_factory=dict)
+    """Each holder's view and when it reaches its time limit under ``deadlines_under``."""
+
     deadlines_under: ClusterPolicy | None = None
     next_deadline: float | None = None
     """The first of them after the last step's instant (None: none)."""
     not_ready: tuple[tuple[NodeSpec, ...], frozenset[str]] = ((), frozenset())
     """The node specs last looked at for failed nodes, and the names of those not ready."""
-
-
-_UNSEEN = object()
-"""What a memo of views gives for an id it has none of: never a view, nor None."""
 
 
 def _time_rules_change(
@@ -603,31 +596,24 @@ class Controller:
         seen_views = self._seen
         memo = seen_views.deadlines
         if policy is not seen_views.deadlines_under and policy != seen_views.deadlines_under:
-            memo = seen_views.deadlines = ({}, {})
+            memo = seen_views.deadlines = {}
             seen_views.deadlines_under = policy
-        views, deadlines = memo
-        ids, held = list(holders), list(holders.values())
-        for at in compress(  # the views whose deadline is known: no look (in C)
-            range(len(ids)), map(operator.is_not, held, map(views.get, ids, repeat(_UNSEEN)))
-        ):
-            job_id, job = ids[at], held[at]
-            views[job_id], deadlines[job_id] = job, running_deadline(policy, job)
         reached = []
         next_deadline: float | None = None
-        now_due = list(map(deadlines.__getitem__, ids))
-        for at in compress(range(len(ids)), map(operator.is_not, now_due, repeat(None))):
-            deadline = now_due[at]
-            assert deadline is not None  # (compressed so)
+        for job_id, job in holders.items():
+            seen = memo.get(job_id)
+            if seen is None or seen[0] is not job:
+                seen = memo[job_id] = (job, running_deadline(policy, job))
+            deadline = seen[1]
+            if deadline is None:
+                continue
             if deadline <= now:
-                reached.append(held[at])
+                reached.append(job)
             elif next_deadline is None or deadline < next_deadline:
                 next_deadline = deadline
         seen_views.next_deadline = next_deadline
-        if len(views) > 2 * len(holders):
-            seen_views.deadlines = (
-                {job: views[job] for job in holders if job in views},
-                {job: deadlines[job] for job in holders if job in deadlines},
-            )
+        if len(memo) > 2 * len(holders):
+            seen_views.deadlines = {job: memo[job] for job in holders if job in memo}
         return reached
 
     def _stop_unbooked(self, holders: Mapping[JobId, JobView], report: StepReport) -> None:
@@ -636,28 +622,21 @@ class Controller:
         requeued by a user (the API only writes the store), or ended while its pods linger. A
         stop that fails is tried again next step."""
         unbooked = []
-        seen = self._seen
-        views, attempts = seen.booked_views, seen.booked_attempts
-        launched = self._launched
-        ids = list(launched)
-        now_held = list(map(holders.get, ids))
-        for at in compress(  # this very view was found booked at this attempt: no look (in C)
-            range(len(ids)),
-            map(
-                operator.or_,
-                map(operator.is_not, now_held, map(views.get, ids, repeat(_UNSEEN))),
-                map(operator.ne, launched.values(), map(attempts.get, ids)),
-            ),
-        ):
-            job_id, job = ids[at], now_held[at]
-            attempt = launched[job_id]
-            if job is None or job.attempt != attempt:  # (counting its attempt walks history)
+        known = self._seen.booked
+        for job_id, attempt in self._launched.items():
+            job = holders.get(job_id)
+            if job is None:
+                unbooked.append(job_id)
+                continue
+            seen = known.get(job_id)
+            if seen is not None and seen[0] is job and seen[1] == attempt:
+                continue  # this very view was found booked at this attempt
+            if job.attempt != attempt:  # (counting its attempt walks its history)
                 unbooked.append(job_id)
             else:
-                views[job_id], attempts[job_id] = job, attempt
-        if len(views) > 2 * len(launched):
-            seen.booked_views = {job: views[job] for job in launched if job in views}
-            seen.booked_attempts = {job: attempts[job] for job in launched if job in attempts}
+                known[job_id] = (job, attempt)
+        if len(known) > 2 * len(self._launched):
+            self._seen.booked = {job: known[job] for job in self._launched if job in known}
         if not unbooked:
             return
         try:
